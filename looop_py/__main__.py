@@ -1,0 +1,3 @@
+from looop_py.console import main
+
+main()

@@ -1,0 +1,41 @@
+"""The one exception family users see; each carries the exit code the CLI returns."""
+
+from __future__ import annotations
+
+
+class LooopError(Exception):
+    """An error the user can act on: a message, an optional next step, an exit code."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  → {self.hint}"
+
+
+class UsageError(LooopError):
+    """Bad arguments, or a command run where it cannot work."""
+
+    exit_code = 2
+
+
+class NotAWorkDir(UsageError):
+    """No work dir could be found from -C, $LOOOP_DIR or the current directory."""
+
+
+class ConfigError(UsageError):
+    """looop.toml is missing, malformed or holds a value of the wrong type."""
+
+
+class CorruptFile(LooopError):
+    """A state file exists but cannot be parsed; nothing is overwritten blindly."""
+
+
+class Busy(LooopError):
+    """Another process holds a lock this command needs."""
+
+    exit_code = 3

@@ -1,0 +1,58 @@
+"""The pulse lock: one beat at a time per work dir.
+
+flock(2) is released by the kernel whenever the holder dies, so a killed pulse
+never leaves a stale lock behind and no pid has to be guessed at.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+class PulseLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, timeout_s: float = 0.0) -> bool:
+        """Take the lock; False when another process holds it past `timeout_s`."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+                continue
+            self._fd = fd
+            return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def held_elsewhere(self) -> bool:
+        """Probe without keeping the lock: is a pulse running right now?"""
+        if self.acquire():
+            self.release()
+            return False
+        return True
+
+    def __enter__(self) -> PulseLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

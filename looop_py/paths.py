@@ -1,0 +1,176 @@
+"""Every file and directory of a work dir, named once (design.md §2)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from looop_py.errors import NotAWorkDir, UsageError
+
+CONFIG_NAME = "looop.toml"
+
+# Ids and names become path segments: letters, digits, '.', '_', '-', no leading dot.
+_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def is_safe_segment(name: str) -> bool:
+    return bool(_SAFE_SEGMENT.fullmatch(name)) and ".." not in name
+
+
+def check_segment(name: str, what: str = "name") -> str:
+    if not is_safe_segment(name):
+        raise UsageError(
+            f"unsafe {what} {name!r}",
+            "use letters, digits, '.', '_' and '-' (at most 128, no leading dot, no '..')",
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    # -- files a human edits ------------------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def playbook(self) -> Path:
+        return self.root / "PLAYBOOK.md"
+
+    @property
+    def goals(self) -> Path:
+        return self.root / "goals"
+
+    @property
+    def goals_archive(self) -> Path:
+        return self.goals / "archive"
+
+    @property
+    def sensors(self) -> Path:
+        return self.root / "sensors"
+
+    # -- what looop and its workers write -----------------------------------
+    @property
+    def snapshots(self) -> Path:
+        return self.root / "snapshots"
+
+    @property
+    def claims(self) -> Path:
+        return self.root / "claims"
+
+    @property
+    def sessions(self) -> Path:
+        return self.root / "sessions"
+
+    @property
+    def rounds(self) -> Path:
+        return self.root / "rounds"
+
+    @property
+    def memory(self) -> Path:
+        return self.root / "memory"
+
+    @property
+    def asks(self) -> Path:
+        return self.root / "asks"
+
+    @property
+    def answers(self) -> Path:
+        return self.root / "answers"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def playbook_history(self) -> Path:
+        return self.root / "playbook.d"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.md"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    # -- state/ ---------------------------------------------------------------
+    @property
+    def last_world(self) -> Path:
+        return self.state / "last-world.json"
+
+    @property
+    def config_cache(self) -> Path:
+        return self.state / "config-cache.json"
+
+    @property
+    def pulse_lock(self) -> Path:
+        return self.state / "pulse.lock"
+
+    @property
+    def goal_activity(self) -> Path:
+        return self.state / "goal-activity.json"
+
+    @property
+    def error_log(self) -> Path:
+        return self.state / "errors.log"
+
+    # -- per-item helpers -----------------------------------------------------
+    def snapshot(self, stem: str) -> Path:
+        return self.snapshots / f"{stem}.json"
+
+    def goal(self, goal_id: str) -> Path:
+        return self.goals / f"{check_segment(goal_id, 'goal id')}.md"
+
+    def sensor(self, name: str) -> Path:
+        return self.sensors / f"{check_segment(name, 'sensor name')}.sh"
+
+    def layout_dirs(self) -> tuple[Path, ...]:
+        """The directories `looop init` creates (design.md §2)."""
+        return (
+            self.goals,
+            self.goals_archive,
+            self.sensors,
+            self.snapshots,
+            self.claims,
+            self.sessions,
+            self.rounds,
+            self.memory,
+            self.asks,
+            self.answers,
+            self.reports,
+            self.state,
+            self.runs,
+        )
+
+
+def find_workdir(
+    explicit: str | os.PathLike[str] | None, env: Mapping[str, str], cwd: Path
+) -> Paths:
+    """-C DIR, else $LOOOP_DIR, else the nearest ancestor of cwd holding looop.toml."""
+    hint = "run `looop init DIR` to create one, or point at one with `looop -C DIR` or $LOOOP_DIR"
+    for source, value in (("-C", explicit), ("$LOOOP_DIR", env.get("LOOOP_DIR") or None)):
+        if value is None:
+            continue
+        root = (cwd / Path(value).expanduser()).resolve()
+        if not (root / CONFIG_NAME).is_file():
+            raise NotAWorkDir(f"{root} ({source}) is not a looop work dir: no {CONFIG_NAME}", hint)
+        return Paths(root)
+    here = cwd.resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / CONFIG_NAME).is_file():
+            return Paths(candidate)
+    raise NotAWorkDir(f"not inside a looop work dir (no {CONFIG_NAME} in {here} or above)", hint)

@@ -1,0 +1,280 @@
+"""One beat of the loop, step by step as design.md §1 tells it.
+
+    1. SENSE    run sensors and probes, write snapshots
+    2. DIFF     hash the wake-relevant world; unchanged → skip, no decider
+    3. ADVANCE  deterministic housekeeping (filled by the workers/engine issues)
+    4. DECIDE   ask the decider for one move
+    5. ACT      validate and execute it; commit the world hash
+
+The world hash is committed only after a usable decision, so a beat whose
+decide failed is retried by the next one.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from looop_py import config as config_mod
+from looop_py import journal, jsonio, probes, procs, sensors, worldhash
+from looop_py.environ import child_env
+from looop_py.goals import read_goals
+from looop_py.locks import PulseLock
+from looop_py.paths import Paths
+from looop_py.worldhash import Change
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything one SENSE step saw."""
+
+    items: dict[str, str]
+    hash: str
+    readings: tuple[sensors.Reading, ...]
+    snapshots: dict[str, dict[str, Any]]  # stem → snapshot, sensors and probes
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The world as of the last usable decision."""
+
+    hash: str | None = None
+    items: dict[str, str] = field(default_factory=dict)
+    at: float | None = None
+
+
+@dataclass(frozen=True)
+class BeatResult:
+    outcome: str  # skipped | decided | failed | locked
+    world_hash: str | None = None
+    prev_hash: str | None = None
+    changed: tuple[Change, ...] = ()
+    readings: tuple[sensors.Reading, ...] = ()
+    duration_s: float = 0.0
+    move: Any = None
+    journal: str | None = None
+    reason: str | None = None
+    forced: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "world_hash": self.world_hash,
+            "prev_hash": self.prev_hash,
+            "forced": self.forced,
+            "changed": [c.to_json() for c in self.changed],
+            "sensors": {
+                r.stem.removeprefix("sensor-"): {
+                    "status": r.status,
+                    "ms": round(r.duration_s * 1000, 1),
+                    **_error_fields(r),
+                }
+                for r in self.readings
+            },
+            "move": self.move,
+            "journal": self.journal,
+            "reason": self.reason,
+            "ms": round(self.duration_s * 1000, 1),
+        }
+
+
+def _error_fields(reading: sensors.Reading) -> dict[str, Any]:
+    if reading.ok:
+        return {}
+    sig = reading.snapshot.get("signal", {})
+    return {"error": sig.get("exit_code", sig.get("error"))}
+
+
+# -- steps ---------------------------------------------------------------------
+
+
+def sense(paths: Paths, cfg: config_mod.Config, now: float) -> World:
+    """SENSE: run sensors and probes, write every snapshot, hash the world."""
+    paths.snapshots.mkdir(exist_ok=True)
+    found = sensors.discover(paths, cfg.sensors.timeout_s)
+    readings = sensors.sense(
+        paths,
+        found,
+        env=child_env(paths),
+        cap=cfg.sensors.max_bytes,
+        concurrency=cfg.sensors.concurrency,
+        now=now,
+    )
+    snapshots = {r.stem: r.snapshot for r in readings}
+    for stem, snap in probes.run_probes(paths, now):
+        jsonio.write_json_if_changed(paths.snapshot(stem), snap)
+        snapshots[stem] = snap
+    try:
+        playbook: bytes | None = paths.playbook.read_bytes()
+    except FileNotFoundError:
+        playbook = None
+    items = worldhash.build_items(
+        playbook,
+        ((g.id, g.body) for g in read_goals(paths)),
+        ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
+    )
+    return World(items, worldhash.world_hash(items), tuple(readings), snapshots)
+
+
+def load_committed(paths: Paths) -> Committed:
+    data = jsonio.read_json(paths.last_world, None)
+    if not isinstance(data, dict):
+        return Committed()
+    items = data.get("items")
+    return Committed(
+        data.get("hash"), dict(items) if isinstance(items, dict) else {}, data.get("committed_at")
+    )
+
+
+def commit(paths: Paths, world: World, now: float) -> None:
+    jsonio.write_json(
+        paths.last_world, {"v": 1, "hash": world.hash, "items": world.items, "committed_at": now}
+    )
+
+
+# -- one beat ------------------------------------------------------------------
+
+
+@contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """SIGTERM/SIGHUP end the beat like Ctrl-C does, so sensor groups get killed."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def beat(
+    paths: Paths,
+    *,
+    force: bool = False,
+    clock: Clock = time.time,
+    decider: Any = None,
+) -> BeatResult:
+    """Run one beat; returns what happened. Never raises for a broken sensor."""
+    started = time.monotonic()
+    paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(paths.pulse_lock)
+    if not lock.acquire():
+        result = BeatResult("locked", reason="another pulse is running")
+        journal.emit(paths, "beat", clock(), outcome="locked")
+        return result
+    try:
+        with _terminate_cleanly():
+            return _beat_locked(paths, force=force, clock=clock, decider=decider, started=started)
+    finally:
+        procs.kill_running()
+        lock.release()
+
+
+def _beat_locked(
+    paths: Paths, *, force: bool, clock: Clock, decider: Any, started: float
+) -> BeatResult:
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    now = clock()
+    jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
+    jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
+
+    # 1. SENSE
+    world = sense(paths, cfg, now)
+
+    # 2. DIFF
+    last = load_committed(paths)
+    changed = tuple(worldhash.diff(last.items, world.items))
+    base = BeatResult(
+        "skipped",
+        world_hash=world.hash,
+        prev_hash=last.hash,
+        changed=changed,
+        readings=world.readings,
+        forced=force,
+    )
+    if world.hash == last.hash and not force:
+        return _finish(paths, base, started, clock)
+
+    # 3. ADVANCE — nothing yet: reaping and rounds arrive with their issues.
+
+    # 4. DECIDE
+    from looop_py import deciders
+    from looop_py.deciders.base import DecideError, DecideRequest
+
+    backend = decider if decider is not None else deciders.load(cfg)
+    request = DecideRequest(paths, now, world.items, changed, world.snapshots, forced=force)
+    try:
+        decision = backend.decide(request)
+    except DecideError as exc:
+        return _fail(paths, base, started, clock, f"decider {backend.name}: {exc.message}")
+
+    # 5. ACT
+    move = decision.move
+    if not isinstance(move, dict) or move.get("action") != "noop":
+        return _fail(paths, base, started, clock, f"unsupported move from {backend.name}: {move!r}")
+    reason = move.get("reason")
+    text = move.get("journal") or ("noop" + (f" · {reason}" if reason else ""))
+    line = journal.write(paths, str(text), clock())
+    commit(paths, world, now)
+    decided = replace(base, outcome="decided", move=move, journal=line)
+    return _finish(paths, decided, started, clock)
+
+
+def _fail(paths: Paths, base: BeatResult, started: float, clock: Clock, reason: str) -> BeatResult:
+    journal.write(paths, f"✗ beat failed: {reason}", clock())
+    return _finish(paths, replace(base, outcome="failed", reason=reason), started, clock)
+
+
+def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> BeatResult:
+    result = replace(result, duration_s=time.monotonic() - started)
+    record = result.to_json()
+    record.pop("journal", None)
+    journal.emit(paths, "beat", clock(), **record)
+    return result
+
+
+def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
+    """`looop sense`: a SENSE and a DIFF with no decide and no commit."""
+    from looop_py.errors import Busy
+
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(paths.pulse_lock)
+    # Sensing writes snapshots, so wait for a running beat rather than race it.
+    if not lock.acquire(timeout_s=cfg.sensors.timeout_s + 5):
+        raise Busy("a pulse has held the lock for too long", "try again in a minute")
+    try:
+        with _terminate_cleanly():
+            world = sense(paths, cfg, clock())
+    finally:
+        procs.kill_running()
+        lock.release()
+    last = load_committed(paths)
+    return {
+        "world_hash": world.hash,
+        "committed_hash": last.hash,
+        "would_wake": world.hash != last.hash,
+        "changed": [c.to_json() for c in worldhash.diff(last.items, world.items)],
+        "snapshots": world.snapshots,
+        "failed": [r.stem for r in world.readings if not r.ok],
+        "sensors": {
+            r.stem.removeprefix("sensor-"): {
+                "status": r.status,
+                "ms": round(r.duration_s * 1000, 1),
+            }
+            for r in world.readings
+        },
+    }

@@ -1,0 +1,84 @@
+"""The world hash and its item map (design.md §3). Pure: bytes and values in, strings out.
+
+Items, in this fixed order:
+  playbook        → xxh3 of PLAYBOOK.md
+  goal:<id>       → xxh3 of goals/<id>.md, by id
+  snap:<stem>     → canonical JSON of the snapshot's signal, by stem
+The world hash is xxh3_128 over each key and value, each prefixed by its
+length, so no two different maps can frame into the same byte stream.
+Detail never enters; neither does time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import xxhash
+
+from looop_py import jsonio
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+PREFIX = "xxh3:"
+
+
+def digest(data: bytes) -> str:
+    return PREFIX + xxhash.xxh3_128_hexdigest(data)
+
+
+def build_items(
+    playbook: bytes | None,
+    goals: Iterable[tuple[str, bytes]],
+    snapshots: Iterable[tuple[str, Any]],
+) -> dict[str, str]:
+    """The item map; `snapshots` yields (stem, signal) pairs."""
+    items: dict[str, str] = {}
+    if playbook is not None:
+        items["playbook"] = digest(playbook)
+    for goal_id, body in sorted(goals):
+        items[f"goal:{goal_id}"] = digest(body)
+    for stem, signal in sorted(snapshots, key=lambda pair: pair[0]):
+        items[f"snap:{stem}"] = jsonio.canonical(signal).decode("utf-8")
+    return items
+
+
+def world_hash(items: Mapping[str, str]) -> str:
+    h = xxhash.xxh3_128()
+    for key, value in items.items():
+        for part in (key.encode("utf-8"), value.encode("utf-8")):
+            h.update(len(part).to_bytes(8, "big"))
+            h.update(part)
+    return PREFIX + h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Change:
+    item: str
+    old: str | None  # None: the item appeared
+    new: str | None  # None: the item is gone
+
+    @property
+    def kind(self) -> str:
+        if self.old is None:
+            return "appeared"
+        return "gone" if self.new is None else "changed"
+
+    def to_json(self, limit: int = 240) -> dict[str, Any]:
+        return {"item": self.item, "old": _clip(self.old, limit), "new": _clip(self.new, limit)}
+
+
+def _clip(value: str | None, limit: int) -> str | None:
+    if value is None or len(value) <= limit:
+        return value
+    return value[: limit - 1] + "…"
+
+
+def diff(old: Mapping[str, str], new: Mapping[str, str]) -> list[Change]:
+    """What changed between two item maps, in the new map's order, then what went."""
+    changes = [Change(k, old.get(k), v) for k, v in new.items() if old.get(k) != v]
+    changes += [Change(k, v, None) for k, v in old.items() if k not in new]
+    return changes

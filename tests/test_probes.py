@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import time
+
+from looop_py import jsonio
+from looop_py.paths import Paths
+from looop_py.probes import claims, goals, run_probes, sessions
+
+
+def test_empty_states(wd: Paths) -> None:
+    now = time.time()
+    assert sessions(wd, now) == {"signal": [], "detail": {"count": 0}}
+    assert claims(wd, now) == {"signal": [], "detail": {"count": 0}}
+    g = goals(wd, now)
+    assert g["signal"] == {} and g["detail"]["goals"]["welcome"] == {
+        "last_acted": None,
+        "age_s": None,
+    }
+
+
+def test_sessions_and_claims_are_sorted_and_carry_only_wake_fields(wd: Paths) -> None:
+    for sid, state, rc in (("b-worker", "exited", 0), ("a-worker", "running", None)):
+        (wd.sessions / sid).mkdir()
+        jsonio.write_json(
+            wd.sessions / sid / "status.json", {"state": state, "exit_code": rc, "ended_at": 123.0}
+        )
+    jsonio.write_json(wd.claims / "repo.json", {"name": "repo", "session": "a-worker", "epoch": 3})
+    jsonio.write_json(wd.claims / "docs.json", {"name": "docs", "session": "b-worker"})
+    s = sessions(wd, time.time())
+    assert s["signal"] == [
+        {"id": "a-worker", "state": "running", "exit_code": None},
+        {"id": "b-worker", "state": "exited", "exit_code": 0},
+    ]
+    assert claims(wd, time.time())["signal"] == [
+        {"name": "docs", "session": "b-worker"},
+        {"name": "repo", "session": "a-worker"},
+    ]
+
+
+def test_goal_ages_live_in_detail_only(wd: Paths) -> None:
+    now = 1_000_000.0
+    jsonio.write_json(wd.goal_activity, {"goals": {"welcome": now - 90}})
+    g = goals(wd, now)
+    assert g["signal"] == {}
+    assert g["detail"]["goals"]["welcome"] == {"last_acted": now - 90, "age_s": 90}
+
+
+def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
+    (wd.claims / "torn.json").write_text("{")
+    (wd.sessions / "x").mkdir()
+    (wd.sessions / "x" / "status.json").write_text("nope")
+    wd.goal_activity.write_text("[")
+    out = dict(run_probes(wd, time.time()))
+    assert out["sys-claims"]["signal"] == [{"name": "torn", "session": None}]
+    assert out["sys-sessions"]["signal"][0]["state"] == "unreadable"
+    assert out["sys-goals"]["signal"] == {}

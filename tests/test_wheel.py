@@ -1,0 +1,73 @@
+"""A normal (non-editable) install carries the starter files: build, install, init."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_wheel_install_can_init_and_pulse(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(dist.glob("looop_py-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    # Tests need no network, so the dependencies come from this environment's
+    # site-packages through a plain path entry (its .pth files, among them the
+    # editable hook, are not processed); looop itself comes from the wheel.
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(py), "-c", purelib], check=True, capture_output=True, text=True)
+    site_dir = Path(site.stdout.strip())
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site_dir / "_test_deps.pth").write_text("\n".join(sorted(deps)) + "\n")
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    where = subprocess.run(
+        [str(py), "-c", "import looop_py, sys; print(looop_py.__file__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout
+    assert str(env_dir) in where and str(ROOT) not in where
+    looop = env_dir / "bin" / "looop"
+    work = tmp_path / "ops"
+    init = subprocess.run(
+        [str(looop), "init", str(work)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert init.returncode == 0, init.stderr
+    assert (work / "sensors" / "date.sh").stat().st_mode & 0o111
+    pulse = subprocess.run(
+        [str(looop), "-C", str(work), "pulse", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert pulse.returncode == 0, pulse.stderr
+    assert '"outcome": "decided"' in pulse.stdout

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from looop_py.worldhash import Change, build_items, diff, world_hash
+
+
+def test_items_order_and_values() -> None:
+    items = build_items(
+        b"pb", [("b", b"B"), ("a", b"A")], [("sys-goals", {}), ("sensor-x", {"k": 1, "a": [2]})]
+    )
+    assert list(items) == ["playbook", "goal:a", "goal:b", "snap:sensor-x", "snap:sys-goals"]
+    assert items["snap:sensor-x"] == '{"a":[2],"k":1}'
+    assert items["playbook"].startswith("xxh3:") and len(items["playbook"]) == 37
+
+
+def test_hash_is_stable_and_key_order_insensitive_inside_signals() -> None:
+    a = build_items(None, [], [("s", {"x": 1, "y": 2})])
+    b = build_items(None, [], [("s", {"y": 2, "x": 1})])
+    assert world_hash(a) == world_hash(b)
+
+
+def test_length_prefix_prevents_framing_collisions() -> None:
+    assert world_hash({"ab": "c"}) != world_hash({"a": "bc"})
+    assert world_hash({"a": "b", "c": "d"}) != world_hash({"a": "bc", "": "d"})
+
+
+def test_no_playbook_differs_from_empty_playbook() -> None:
+    assert world_hash(build_items(None, [], [])) != world_hash(build_items(b"", [], []))
+
+
+def test_diff_reports_appeared_changed_gone() -> None:
+    changes = diff({"a": "1", "b": "2"}, {"b": "3", "c": "4"})
+    assert changes == [Change("b", "2", "3"), Change("c", None, "4"), Change("a", "1", None)]
+    assert [c.kind for c in changes] == ["changed", "appeared", "gone"]
+    assert Change("x", "a" * 500, None).to_json(limit=10)["old"] == "a" * 9 + "…"
