@@ -38,13 +38,14 @@ class DecideRequest:
     changed: tuple[Change, ...]
     snapshots: Mapping[str, Mapping[str, Any]]  # stem → {signal, detail}
     forced: bool = False
+    prompt: str = ""  # the full decide prompt (prompt.py); LLM backends send only this
 
 
 @dataclass(frozen=True)
 class Decision:
-    move: Any  # the parsed JSON value; moves.py decides whether it is a move
-    raw: str = ""
-    usage: Usage | None = None
+    move: Any  # the parsed JSON value; moves.parse decides whether it is a move
+    raw: str = ""  # what the backend returned, archived in runs/<id>/
+    usage: Usage | None = None  # None: the backend reported no usage (unmetered)
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
