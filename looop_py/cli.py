@@ -221,6 +221,27 @@ def status(state: State, as_json: bool) -> None:
     echo(line + (f": {', '.join(s['failed'])}" if s["failed"] else ""))
     c = view["counts"]
     echo(f"goals       {c['goals']}   sessions {c['sessions']}   claims {c['claims']}")
+    _echo_limits(view["limits"])
+
+
+def _echo_limits(lim: dict[str, Any]) -> None:
+    cap = lim["decides_per_hour"] or "no cap"
+    echo(f"decides     {lim['decides_last_hour']} in the last hour (cap {cap})")
+    tokens = f"{lim['tokens_today']}" + (
+        f" of {lim['daily_tokens']}" if lim["daily_tokens"] else ""
+    )
+    usd = f"${lim['usd_today']:.4f}" + (f" of ${lim['daily_usd']:.2f}" if lim["daily_usd"] else "")
+    echo(f"spend today {tokens} tokens, {usd}")
+    if lim["backoff"]:
+        b = lim["backoff"]
+        when = f"retry in {b['retry_in_s']}s"
+        echo(f"backoff     {b['fails']} failure(s) in a row, {when}: {b['reason']}")
+    if lim["flapping"]:
+        echo(f"flapping    {', '.join(lim['flapping'])}")
+    if lim["pending_asks"]:
+        echo(f"asks        {lim['pending_asks']} waiting on a human (looop asks)")
+    if lim["blocked"]:
+        echo(f"held        the decider will not be called now: {lim['blocked']}")
 
 
 @cli.command()
@@ -243,6 +264,8 @@ def why(state: State, as_json: bool) -> None:
     if view.get("ts"):
         echo(f"last beat {view['ts']}: {view['outcome']}")
     echo(view["explanation"])
+    if view.get("limits", {}).get("blocked"):
+        echo(f"right now: {view['limits']['blocked']}")
     for c in view.get("changed", []):
         if c.get("old") is None:
             echo(f"  + {c['item']} appeared: {c.get('new')}")
@@ -273,6 +296,141 @@ def journal_cmd(state: State, lines: int, as_json: bool) -> None:
         echo(line)
     if not tail:
         echo("(the journal is empty: no move has been made yet)", err=True)
+
+
+# -- the human mailbox ---------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--prompt", "prompt_text", required=True, help="The question for a human.")
+@click.option("--options", help="Comma-separated choices the answer must be one of.")
+@click.option("--ref", help="A file the human should look at (path relative to the work dir).")
+@click.option("--timeout", type=float, help="Give up after S seconds (exit 4; the ask stays).")
+@click.pass_obj
+def ask(
+    state: State, prompt_text: str, options: str | None, ref: str | None, timeout: float | None
+) -> None:
+    """Ask a human and wait: prints only the answer, so $(looop ask …) is the answer.
+
+    The asker is $LOOOP_SESSION_ID inside a worker, else "human".
+
+    \b
+    Example:
+      answer=$("$LOOOP_BIN" ask --prompt "Merge PR 12 now?" --options yes,no)
+    """
+    import os
+    import time
+
+    from looop_py import mailbox
+
+    asker = os.environ.get("LOOOP_SESSION_ID") or "human"
+    choices = tuple(o.strip() for o in options.split(",") if o.strip()) if options else ()
+    filed = mailbox.open_ask(
+        state.paths, prompt=prompt_text, asker=asker, now=time.time(), options=choices, ref=ref
+    )
+    echo(f"looop: waiting for an answer to {filed.id} (looop answer {filed.id} …)", err=True)
+    try:
+        got = mailbox.wait(state.paths, filed.id, timeout_s=timeout)
+    except mailbox.AskError as exc:
+        echo(f"looop: {exc}", err=True)
+        sys.exit(4)
+    echo(got.text)
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def asks(state: State, as_json: bool) -> None:
+    """List the asks waiting on a human (questions and approvals).
+
+    \b
+    Example:
+      looop asks
+      looop asks --json | jq -r '.asks[].id'
+    """
+    import time
+
+    from looop_py import mailbox
+
+    now = time.time()
+    pending = mailbox.pending(state.paths)
+    if as_json:
+        json_out({"asks": [{**a.to_json(), "age_s": round(now - a.created_at)} for a in pending]})
+        return
+    if not pending:
+        echo("no pending asks")
+    for a in pending:
+        verb = "approve or deny" if a.kind == "approval" else "answer"
+        echo(f"{a.id}  [{a.kind} from {a.asker}, {round(now - a.created_at)}s ago]  ({verb})")
+        for line in a.prompt.strip().splitlines():
+            echo(f"    {line}")
+        if a.options:
+            echo(f"    options: {', '.join(a.options)}")
+
+
+@cli.command()
+@click.argument("ask_id")
+@click.argument("text", required=False)
+@click.option("--force", is_flag=True, help="Replace an existing answer.")
+@click.pass_obj
+def answer(state: State, ask_id: str, text: str | None, force: bool) -> None:
+    """Answer a question; TEXT or - reads the answer from stdin.
+
+    \b
+    Example:
+      looop answer w1-3 "yes, go ahead"
+      echo "use the staging DB" | looop answer w1-4 -
+    """
+    import time
+
+    from looop_py import mailbox
+
+    if text is None or text == "-":
+        text = sys.stdin.read().strip()
+    if not text:
+        raise click.UsageError("the answer is empty")
+    mailbox.answer(state.paths, ask_id, text, now=time.time(), force=force)
+    echo(f"answered {ask_id}")
+
+
+@cli.command()
+@click.argument("ask_id")
+@click.pass_obj
+def approve(state: State, ask_id: str) -> None:
+    """Approve a held move: looop runs it now and journals what happened.
+
+    \b
+    Example:
+      looop asks            # find the approval, e.g. decider-2
+      looop approve decider-2
+    """
+    import time
+
+    from looop_py.approvals import approve as do_approve
+
+    got = do_approve(state.paths, ask_id, now=time.time())
+    echo(f"approved {ask_id}: {got.note}")
+    if got.note and got.note.startswith("failed"):
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("ask_id")
+@click.option("--reason", help="Why; the decider sees it in the journal.")
+@click.pass_obj
+def deny(state: State, ask_id: str, reason: str | None) -> None:
+    """Refuse a held move; nothing runs.
+
+    \b
+    Example:
+      looop deny decider-2 --reason "not during the release freeze"
+    """
+    import time
+
+    from looop_py.approvals import deny as do_deny
+
+    do_deny(state.paths, ask_id, now=time.time(), reason=reason)
+    echo(f"denied {ask_id}")
 
 
 def main() -> None:

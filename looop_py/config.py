@@ -31,13 +31,38 @@ class SensorsConfig:
 
 @dataclass(frozen=True)
 class DeciderConfig:
-    backend: str = "noop"
+    backend: str = "rules"
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
+    shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
+    allow_dangerous: bool = False  # True switches the deny-list tripwire off
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    decides_per_hour: int = 120  # 0 = no cap
+    daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
+    daily_usd: float = 0.0  # 0 = no budget
+    unmetered_limit: int = (
+        3  # with a budget set: this many unmetered decides in a row stop deciding
+    )
+    backoff_base_s: float = 60.0  # after n failures in a row wait base·2^(n−1) s …
+    backoff_max_s: float = 300.0  # … but never longer than this
+    noop_ttl_s: float = 21600.0  # re-decide an unchanged world this long after a noop; 0 = never
+    flap_streak: int = 5  # a signal changing this many beats running is called flapping
+    prompt_max_bytes: int = 262144
+    runs_keep: int = 50  # decide archives kept in runs/
 
 
 @dataclass(frozen=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
 
 def load(path: Path, cache: Path | None = None) -> Config:

@@ -93,10 +93,33 @@ def goals(paths: Paths, now: float) -> Snapshot:
     return {"signal": {}, "detail": {"goals": detail}}
 
 
+def asks(paths: Paths, now: float) -> Snapshot:
+    """Pending asks: a new one wakes the loop once; ages stay in detail."""
+    from looop_py import mailbox
+
+    pending = mailbox.pending(paths)
+    return {
+        "signal": {"pending": [a.id for a in pending]},
+        "detail": {
+            a.id: {"asker": a.asker, "kind": a.kind, "age_s": round(now - a.created_at)}
+            for a in pending
+        },
+    }
+
+
+def schedules(paths: Paths, now: float) -> Snapshot:
+    """Timers set by write_schedule; the signal moves only when one comes due."""
+    from looop_py import schedules as timers
+
+    return timers.probe(paths, now)
+
+
 PROBES: tuple[tuple[str, Probe], ...] = (
     ("sys-sessions", sessions),
     ("sys-claims", claims),
     ("sys-goals", goals),
+    ("sys-asks", asks),
+    ("sys-schedules", schedules),
 )
 
 

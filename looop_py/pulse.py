@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
+from looop_py import budget, journal, jsonio, probes, procs, sensors, wal, worldhash
 from looop_py import config as config_mod
-from looop_py import journal, jsonio, probes, procs, sensors, worldhash
 from looop_py.environ import child_env
 from looop_py.goals import read_goals
 from looop_py.locks import PulseLock
@@ -51,6 +51,8 @@ class Committed:
     hash: str | None = None
     items: dict[str, str] = field(default_factory=dict)
     at: float | None = None
+    action: str | None = None  # the move that decision made
+    next_wake: float | None = None  # a durable next_interval_s: re-decide at this time
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class BeatResult:
     journal: str | None = None
     reason: str | None = None
     forced: bool = False
+    forced_by: str | None = None  # force | next-interval | noop-ttl
+    decide: dict[str, Any] = field(default_factory=dict)  # backend, ms, tokens, cost, run
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,7 @@ class BeatResult:
             "world_hash": self.world_hash,
             "prev_hash": self.prev_hash,
             "forced": self.forced,
+            "forced_by": self.forced_by,
             "changed": [c.to_json() for c in self.changed],
             "sensors": {
                 r.stem.removeprefix("sensor-"): {
@@ -84,6 +89,7 @@ class BeatResult:
             "move": self.move,
             "journal": self.journal,
             "reason": self.reason,
+            "decide": self.decide,
             "ms": round(self.duration_s * 1000, 1),
         }
 
@@ -132,14 +138,46 @@ def load_committed(paths: Paths) -> Committed:
         return Committed()
     items = data.get("items")
     return Committed(
-        data.get("hash"), dict(items) if isinstance(items, dict) else {}, data.get("committed_at")
+        data.get("hash"),
+        dict(items) if isinstance(items, dict) else {},
+        data.get("committed_at"),
+        data.get("action"),
+        data.get("next_wake"),
     )
 
 
-def commit(paths: Paths, world: World, now: float) -> None:
-    jsonio.write_json(
-        paths.last_world, {"v": 1, "hash": world.hash, "items": world.items, "committed_at": now}
-    )
+def commit(
+    paths: Paths, world: World, now: float, action: str | None, next_wake: float | None
+) -> None:
+    record = {
+        "v": 1,
+        "hash": world.hash,
+        "items": world.items,
+        "committed_at": now,
+        "action": action,
+        "next_wake": next_wake,
+    }
+    jsonio.write_json(paths.last_world, record)
+
+
+def why_decide(
+    last: Committed, world: World, *, force: bool, now: float, noop_ttl_s: float
+) -> str | None:
+    """Why this beat must decide, or None to skip. Pure."""
+    if world.hash != last.hash:
+        return "changed"
+    if force:
+        return "force"
+    if last.next_wake is not None and now >= last.next_wake:
+        return "next-interval"
+    if (
+        noop_ttl_s > 0
+        and last.action == "noop"
+        and last.at is not None
+        and now - last.at >= noop_ttl_s
+    ):
+        return "noop-ttl"
+    return None
 
 
 # -- one beat ------------------------------------------------------------------
@@ -191,12 +229,16 @@ def _beat_locked(
     jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
 
+    interrupted = _report_interrupted(paths, now)
+
     # 1. SENSE
     world = sense(paths, cfg, now)
 
     # 2. DIFF
     last = load_committed(paths)
     changed = tuple(worldhash.diff(last.items, world.items))
+    reason = why_decide(last, world, force=force, now=now, noop_ttl_s=cfg.limits.noop_ttl_s)
+    forced_by = None if reason == "changed" else reason
     base = BeatResult(
         "skipped",
         world_hash=world.hash,
@@ -204,38 +246,58 @@ def _beat_locked(
         changed=changed,
         readings=world.readings,
         forced=force,
+        forced_by=forced_by,
     )
-    if world.hash == last.hash and not force:
+    if reason is None:
+        budget.reset_flap(paths)
         return _finish(paths, base, started, clock)
 
     # 3. ADVANCE — nothing yet: reaping and rounds arrive with their issues.
 
-    # 4. DECIDE
+    # 4. DECIDE and 5. ACT
     from looop_py import deciders
-    from looop_py.deciders.base import DecideError, DecideRequest
+    from looop_py.decide import decide_and_act
 
-    backend = decider if decider is not None else deciders.load(cfg)
-    request = DecideRequest(paths, now, world.items, changed, world.snapshots, forced=force)
-    try:
-        decision = backend.decide(request)
-    except DecideError as exc:
-        return _fail(paths, base, started, clock, f"decider {backend.name}: {exc.message}")
+    verdict = decide_and_act(
+        paths,
+        cfg,
+        items=world.items,
+        snapshots=world.snapshots,
+        changed=changed,
+        now=now,
+        clock=clock,
+        backend=decider if decider is not None else deciders.load(cfg),
+        forced_by=forced_by,
+        interrupted=interrupted,
+    )
+    result = replace(
+        base,
+        outcome=verdict.outcome,
+        move=verdict.move,
+        journal=verdict.journal,
+        reason=verdict.reason,
+        decide=verdict.stats,
+    )
+    if verdict.outcome == "decided":
+        action = (verdict.move or {}).get("action")
+        commit(paths, world, now, action, verdict.next_wake)
+    return _finish(paths, result, started, clock)
 
-    # 5. ACT
-    move = decision.move
-    if not isinstance(move, dict) or move.get("action") != "noop":
-        return _fail(paths, base, started, clock, f"unsupported move from {backend.name}: {move!r}")
-    reason = move.get("reason")
-    text = move.get("journal") or ("noop" + (f" · {reason}" if reason else ""))
-    line = journal.write(paths, str(text), clock())
-    commit(paths, world, now)
-    decided = replace(base, outcome="decided", move=move, journal=line)
-    return _finish(paths, decided, started, clock)
 
-
-def _fail(paths: Paths, base: BeatResult, started: float, clock: Clock, reason: str) -> BeatResult:
-    journal.write(paths, f"✗ beat failed: {reason}", clock())
-    return _finish(paths, replace(base, outcome="failed", reason=reason), started, clock)
+def _report_interrupted(paths: Paths, now: float) -> str | None:
+    """A move a dead actor left half-done: reported once, never re-run."""
+    record = wal.take_interrupted(paths)
+    if record is None:
+        return None
+    move = record.get("move") or {}
+    text = (
+        f"interrupted: a {move.get('action', '?')} move started at "
+        f"{journal.iso(record['started_at']) if record.get('started_at') else '?'} did not finish"
+        " (looop died mid-move); it was not re-run, check its effect by hand"
+    )
+    journal.write(paths, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
+    journal.emit(paths, "move_interrupted", now, move=move)
+    return text
 
 
 def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> BeatResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from looop_py import journal, jsonio, sensors
@@ -46,6 +47,58 @@ def sensor_health(paths: Paths) -> dict[str, list[str]]:
     return {"ok": ok, "failed": failed}
 
 
+def limits(paths: Paths, now: float) -> dict[str, Any]:
+    """Every spend limit and guard, as it stands now."""
+    from looop_py import budget, config, mailbox, worldhash
+    from looop_py.decide import policy_hash
+    from looop_py.goals import read_goals
+
+    cfg = config.load(paths.config, paths.config_cache)
+    lim = cfg.limits
+    led = budget.load(paths)
+    try:
+        playbook: bytes | None = paths.playbook.read_bytes()
+    except FileNotFoundError:
+        playbook = None
+    policy = policy_hash(
+        worldhash.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
+    )
+    blocked = budget.decide_block(
+        led,
+        now=now,
+        policy=policy,
+        decides_per_hour=lim.decides_per_hour,
+        daily_tokens=lim.daily_tokens,
+        daily_usd=lim.daily_usd,
+        unmetered_limit=lim.unmetered_limit,
+        backoff_base_s=lim.backoff_base_s,
+        backoff_max_s=lim.backoff_max_s,
+    )
+    spend = budget.spend_today(led.spend, now)
+    b = led.backoff
+    retry = b.at + budget.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
+    try:
+        committed = jsonio.read_json(paths.last_world, {}) or {}
+    except CorruptFile:
+        committed = {}
+    return {
+        "blocked": blocked,
+        "decides_last_hour": sum(1 for t in led.decides if now - t < budget.HOUR),
+        "decides_per_hour": lim.decides_per_hour,
+        "tokens_today": spend.tokens,
+        "daily_tokens": lim.daily_tokens,
+        "usd_today": spend.usd,
+        "daily_usd": lim.daily_usd,
+        "unmetered_in_a_row": spend.unmetered,
+        "backoff": {"fails": b.fails, "retry_in_s": max(0, round(retry)), "reason": b.reason}
+        if b.fails
+        else None,
+        "flapping": budget.flapping(budget.load_flap(paths), lim.flap_streak),
+        "next_wake": committed.get("next_wake"),
+        "pending_asks": len(mailbox.pending(paths)),
+    }
+
+
 def status(paths: Paths) -> dict[str, Any]:
     try:
         committed = jsonio.read_json(paths.last_world, {}) or {}
@@ -59,6 +112,7 @@ def status(paths: Paths) -> dict[str, Any]:
         "world_hash": committed.get("hash"),
         "committed_at": committed.get("committed_at"),
         "sensors": sensor_health(paths),
+        "limits": limits(paths, time.time()),
         "counts": {
             "goals": len(goal_paths(paths)),
             "sessions": _count_entries(paths.sessions, dirs=True),
@@ -85,6 +139,10 @@ def why(paths: Paths) -> dict[str, Any]:
         text = "the world hash is unchanged since the last decision, so no decider was called"
     elif outcome == "locked":
         text = "another pulse held the lock, so this one stepped aside"
+    elif outcome == "held":
+        text = (
+            f"{len(changed)} item(s) changed, but the decider was not called: {last.get('reason')}"
+        )
     elif last.get("forced") and not changed:
         text = "forced with --force; nothing had changed"
     else:
@@ -98,4 +156,5 @@ def why(paths: Paths) -> dict[str, Any]:
         "prev_hash": last.get("prev_hash"),
         "explanation": text,
         "changed": changed,
+        "limits": limits(paths, time.time()),
     }

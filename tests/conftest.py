@@ -22,10 +22,12 @@ def write_sensor(paths: Paths, name: str, body: str, *, mode: int = 0o755) -> Pa
 
 @pytest.fixture
 def wd(tmp_path: Path) -> Paths:
-    """A fresh work dir with the starter files but without the starter sensors."""
+    """A fresh work dir with the starter files, no starter sensors, the noop decider."""
     result = init(tmp_path / "wd")
     for script in (result.root / "sensors").glob("*.sh"):
         script.unlink()
+    # The foundation tests watch sensing and hashing; deciding is tested on its own.
+    (result.root / "looop.toml").write_text('[decider]\nbackend = "noop"\n')
     return Paths(result.root)
 
 

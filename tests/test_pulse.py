@@ -75,15 +75,18 @@ def test_wake_rule_detail_never_wakes_signal_always_does(wd: Paths) -> None:
     assert len(d.calls) == 11
 
 
-def test_failed_decide_does_not_commit_so_the_next_beat_retries(wd: Paths) -> None:
+def test_failed_decide_does_not_commit_so_a_later_beat_retries(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
+    t0 = time.time()
     broken = Counting(fail=True)
-    result = beat(wd, decider=broken)
+    result = beat(wd, decider=broken, clock=lambda: t0)
     assert result.outcome == "failed" and "backend exploded" in (result.reason or "")
     assert load_committed(wd).hash is None
-    assert "beat failed" in wd.journal.read_text()
+    assert "✗ decider counting failed: backend exploded" in wd.journal.read_text()
     ok = Counting()
-    assert beat(wd, decider=ok).outcome == "decided"
+    held = beat(wd, decider=ok, clock=lambda: t0 + 10)  # inside the 60 s backoff
+    assert held.outcome == "held" and "backoff" in (held.reason or "") and ok.calls == []
+    assert beat(wd, decider=ok, clock=lambda: t0 + 61).outcome == "decided"
     assert load_committed(wd).hash is not None
 
 

@@ -6,11 +6,15 @@ from looop_py.config import Config
 from looop_py.deciders.base import Decider
 from looop_py.errors import ConfigError
 
-BACKENDS = ("noop",)
+BACKENDS = ("rules", "noop")
 
 
 def load(config: Config) -> Decider:
     backend = config.decider.backend
+    if backend == "rules":
+        from looop_py.deciders.rules import RulesDecider
+
+        return RulesDecider()
     if backend == "noop":
         from looop_py.deciders.noop import NoopDecider
 

@@ -1,0 +1,137 @@
+"""The rules decider: the offline default. No model; deterministic moves from what changed.
+
+1. A sensor that just broke → one ask_human naming it (a broken sensor's
+   signal is stable, so this fires once per breakage, not once per beat).
+2. A goal whose frontmatter `on:` names a sensor that changed → start that
+   goal's work: a loop round if the goal is a loop, else a worker running
+   the goal's `work:` (or its body) on its `runtime:`. Goals triggered
+   together are started one per beat, least recently acted first.
+3. Otherwise noop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from looop_py import jsonio
+from looop_py.deciders.base import DecideRequest, Decision
+from looop_py.errors import LooopError
+from looop_py.goals import frontmatter, read_goals
+from looop_py.sensors import is_error_signal
+
+LOOP_KEYS = {"level", "maker", "checker", "cadence"}
+FOLLOW_UP_S = 5
+
+
+def _signal(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return jsonio.loads(value)
+    except jsonio.JSONDecodeError:
+        return value
+
+
+def _sensor_name(item: str) -> str | None:
+    return item.removeprefix("snap:sensor-") if item.startswith("snap:sensor-") else None
+
+
+def _live_workers(snapshots: Any) -> set[str]:
+    rows = (snapshots.get("sys-sessions") or {}).get("signal") or []
+    return {
+        r["id"]
+        for r in rows
+        if isinstance(r, dict) and r.get("state") in ("starting", "running") and "id" in r
+    }
+
+
+class RulesDecider:
+    name = "rules"
+
+    def decide(self, request: DecideRequest) -> Decision:
+        move = self._broken_sensors(request) or self._triggered_goal(request)
+        if move is None:
+            n = len(request.changed)
+            move = {"action": "noop", "reason": f"no rule matched the {n} change(s)"}
+        return Decision(move=move, raw=jsonio.dumps(move).decode())
+
+    def _broken_sensors(self, request: DecideRequest) -> dict[str, Any] | None:
+        broken = []
+        for c in request.changed:
+            name = _sensor_name(c.item)
+            new, old = _signal(c.new), _signal(c.old)
+            if name and is_error_signal(new) and not is_error_signal(old):
+                snap = request.snapshots.get(f"sensor-{name}", {})
+                detail = snap.get("detail") if isinstance(snap, dict) else None
+                message = detail.get("message", "") if isinstance(detail, dict) else ""
+                stderr = detail.get("stderr", "") if isinstance(detail, dict) else ""
+                line = f"- sensors/{name}.sh: {jsonio.canonical(new).decode()} {message}".rstrip()
+                broken.append(line + (f"\n  stderr: {stderr[-300:]}" if stderr else ""))
+        if not broken:
+            return None
+        prompt = (
+            "These sensors just started failing, so the loop is partly blind:\n"
+            + "\n".join(broken)
+            + "\nPlease fix the scripts (run them by hand from the work dir to see why), "
+            "then answer this ask with what you changed."
+        )
+        return {
+            "action": "ask_human",
+            "prompt": prompt,
+            "journal": f"{len(broken)} sensor(s) broke",
+        }
+
+    def _triggered_goal(self, request: DecideRequest) -> dict[str, Any] | None:
+        changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
+        specs: dict[str, tuple[dict[str, Any], str]] = {}
+        for goal in read_goals(request.paths):
+            try:
+                meta, body = frontmatter(goal.body.decode("utf-8", "replace"))
+            except LooopError:
+                continue
+            specs[goal.id] = (meta, body)
+        state_path = request.paths.state / "rules-pending.json"
+        try:
+            stored = jsonio.read_json(state_path, {})
+        except LooopError:
+            stored = {}
+        pending = [g for g in stored.get("pending", []) if g in specs]
+        for goal_id, (meta, _) in specs.items():
+            on = meta.get("on") or []
+            on = [on] if isinstance(on, str) else on
+            if changed_sensors & {str(s) for s in on} and goal_id not in pending:
+                pending.append(goal_id)
+        live = _live_workers(request.snapshots)
+        ages = _ages(request)
+        ready = sorted((g for g in pending if g not in live), key=lambda g: ages.get(g, 0.0))
+        if not ready:
+            jsonio.write_json(state_path, {"v": 1, "pending": pending})
+            return None
+        goal_id = ready[0]
+        pending.remove(goal_id)
+        jsonio.write_json(state_path, {"v": 1, "pending": pending})
+        meta, body = specs[goal_id]
+        move: dict[str, Any]
+        if LOOP_KEYS & set(meta):
+            move = {"action": "start_round", "loop": goal_id}
+        else:
+            move = {
+                "action": "start_worker",
+                "id": goal_id,
+                "prompt": str(meta.get("work") or body),
+            }
+            if meta.get("runtime"):
+                move["runtime"] = str(meta["runtime"])
+            if meta.get("verify"):
+                move["verify"] = str(meta["verify"])
+        move["journal"] = f"rules: a sensor in {goal_id}'s `on:` changed"
+        if [g for g in pending if g not in live]:
+            move["next_interval_s"] = FOLLOW_UP_S  # more triggered goals wait their turn
+        return move
+
+
+def _ages(request: DecideRequest) -> dict[str, float]:
+    """Last-acted time per goal (never acted = 0, so it goes first)."""
+    snap = request.snapshots.get("sys-goals") or {}
+    goals = (snap.get("detail") or {}).get("goals") or {}
+    return {g: float(v.get("last_acted") or 0.0) for g, v in goals.items() if isinstance(v, dict)}

@@ -1,0 +1,133 @@
+"""The human mailbox with real processes: ask blocks, answer releases it, approvals run once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from looop_py import jsonio, mailbox
+from looop_py.errors import UsageError
+from looop_py.paths import Paths
+from tests.conftest import run_looop
+
+
+def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "ask", "--prompt", "Deploy?"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**__import__("os").environ, "LOOOP_SESSION_ID": "w7"},
+    )
+    deadline = time.monotonic() + 20
+    while not mailbox.pending(wd):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    (ask,) = mailbox.pending(wd)
+    assert ask.id == "w7-1" and ask.asker == "w7"
+    time.sleep(0.3)
+    assert proc.poll() is None  # still blocked
+    r = run_looop("-C", str(wd.root), "answer", "w7-1", "ship it\nwith care")
+    assert r.returncode == 0, r.stderr
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert out == "ship it\nwith care\n"
+    assert "waiting for an answer" in err
+
+
+def test_answer_from_stdin_and_only_once(wd: Paths) -> None:
+    ask = mailbox.open_ask(wd, prompt="q", asker="human", now=time.time())
+    assert (
+        run_looop("-C", str(wd.root), "answer", ask.id, "-", input="from stdin\n").returncode == 0
+    )
+    assert mailbox.get_answer(wd, ask.id).text == "from stdin"  # type: ignore[union-attr]
+    again = run_looop("-C", str(wd.root), "answer", ask.id, "other")
+    assert again.returncode == 2 and "already answered" in again.stderr
+    assert run_looop("-C", str(wd.root), "answer", ask.id, "other", "--force").returncode == 0
+
+
+def test_options_are_enforced(wd: Paths) -> None:
+    ask = mailbox.open_ask(wd, prompt="q", asker="human", now=time.time(), options=("a", "b"))
+    with pytest.raises(UsageError, match="one of: a, b"):
+        mailbox.answer(wd, ask.id, "c", now=time.time())
+
+
+def test_ask_times_out_with_exit_4_and_stays_pending(wd: Paths) -> None:
+    r = run_looop("-C", str(wd.root), "ask", "--prompt", "anyone?", "--timeout", "0.3")
+    assert r.returncode == 4 and r.stdout == ""
+    assert [a.id for a in mailbox.pending(wd)] == ["human-1"]
+
+
+def test_concurrent_askers_get_distinct_ids(wd: Paths) -> None:
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        a = mailbox.open_ask(wd, prompt="q", asker="w", now=time.time())
+        with lock:
+            ids.append(a.id)
+
+    threads = [threading.Thread(target=one) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 20
+
+
+def test_approve_runs_the_held_move_once(wd: Paths, tmp_path: Path) -> None:
+    marker = tmp_path / "count"
+    move = {"action": "run_shell", "cmd": f"echo x >> {marker}"}
+    ask = mailbox.open_ask(
+        wd, prompt="run?", asker="decider", now=time.time(), kind="approval", hold={"move": move}
+    )
+    r = run_looop("-C", str(wd.root), "approve", ask.id)
+    assert r.returncode == 0, r.stderr
+    assert marker.read_text() == "x\n"
+    again = run_looop("-C", str(wd.root), "approve", ask.id)
+    assert again.returncode == 2 and marker.read_text() == "x\n"
+    answered = jsonio.read_json(wd.answers / f"{ask.id}.json")
+    assert answered["verdict"] == "approved" and answered["note"].startswith("ran")
+    assert "approved decider-1" in wd.journal.read_text()
+
+
+def test_deny_runs_nothing(wd: Paths, tmp_path: Path) -> None:
+    marker = tmp_path / "never"
+    ask = mailbox.open_ask(
+        wd,
+        prompt="run?",
+        asker="decider",
+        now=time.time(),
+        kind="approval",
+        hold={"move": {"action": "run_shell", "cmd": f"touch {marker}"}},
+    )
+    r = run_looop("-C", str(wd.root), "deny", ask.id, "--reason", "not today")
+    assert r.returncode == 0
+    assert not marker.exists()
+    assert "denied decider-1" in wd.journal.read_text() and "not today" in wd.journal.read_text()
+    assert run_looop("-C", str(wd.root), "approve", ask.id).returncode == 2
+
+
+def test_a_question_cannot_be_approved_and_an_approval_cannot_be_answered(wd: Paths) -> None:
+    q = mailbox.open_ask(wd, prompt="q", asker="human", now=time.time())
+    assert "is a question" in run_looop("-C", str(wd.root), "approve", q.id).stderr
+    a = mailbox.open_ask(
+        wd,
+        prompt="run?",
+        asker="decider",
+        now=time.time(),
+        kind="approval",
+        hold={"move": {"action": "noop"}},
+    )
+    assert "is an approval" in run_looop("-C", str(wd.root), "answer", a.id, "yes").stderr
+
+
+def test_asks_lists_pending_as_json(wd: Paths) -> None:
+    mailbox.open_ask(wd, prompt="first", asker="w1", now=time.time())
+    listed = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
+    assert [a["id"] for a in listed["asks"]] == ["w1-1"]
