@@ -15,11 +15,16 @@ import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 HOUR = 3600.0
 
@@ -140,7 +145,7 @@ def flapping(state: Mapping[str, Any], streak: int) -> list[str]:
 # -- ledgers on disk ----------------------------------------------------------------------
 
 
-def _read(path: Any) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, Any]:
     try:
         data = jsonio.read_json(path, {})
     except CorruptFile:
@@ -188,14 +193,8 @@ def save_backoff(paths: Paths, backoff: Backoff | None) -> None:
 
 
 def load_flap(paths: Paths) -> dict[str, Any]:
-    return _read(paths.state / "flap.json")
+    return _read(paths.flap)
 
 
 def save_flap(paths: Paths, state: Mapping[str, Any]) -> None:
-    jsonio.write_json(paths.state / "flap.json", {"v": 1, **state})
-
-
-def reset_flap(paths: Paths) -> None:
-    """A skipped beat breaks every streak."""
-    with contextlib.suppress(FileNotFoundError):
-        (paths.state / "flap.json").unlink()
+    jsonio.write_json(paths.flap, {"v": 1, **state})

@@ -15,11 +15,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError, UsageError
 from looop_py.paths import Paths, check_segment
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 POLL_S = 0.2
 

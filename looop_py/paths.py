@@ -125,6 +125,18 @@ class Paths:
         return self.state / "goal-activity.json"
 
     @property
+    def flap(self) -> Path:
+        return self.state / "flap.json"
+
+    @property
+    def wal(self) -> Path:
+        return self.state / "wal.json"
+
+    @property
+    def timers(self) -> Path:
+        return self.state / "schedules"
+
+    @property
     def error_log(self) -> Path:
         return self.state / "errors.log"
 

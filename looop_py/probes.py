@@ -93,8 +93,18 @@ def goals(paths: Paths, now: float) -> Snapshot:
     return {"signal": {}, "detail": {"goals": detail}}
 
 
+def _empty_dir(path: Path) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return next(it, None) is None
+    except FileNotFoundError:
+        return True
+
+
 def asks(paths: Paths, now: float) -> Snapshot:
     """Pending asks: a new one wakes the loop once; ages stay in detail."""
+    if _empty_dir(paths.asks):
+        return {"signal": {"pending": []}, "detail": {}}
     from looop_py import mailbox
 
     pending = mailbox.pending(paths)
@@ -109,6 +119,8 @@ def asks(paths: Paths, now: float) -> Snapshot:
 
 def schedules(paths: Paths, now: float) -> Snapshot:
     """Timers set by write_schedule; the signal moves only when one comes due."""
+    if _empty_dir(paths.timers):
+        return {"signal": {}, "detail": {}}
     from looop_py import schedules as timers
 
     return timers.probe(paths, now)

@@ -12,14 +12,15 @@ decide failed is retried by the next one.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from looop_py import budget, journal, jsonio, probes, procs, sensors, wal, worldhash
 from looop_py import config as config_mod
+from looop_py import journal, jsonio, probes, procs, sensors, wal, worldhash
 from looop_py.environ import child_env
 from looop_py.goals import read_goals
 from looop_py.locks import PulseLock
@@ -249,7 +250,8 @@ def _beat_locked(
         forced_by=forced_by,
     )
     if reason is None:
-        budget.reset_flap(paths)
+        with contextlib.suppress(FileNotFoundError):
+            paths.flap.unlink()  # a skipped beat breaks every flapping streak
         return _finish(paths, base, started, clock)
 
     # 3. ADVANCE — nothing yet: reaping and rounds arrive with their issues.

@@ -10,15 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.paths import Paths, check_segment
 
-
-def _dir(paths: Paths) -> Path:
-    return paths.state / "schedules"
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def write(
@@ -44,15 +44,15 @@ def write(
         record = {"kind": "once", "at": now + in_s}
     else:
         raise UsageError("a schedule needs one of in_s > 0, every_s >= 60 or cron")
-    _dir(paths).mkdir(parents=True, exist_ok=True)
-    jsonio.write_json(_dir(paths) / f"{name}.json", {"v": 1, "name": name, **record})
+    paths.timers.mkdir(parents=True, exist_ok=True)
+    jsonio.write_json(paths.timers / f"{name}.json", {"v": 1, "name": name, **record})
     return record
 
 
 def drop(paths: Paths, name: str) -> bool:
     check_segment(name, "schedule name")
     try:
-        (_dir(paths) / f"{name}.json").unlink()
+        (paths.timers / f"{name}.json").unlink()
     except FileNotFoundError:
         return False
     return True
@@ -60,7 +60,7 @@ def drop(paths: Paths, name: str) -> bool:
 
 def load_all(paths: Paths) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
-    with contextlib.suppress(FileNotFoundError), os.scandir(_dir(paths)) as it:
+    with contextlib.suppress(FileNotFoundError), os.scandir(paths.timers) as it:
         for entry in it:
             if not entry.name.endswith(".json") or entry.name.startswith("."):
                 continue

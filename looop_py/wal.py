@@ -9,29 +9,29 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.paths import Paths
 
-
-def _path(paths: Paths) -> Any:
-    return paths.state / "wal.json"
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def begin(paths: Paths, move: dict[str, Any], now: float) -> None:
-    jsonio.write_json(_path(paths), {"v": 1, "move": move, "started_at": now, "pid": os.getpid()})
+    jsonio.write_json(paths.wal, {"v": 1, "move": move, "started_at": now, "pid": os.getpid()})
 
 
 def end(paths: Paths) -> None:
     with contextlib.suppress(FileNotFoundError):
-        _path(paths).unlink()
+        paths.wal.unlink()
 
 
 def take_interrupted(paths: Paths) -> dict[str, Any] | None:
     """The record a dead actor left behind, removed so it is reported once."""
-    path = _path(paths)
+    path = paths.wal
     if not path.exists():
         return None
     try:
