@@ -34,6 +34,20 @@ _EXPORTS: dict[str, str] = {
     "LoopSpec": "looop_py.engine.spec",
     "Schedule": "looop_py.engine.cadence",
     "ScheduleError": "looop_py.engine.cadence",
+    "ActionReceipt": "looop_py.engine.actions",
+    "ActionError": "looop_py.engine.actions",
+    "ApprovalOnlyExecutor": "looop_py.engine.actions",
+    "CallbackActionExecutor": "looop_py.engine.actions",
+    "CommandActionExecutor": "looop_py.engine.actions",
+    "HumanGate": "looop_py.engine.protocols",
+    "ActionExecutor": "looop_py.engine.protocols",
+    "LoopSink": "looop_py.engine.protocols",
+    "WorkerRunner": "looop_py.engine.protocols",
+    "RoundOutcome": "looop_py.engine.report",
+    "RoundReport": "looop_py.engine.report",
+    "LoopEngine": "looop_py.engine.loop",
+    "LoopScheduler": "looop_py.engine.scheduler",
+    "StdoutSink": "looop_py.engine.scheduler",
 }
 
 # name -> module that *is* the export (a submodule re-exported under a short name).

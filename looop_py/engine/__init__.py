@@ -7,6 +7,9 @@
     actions    what runs once a proposal is approved
     ports      the data the engine exchanges with workers, claims, the mailbox, memory
     protocols  the interfaces the rest of looop implements for the engine
+    inproc     in-process versions of those interfaces (defaults, and the tests' fakes)
+    memory     memory/<loop>.jsonl, each loop's state spine
+    prompts    the maker's and the checker's task text
     rounds     one round as a persisted state machine, advanced a step at a time
     report     RoundOutcome and RoundReport
     loop       LoopEngine: drives a round to its end
