@@ -21,7 +21,8 @@ from looop_py import (
 from looop_py.engine.cadence import ScheduleError
 from looop_py.engine.inproc import InMemoryEscalations, InProcessWorkers, done
 from looop_py.engine.rounds import Phase, RoundStore
-from looop_py.engine.scheduler import ScheduleBook, due_loops, mark_fired, schedules_snapshot
+from looop_py.engine.scheduler import ScheduleBook
+from looop_py.engine.signals import due_loops, mark_fired, rounds_snapshot, schedules_snapshot
 from looop_py.errors import UsageError
 
 T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
@@ -214,3 +215,33 @@ def test_schedule_signal_changes_only_when_a_loop_falls_due_or_fires(tmp_path: P
     mark_fired(path, "a", "every 60s", T0 + 61)
     assert due_loops(path, cadences, T0 + 62) == []
     assert schedules_snapshot(path, cadences, T0 + 62)["signal"]["a"] == {"due": False, "fired": 1}
+
+
+def test_rounds_signal_shows_each_live_rounds_phase(tmp_path: Path) -> None:
+    store = RoundStore(tmp_path / "rounds")
+    escalations = InMemoryEscalations()
+    waiting, _ = make_engine(
+        "assisted", "every 1h", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
+    )
+    finished, _ = make_engine("reporter", "every 1h", store=store)
+    pending = waiting.run_once()
+    finished.run_once()
+    (tmp_path / "rounds" / "broken.json").write_text("{")
+    snap = rounds_snapshot(tmp_path / "rounds")
+    assert snap["signal"] == {pending.round_id: "awaiting-approval", "broken": "unreadable"}
+    assert snap["detail"][pending.round_id]["loop"] == "assisted"
+    assert rounds_snapshot(tmp_path / "nowhere") == {"signal": {}, "detail": {}}
+
+
+def test_the_pulse_side_reads_load_no_round_machinery() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, looop_py.engine.signals\n"
+        "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec', 'yaml',"
+        " 'typing') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

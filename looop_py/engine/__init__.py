@@ -14,6 +14,7 @@
     report     RoundOutcome and RoundReport
     loop       LoopEngine: drives a round to its end
     scheduler  LoopScheduler: fires loops when their cadence is due
+    signals    the cheap reads the pulse makes every beat (sys-rounds, sys-schedules)
     patterns   the seven ready-made loops
 
 This file imports nothing, so importing one submodule stays cheap.

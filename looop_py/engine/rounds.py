@@ -704,21 +704,3 @@ class RoundStore:
 
     def live(self, loop: str | None = None) -> list[RoundState]:
         return [r for r in self.all() if r.live and (loop is None or r.loop == loop)]
-
-
-def rounds_snapshot(directory: Path) -> dict[str, Any]:
-    """For the sys-rounds probe: each live round's phase in the signal, the rest in detail."""
-    store = RoundStore(directory)
-    live = store.live()
-    return {
-        "signal": {r.id: r.phase.value for r in live},
-        "detail": {
-            r.id: {
-                "loop": r.loop,
-                "started_at": r.started_at,
-                "tokens": r.input_tokens + r.output_tokens,
-                "ask": r.ask_id,
-            }
-            for r in live
-        },
-    }

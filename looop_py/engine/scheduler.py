@@ -25,8 +25,6 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.engine.cadence import Schedule
-from looop_py.engine.report import RoundOutcome
-from looop_py.engine.rounds import Phase, RoundState
 from looop_py.errors import CorruptFile, UsageError
 
 # typing is not imported at run time: the pulse may load this module.
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from looop_py.engine.loop import LoopEngine
     from looop_py.engine.protocols import LoopSink
     from looop_py.engine.report import RoundReport
+    from looop_py.engine.rounds import RoundState
 
 DEFAULT_TICK_S = 60.0
 
@@ -239,6 +238,11 @@ class LoopScheduler:
         return started
 
     def _settle(self, engine: LoopEngine, state: RoundState, blocking: bool, now: float) -> None:
+        # Rounds are imported here, not at the top: the pulse reads the schedule
+        # book on quiet beats, and those must not pay for the whole engine.
+        from looop_py.engine.report import RoundOutcome
+        from looop_py.engine.rounds import Phase
+
         before = state.phase
         try:
             state = engine.drive(state) if blocking else engine.settle(state, now)
@@ -269,47 +273,3 @@ class LoopScheduler:
         )
         thread.start()
         return thread, stop
-
-
-def _sync_file(
-    state_path: Path, cadences: Mapping[str, str], now: float
-) -> tuple[ScheduleBook, dict[str, Schedule], dict[str, str]]:
-    """Load the book, match it to these cadences, save it if that changed anything."""
-    book = ScheduleBook.load(state_path)
-    parsed: dict[str, Schedule] = {}
-    invalid: dict[str, str] = {}
-    for name, text in cadences.items():
-        try:
-            parsed[name] = Schedule.parse(text)
-        except UsageError as exc:
-            invalid[name] = exc.message
-    synced = book.sync(parsed, now)
-    if synced != book:
-        synced.save(state_path)
-    return synced, parsed, invalid
-
-
-def due_loops(state_path: Path, cadences: Mapping[str, str], now: float) -> list[str]:
-    """The loops due at `now` (loop name -> cadence text given); the book is kept in sync."""
-    return _sync_file(state_path, cadences, now)[0].due(now)
-
-
-def mark_fired(state_path: Path, name: str, cadence: str, now: float) -> None:
-    """Record that `name` fired at `now`: its missed slots are spent, the next is after now."""
-    book = ScheduleBook.load(state_path)
-    book.fired(name, Schedule.parse(cadence), now).save(state_path)
-
-
-def schedules_snapshot(state_path: Path, cadences: Mapping[str, str], now: float) -> dict[str, Any]:
-    """For the sys-schedules probe: each loop's due flag and fire count; bad cadences named.
-
-    The signal changes when a loop falls due or fires, so time wakes the loop
-    through this probe only when something is actually due.
-    """
-    synced, _parsed, invalid = _sync_file(state_path, cadences, now)
-    signal: dict[str, Any] = dict(synced.signal(now))
-    detail = synced.detail(now)
-    for name, message in invalid.items():
-        signal[name] = "invalid"
-        detail[name] = {"error": message}
-    return {"signal": signal, "detail": detail}
