@@ -308,3 +308,20 @@ def test_frontmatter_split() -> None:
     for bad in ("---\na: 1\n", "---\n- a\n- b\n---\n", "---\na: [\n---\n"):
         with pytest.raises(GoalError):
             frontmatter(bad)
+
+
+def test_load_loops_lists_loops_and_names_broken_ones(tmp_path: Path) -> None:
+    from looop_py.engine.spec import load_loops
+    from looop_py.paths import Paths
+
+    paths = Paths(tmp_path)
+    paths.goals.mkdir()
+    (paths.goals / "plain.md").write_text("---\ngoal: not a loop\non: [disk]\n---\n")
+    (paths.goals / "ci.md").write_text(GOAL)
+    (paths.goals / "bad.md").write_text("---\ngoal: g\ncadence: every 0s\n---\n")
+    (paths.goals / "dup.md").write_text("---\nname: ci\ngoal: g\nlevel: L1\n---\n")
+    (paths.goals / "torn.md").write_text("---\ngoal: [\n---\n")
+    specs, errors = load_loops(paths)
+    assert [s.name for s in specs] == ["ci"]
+    assert set(errors) == {"bad", "dup", "torn"}
+    assert "positive" in errors["bad"] and "already used" in errors["dup"]

@@ -32,7 +32,7 @@ from pathlib import Path
 from looop_py.engine.budget import BudgetError, TokenBudget
 from looop_py.engine.levels import LoopLevel
 from looop_py.errors import UsageError
-from looop_py.paths import is_safe_segment
+from looop_py.paths import Paths, is_safe_segment
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False
@@ -253,6 +253,37 @@ class LoopSpec:
                 )
         if not self.intent.strip():
             raise LoopSpecError(f"loop {self.name} has an empty intent")
+
+
+def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
+    """Every loop among goals/*.md, and a message for each goal that tries to be one and fails.
+
+    A goal without loop keys is simply not listed; a broken loop is reported
+    by goal id rather than stopping the others.
+    """
+    from looop_py.goals import frontmatter, goal_paths
+
+    specs: list[LoopSpec] = []
+    errors: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for goal_id, path in goal_paths(paths):
+        try:
+            meta, _body = frontmatter(path.read_text(encoding="utf-8"))
+            if not is_loop(meta):
+                continue
+            spec = LoopSpec.from_frontmatter(goal_id, meta)
+        except (OSError, UnicodeDecodeError) as exc:
+            errors[goal_id] = f"cannot read goal {goal_id}: {exc}"
+            continue
+        except UsageError as exc:
+            errors[goal_id] = str(exc)
+            continue
+        if spec.name in names:
+            errors[goal_id] = f"loop name {spec.name!r} is already used by goal {names[spec.name]}"
+            continue
+        names[spec.name] = goal_id
+        specs.append(spec)
+    return specs, errors
 
 
 def is_loop(meta: dict[str, Any]) -> bool:
