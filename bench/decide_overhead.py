@@ -17,8 +17,8 @@ from _common import add_sensor, cleanup, fresh_workdir
 
 from looop_py import actions, moves
 from looop_py.config import load
-from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.decide import gather_prompt
+from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.paths import Paths
 from looop_py.pulse import beat, sense
 
@@ -43,7 +43,7 @@ def main() -> None:
         add_sensor(root, f"s{i:02}", f'echo \'{{"signal": {{"n": {i}}}, "detail": {{"i": {i}}}}}\'')
     for i in range(100):
         (root / "goals" / f"goal-{i:03}.md").write_text(
-            f"---\non: [s{i % 20:02}]\n---\n# Goal {i}\n\nKeep thing {i} tidy; see reports/{i}.md.\n"
+            f"---\non: [s{i % 20:02}]\n---\n# Goal {i}\n\nKeep thing {i} tidy.\n"
         )
     paths = Paths(Path(root))
     cfg = load(paths.config)
@@ -54,8 +54,16 @@ def main() -> None:
     text = ""
     for _ in range(RUNS):
         t = time.perf_counter()
-        text = gather_prompt(paths, cfg, now=now, snapshots=world.snapshots, changed=(),
-                             forced_by="bench", flapping=[], last_failure=None)
+        text = gather_prompt(
+            paths,
+            cfg,
+            now=now,
+            snapshots=world.snapshots,
+            changed=(),
+            forced_by="bench",
+            flapping=[],
+            last_failure=None,
+        )
         build.append(time.perf_counter() - t)
         t = time.perf_counter()
         move = moves.parse({"action": "write_goal", "id": "goal-000", "body": "# Goal 0\n"})

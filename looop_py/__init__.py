@@ -20,10 +20,47 @@ _EXPORTS: dict[str, str] = {
     "LooopError": "looop_py.errors",
     "Paths": "looop_py.paths",
     "Config": "looop_py.config",
+    # -- the loop engine (looop_py/engine/) --
+    "LoopLevel": "looop_py.engine.levels",
+    "ProposedAction": "looop_py.engine.levels",
+    "GateDecision": "looop_py.engine.levels",
+    "AlwaysEscalate": "looop_py.engine.levels",
+    "AllowlistGate": "looop_py.engine.levels",
+    "CallbackGate": "looop_py.engine.levels",
+    "default_gate_for": "looop_py.engine.levels",
+    "TokenBudget": "looop_py.engine.budget",
+    "BudgetLimit": "looop_py.engine.budget",
+    "BudgetState": "looop_py.engine.budget",
+    "LoopSpec": "looop_py.engine.spec",
+    "Schedule": "looop_py.engine.cadence",
+    "ScheduleError": "looop_py.engine.cadence",
+    "ActionReceipt": "looop_py.engine.actions",
+    "ActionError": "looop_py.engine.actions",
+    "ApprovalOnlyExecutor": "looop_py.engine.actions",
+    "CallbackActionExecutor": "looop_py.engine.actions",
+    "CommandActionExecutor": "looop_py.engine.actions",
+    "HumanGate": "looop_py.engine.protocols",
+    "ActionExecutor": "looop_py.engine.protocols",
+    "LoopSink": "looop_py.engine.protocols",
+    "WorkerRunner": "looop_py.engine.protocols",
+    "RoundOutcome": "looop_py.engine.report",
+    "RoundReport": "looop_py.engine.report",
+    "LoopEngine": "looop_py.engine.loop",
+    "LoopScheduler": "looop_py.engine.scheduler",
+    "StdoutSink": "looop_py.engine.scheduler",
+}
+
+# name -> module that *is* the export (a submodule re-exported under a short name).
+_MODULES: dict[str, str] = {
+    "patterns": "looop_py.engine.patterns",
 }
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'looop_py' has no attribute {name!r}")
@@ -33,7 +70,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted([*globals(), *_EXPORTS, *_MODULES])
 
 
-__all__ = ["__version__", *_EXPORTS]  # noqa: PLE0604 - the lazy names are strings  # noqa: PLE0604 - the lazy names are strings
+__all__ = ["__version__", *_EXPORTS, *_MODULES]  # noqa: PLE0604 - the lazy names are strings  # noqa: PLE0604 - the lazy names are strings

@@ -63,6 +63,10 @@ class Config:
     decider: DeciderConfig = field(default_factory=DeciderConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # [actions.<kind>] command = "…", timeout_s = N: what a loop's approved action runs.
+    # Kinds are the user's own names, so the table is kept as is and checked by
+    # looop_py.engine.actions.action_commands.
+    actions: dict[str, Any] = field(default_factory=dict)
 
 
 def load(path: Path, cache: Path | None = None) -> Config:
@@ -137,6 +141,9 @@ def _check(value: Any, type_name: str, where: str) -> Any:
             return tuple(value)
     elif base == "dict[str, str]":
         if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return dict(value)
+    elif base == "dict[str, Any]":
+        if isinstance(value, dict):
             return dict(value)
     else:  # pragma: no cover - a field type this loader does not know is a bug here
         raise TypeError(f"config field {where} has unsupported type {type_name}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,38 +49,16 @@ def read_goals(paths: Paths) -> list[GoalFile]:
     return goals
 
 
-def frontmatter(text: str) -> tuple[dict[str, Any], str]:
-    """Split a goal into its YAML frontmatter (between `---` fences) and its body.
-
-    A goal without frontmatter is still a goal: ({}, text). Frontmatter that is
-    not a YAML mapping raises UsageError naming the problem.
-    """
-    if not text.startswith("---"):
-        return {}, text
-    lines = text.split("\n")
-    if lines[0].strip() != "---":
-        return {}, text
-    end = next((i for i, line in enumerate(lines) if i and line.strip() in ("---", "...")), 0)
-    if not end:
-        return {}, text  # no closing fence: treat it all as body
-    import yaml  # only goals with frontmatter pay for PyYAML
-
-    try:
-        data = yaml.load("\n".join(lines[1:end]), Loader=_loader()) or {}  # noqa: S506 - safe loader
-    except yaml.YAMLError as exc:
-        raise UsageError(
-            f"bad YAML frontmatter: {exc}", "fix the block between the --- fences"
-        ) from None
-    if not isinstance(data, dict):
-        raise UsageError("frontmatter must be a YAML mapping (key: value lines)")
-    return data, "\n".join(lines[end + 1 :])
+class GoalError(UsageError):
+    """A goal file whose frontmatter cannot be read."""
 
 
-def _loader() -> Any:
-    """PyYAML's safe loader with YAML 1.2 booleans.
+@functools.cache
+def _yaml12_loader() -> Any:
+    """PyYAML's safe loader, except that only true/false are booleans (as in YAML 1.2).
 
-    YAML 1.1 reads on/off/yes/no as booleans, which would turn the `on:` key
-    of a goal into True; here only true/false are booleans.
+    YAML 1.1 also reads on/off/yes/no as booleans, which would turn the `on:`
+    key of a loop into `True`.
     """
     import re
 
@@ -97,3 +76,46 @@ def _loader() -> Any:
         bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
     )
     return Loader
+
+
+def frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """Split a markdown file into its YAML frontmatter (a mapping) and its body.
+
+    The frontmatter is the block between a first line `---` and the next line
+    `---` (or `...`). A file without one is all body. PyYAML's safe loader is
+    imported only here, and only when a fence is present, so reading goals
+    stays cheap on the quiet path.
+    """
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip("\r\n").rstrip() != "---":
+        return {}, text
+    for i in range(1, len(lines)):
+        if lines[i].rstrip("\r\n").rstrip() in ("---", "..."):
+            break
+    else:
+        raise GoalError(
+            "the frontmatter opened with `---` is never closed",
+            "end it with a line holding only `---`",
+        )
+    import yaml
+
+    try:
+        meta = yaml.load("".join(lines[1:i]), Loader=_yaml12_loader())  # noqa: S506 - safe loader
+    except yaml.YAMLError as exc:
+        raise GoalError(f"the frontmatter is not valid YAML: {exc}", "fix the YAML") from None
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
+        raise GoalError(
+            "the frontmatter must be a mapping of names to values",
+            "write `key: value` lines between the fences",
+        )
+    return meta, "".join(lines[i + 1 :])
+
+
+def render_frontmatter(meta: dict[str, Any], body: str) -> str:
+    """The inverse of `frontmatter`: `---`, the mapping as YAML in the given key order, `---`."""
+    import yaml
+
+    head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=88)
+    return f"---\n{head}---\n{body}"

@@ -1,0 +1,213 @@
+"""Seven ready-made loops, each a LoopSpec to start from.
+
+Start a loop at the level given here and raise it as it earns trust:
+
+    pattern              cadence       level  action       iters  total tokens
+    daily-triage         daily 09:00   L1     report       10     -
+    pr-babysitter        every 10m     L1     comment      8      -
+    ci-sweeper           every 10m     L2     apply-patch  20     400,000
+    dependency-sweeper   daily 04:00   L2     open-pr      16     300,000
+    changelog-drafter    daily 18:00   L1     draft        10     -
+    post-merge-cleanup   every 6h      L1     report       10     -
+    issue-triage         every 2h      L1     comment      8      -
+
+The names, intents, prompts, levels, cadences, budgets and action kinds are
+the reference engine's, kept word for word so loops behave the same in both.
+"""
+
+from __future__ import annotations
+
+from looop_py.engine.budget import TokenBudget
+from looop_py.engine.levels import LoopLevel
+from looop_py.engine.spec import LoopSpec
+
+
+def daily_triage() -> LoopSpec:
+    """Report-only: the cheapest loop to begin with."""
+    return LoopSpec(
+        name="daily-triage",
+        intent="Surface anything in the project that needs human attention today.",
+        level=LoopLevel.L1_REPORT,
+        cadence="daily 09:00",
+        budget=TokenBudget.iters(10),
+        maker_prompt=(
+            "Review recent activity (open issues, failing checks, stale branches, TODOs) "
+            "and list the few items that most need attention today, with a one-line "
+            "reason each. Be terse."
+        ),
+        checker_prompt=(
+            "Confirm each surfaced item is real and not already resolved. Drop anything stale."
+        ),
+        action_kind="report",
+    )
+
+
+def pr_babysitter() -> LoopSpec:
+    """Runs often, so its budget is tight."""
+    return LoopSpec(
+        name="pr-babysitter",
+        intent="Keep open PRs moving; flag any that are stuck.",
+        level=LoopLevel.L1_REPORT,
+        cadence="every 10m",
+        budget=TokenBudget.iters(8),
+        maker_prompt=(
+            "For each open PR, determine if it is blocked (red CI, conflicts, unanswered "
+            "review, idle > 24h). List only the blocked ones and the single next action "
+            "each needs."
+        ),
+        checker_prompt="Verify each flagged PR is genuinely blocked right now.",
+        action_kind="comment",
+    )
+
+
+def ci_sweeper() -> LoopSpec:
+    """Assisted: careful, and it can get expensive."""
+    return LoopSpec(
+        name="ci-sweeper",
+        intent="Keep the default branch green by proposing fixes for CI failures.",
+        level=LoopLevel.L2_ASSISTED,
+        cadence="every 10m",
+        budget=TokenBudget.iters(20).with_max_total_tokens(400_000),
+        maker_prompt=(
+            "If CI is failing, reproduce the failure, find the root cause, and make the "
+            "smallest change that fixes it. If you cannot fix it confidently, explain what "
+            "you found and stop."
+        ),
+        checker_prompt=(
+            "Run the build and the failing tests. Confirm they now pass and that nothing "
+            "else regressed. Report DoneWithConcerns if the fix looks risky or broad."
+        ),
+        action_kind="apply-patch",
+    )
+
+
+def dependency_sweeper() -> LoopSpec:
+    """Assisted, patch and minor updates only, once a day."""
+    return LoopSpec(
+        name="dependency-sweeper",
+        intent="Keep dependencies current via small, verified update PRs.",
+        level=LoopLevel.L2_ASSISTED,
+        cadence="daily 04:00",
+        budget=TokenBudget.iters(16).with_max_total_tokens(300_000),
+        maker_prompt=(
+            "Identify outdated dependencies with low-risk updates (patch/minor). Update "
+            "them and adjust any code the update requires. One coherent batch only."
+        ),
+        checker_prompt=(
+            "Build and test against the updated dependencies. Confirm green. Flag any "
+            "major-version or behaviour-changing update for human review."
+        ),
+        action_kind="open-pr",
+    )
+
+
+def changelog_drafter() -> LoopSpec:
+    """Report-only, in the evening."""
+    return LoopSpec(
+        name="changelog-drafter",
+        intent="Draft accurate, readable changelog entries from recent changes.",
+        level=LoopLevel.L1_REPORT,
+        cadence="daily 18:00",
+        budget=TokenBudget.iters(10),
+        maker_prompt=(
+            "Summarize changes merged since the last release into changelog entries "
+            "grouped by Added / Changed / Fixed. User-facing language."
+        ),
+        checker_prompt=(
+            "Confirm each entry maps to a real change and nothing significant is missing."
+        ),
+        action_kind="draft",
+    )
+
+
+def post_merge_cleanup() -> LoopSpec:
+    """Report-only, a few times a day."""
+    return LoopSpec(
+        name="post-merge-cleanup",
+        intent="Catch loose ends left behind by recent merges.",
+        level=LoopLevel.L1_REPORT,
+        cadence="every 6h",
+        budget=TokenBudget.iters(10),
+        maker_prompt=(
+            "Look for cleanup opportunities from recently merged work: merged branches not "
+            "deleted, newly dead code, TODOs introduced, docs that drifted. List concrete "
+            "items."
+        ),
+        checker_prompt="Confirm each cleanup item is still applicable.",
+        action_kind="report",
+    )
+
+
+def issue_triage() -> LoopSpec:
+    """Report-only: proposes triage, applies none."""
+    return LoopSpec(
+        name="issue-triage",
+        intent="Label, prioritize, and route incoming issues consistently.",
+        level=LoopLevel.L1_REPORT,
+        cadence="every 2h",
+        budget=TokenBudget.iters(8),
+        maker_prompt=(
+            "For each new, untriaged issue, propose labels, a priority, and an owner/area, "
+            "with a one-line justification. Propose only."
+        ),
+        checker_prompt=(
+            "Sanity-check the proposed triage against the issue text; flag any that need a human."
+        ),
+        action_kind="comment",
+    )
+
+
+def catalogue() -> list[LoopSpec]:
+    """All seven, in the reference's order."""
+    return [
+        daily_triage(),
+        pr_babysitter(),
+        ci_sweeper(),
+        dependency_sweeper(),
+        changelog_drafter(),
+        post_merge_cleanup(),
+        issue_triage(),
+    ]
+
+
+def by_name(name: str) -> LoopSpec:
+    """One pattern by its name (`ci-sweeper`) or function name (`ci_sweeper`)."""
+    key = name.strip().lower().replace("_", "-")
+    for spec in catalogue():
+        if spec.name == key:
+            return spec
+    from looop_py.errors import UsageError
+
+    names = ", ".join(s.name for s in catalogue())
+    raise UsageError(f"no pattern named {name!r}", f"patterns: {names}")
+
+
+def goal_text(spec: LoopSpec) -> str:
+    """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
+    from looop_py.goals import render_frontmatter
+
+    meta: dict[str, object] = {
+        "intent": spec.intent,
+        "level": spec.level.label,
+        "cadence": spec.cadence,
+        "budget": {k: v for k, v in spec.budget.to_dict().items() if v is not None},
+        "action": spec.action_kind,
+    }
+    for key, value in (
+        ("allow", list(spec.allow)),
+        ("on", list(spec.on)),
+        ("runtime", spec.runtime),
+        ("target", spec.target),
+    ):
+        if value:
+            meta[key] = value
+    meta["maker"] = spec.maker_prompt
+    meta["checker"] = spec.checker_prompt
+    body = (
+        f"# {spec.name}\n\n"
+        f"{spec.intent}\n\n"
+        "This goal is a loop: the frontmatter above sets its level, cadence, budget and\n"
+        "prompts. Start at the level given and raise it as the loop earns trust; at\n"
+        "L3-unattended only the action kinds listed under `allow:` run without a human.\n"
+    )
+    return render_frontmatter(meta, body)

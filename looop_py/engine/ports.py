@@ -1,0 +1,175 @@
+"""The data a round exchanges with the rest of looop: workers, the mailbox, memory.
+
+These are plain frozen records; the interfaces that carry them are in
+protocols.py. Each converts to and from a JSON-ready dict, because a round is
+persisted between beats and so is everything it has heard back.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+# typing is not imported at run time: the pulse may load this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class WorkerStatus(enum.Enum):
+    """How a worker ended. Only DONE counts as verified when the checker reports it."""
+
+    DONE = "done"
+    DONE_WITH_CONCERNS = "done-with-concerns"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+
+    @classmethod
+    def parse(cls, text: str | WorkerStatus) -> WorkerStatus:
+        if isinstance(text, WorkerStatus):
+            return text
+        key = str(text).strip().lower().replace("_", "-")
+        try:
+            return cls(key)
+        except ValueError:
+            raise ValueError(
+                f"unknown worker status {text!r} (done, done-with-concerns, blocked, failed)"
+            ) from None
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class WorkerRequest:
+    """Everything a runner needs to start a maker or a checker.
+
+    `id` is stable for the round and role (`<round>.maker`): a runner asked to
+    start an id it already started returns the same handle instead of a second
+    worker, so a round resumed after a crash never runs its maker twice.
+    """
+
+    id: str
+    name: str  # "<loop>:maker" / "<loop>:checker", for logs and session lists
+    kind: str  # maker | checker
+    loop: str
+    round_id: str
+    prompt: str
+    read_only: bool  # L1: the runtime's read-only mode, on top of the instruction
+    workspace: str | None
+    runtime: str | None
+    max_iters: int
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    status: WorkerStatus
+    text: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    iters: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "text": self.text,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "iters": self.iters,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkerResult:
+        iters = data.get("iters")
+        text = data.get("text")
+        return cls(
+            WorkerStatus.parse(data["status"]),
+            None if text is None else str(text),
+            int(data.get("input_tokens") or 0),
+            int(data.get("output_tokens") or 0),
+            None if iters is None else int(iters),
+        )
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.text and self.text.strip())
+
+
+class Approval(enum.Enum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A human's answer to an approval ask, as far as there is one yet."""
+
+    state: Approval
+    note: str | None = None  # the person's words, if any (a denial's reason)
+
+    @classmethod
+    def pending(cls) -> Answer:
+        return cls(Approval.PENDING)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """An escalated proposal, put to a human. `key` is stable: opening it twice is one ask."""
+
+    key: str
+    loop: str
+    round_id: str
+    level: str
+    kind: str
+    summary: str
+    verified: bool
+    reason: str
+    question: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "loop": self.loop,
+            "round_id": self.round_id,
+            "level": self.level,
+            "kind": self.kind,
+            "summary": self.summary,
+            "verified": self.verified,
+            "reason": self.reason,
+            "question": self.question,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One line of a loop's state spine, memory/<loop>.jsonl."""
+
+    content: str
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    created: float = 0.0
+    round_id: str | None = None
+    outcome: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "tags": list(self.tags),
+            "source": self.source,
+            "created": self.created,
+            "round": self.round_id,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryEntry:
+        tags = data.get("tags") or ()
+        return cls(
+            content=str(data.get("content", "")),
+            tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
+            source=data.get("source"),
+            created=float(data.get("created") or 0.0),
+            round_id=data.get("round"),
+            outcome=data.get("outcome"),
+        )

@@ -1,0 +1,247 @@
+"""The scheduler: due loops, persistence across restarts, coalesced slots, one live round."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from looop_py import (
+    LoopEngine,
+    LoopLevel,
+    LoopScheduler,
+    LoopSpec,
+    RoundOutcome,
+    RoundReport,
+    Schedule,
+)
+from looop_py.engine.cadence import ScheduleError
+from looop_py.engine.inproc import InMemoryEscalations, InProcessWorkers, done
+from looop_py.engine.rounds import Phase, RoundStore
+from looop_py.engine.scheduler import ScheduleBook
+from looop_py.engine.signals import due_loops, mark_fired, rounds_snapshot, schedules_snapshot
+from looop_py.errors import UsageError
+
+T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.reports: list[RoundReport] = []
+        self.got = threading.Event()
+
+    def deliver(self, report: RoundReport) -> None:
+        self.reports.append(report)
+        self.got.set()
+
+
+def make_engine(
+    name: str,
+    cadence: str,
+    level: LoopLevel = LoopLevel.L1_REPORT,
+    *,
+    store: RoundStore | None = None,
+    polls: int = 0,
+    **kw: object,
+) -> tuple[LoopEngine, InProcessWorkers]:
+    workers = InProcessWorkers(lambda req: done(f"{req.kind} of {req.loop}"), polls=polls)
+    spec = LoopSpec(name, f"intent of {name}", level, cadence=cadence)
+    eng = LoopEngine(spec, workers, store=store, sleep=lambda s: None, **kw)  # type: ignore[arg-type]
+    return eng, workers
+
+
+# -- the book (pure) ----------------------------------------------------------------------
+
+
+def test_a_new_loop_waits_for_its_first_slot_then_fires_once_per_slot() -> None:
+    every = Schedule.parse("every 60s")
+    book = ScheduleBook().sync({"a": every}, T0)
+    assert book.due(T0) == [] and book.loops["a"].next_at == T0 + 60
+    assert book.due(T0 + 60) == ["a"]
+    book = book.fired("a", every, T0 + 60)
+    assert book.due(T0 + 60) == [] and book.loops["a"].next_at == T0 + 120
+    assert book.loops["a"].fired == 1
+
+
+def test_missed_slots_coalesce_into_one_run() -> None:
+    every = Schedule.parse("every 60s")
+    book = ScheduleBook().sync({"a": every}, T0)
+    late = T0 + 10 * 3600  # ten hours of missed slots
+    assert book.due(late) == ["a"]
+    book = book.fired("a", every, late)
+    assert book.due(late) == [] and book.due(late + 59) == []
+    assert book.due(late + 60) == ["a"] and book.loops["a"].fired == 1
+
+
+def test_changed_cadence_is_rescheduled_and_removed_loops_forgotten() -> None:
+    book = ScheduleBook().sync(
+        {"a": Schedule.parse("every 60s"), "b": Schedule.parse("every 1h")}, T0
+    )
+    book = book.sync({"a": Schedule.parse("every 10m")}, T0 + 30)
+    assert set(book.loops) == {"a"}
+    assert book.loops["a"].next_at == T0 + 30 + 600 and book.loops["a"].cadence == "every 10m"
+
+
+def test_book_survives_a_damaged_entry_and_a_corrupt_file(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.json"
+    damaged = {"a": {"cadence": "every 1m"}, "b": {"cadence": "every 1m", "next_at": 5}}
+    path.write_text(json.dumps({"v": 1, "loops": damaged}))
+    assert set(ScheduleBook.load(path).loops) == {"b"}
+    path.write_text("{not json")
+    assert ScheduleBook.load(path) == ScheduleBook()
+
+
+# -- the scheduler ------------------------------------------------------------------------
+
+
+def test_scheduler_persists_so_a_restart_does_not_refire(tmp_path: Path) -> None:
+    state = tmp_path / "state" / "schedules.json"
+
+    def scheduler() -> tuple[LoopScheduler, Sink, InProcessWorkers]:
+        sink = Sink()
+        eng, workers = make_engine("tick", "every 60s")
+        return LoopScheduler(state, sink=sink).register(eng), sink, workers
+
+    sched, sink, _ = scheduler()
+    assert sched.tick_once(T0) == 0  # first sight: waits for the first slot
+    assert sched.tick_once(T0 + 61) == 1
+    assert [r.outcome for r in sink.reports] == [RoundOutcome.REPORTED]
+
+    sched, sink, workers = scheduler()  # a restart: new objects, the same state file
+    assert sched.tick_once(T0 + 62) == 0 and workers.requests == []
+    assert sched.tick_once(T0 + 5 * 3600) == 1  # five hours missed: one run
+    assert sched.tick_once(T0 + 5 * 3600 + 1) == 0
+    assert len(workers.requests) == 2  # one maker, one checker
+
+
+def test_fire_new_runs_a_new_loop_at_once_like_the_reference(tmp_path: Path) -> None:
+    eng, _ = make_engine("daily", "daily 09:00")
+    sched = LoopScheduler(tmp_path / "s.json", sink=Sink(), fire_new=True).register(eng)
+    assert sched.tick_once(T0) == 1 and sched.tick_once(T0 + 1) == 0
+
+
+def test_only_reports_worth_reading_are_delivered(tmp_path: Path) -> None:
+    from looop_py import AllowlistGate
+
+    sink = Sink()
+    quiet, _ = make_engine(
+        "quiet", "every 1m", LoopLevel.L3_UNATTENDED, gate=AllowlistGate(["report"])
+    )
+    loud, _ = make_engine("loud", "every 1m")
+    sched = LoopScheduler(None, sink=sink, fire_new=True).register(quiet).register(loud)
+    assert sched.tick_once(T0) == 2
+    assert [r.loop_name for r in sink.reports] == ["loud"]
+
+
+def test_a_loop_never_has_two_live_rounds(tmp_path: Path) -> None:
+    sink = Sink()
+    escalations = InMemoryEscalations()
+    store = RoundStore(tmp_path / "rounds")
+    eng, workers = make_engine(
+        "assisted", "every 60s", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
+    )
+    sched = LoopScheduler(tmp_path / "s.json", sink=sink, fire_new=True).register(eng)
+    assert sched.tick_once(T0) == 1
+    (live,) = store.live()
+    assert live.phase is Phase.AWAITING_APPROVAL
+    assert [r.outcome for r in sink.reports] == [RoundOutcome.ESCALATED]  # delivered once
+
+    assert sched.tick_once(T0 + 120) == 0  # due, but its round still waits for a human
+    assert sched.tick_once(T0 + 240) == 0
+    assert len(sink.reports) == 1 and len(store.live()) == 1
+
+    escalations.approve(live.ask_id or "")
+    assert sched.tick_once(T0 + 300) == 1  # the old round finishes, then the slot fires once
+    assert store.load(live.id).outcome is RoundOutcome.PROCEEDED
+    assert len(store.all()) == 2 and len(workers.requests) == 4
+
+
+def test_non_blocking_ticks_advance_rounds_across_ticks(tmp_path: Path) -> None:
+    store = RoundStore(tmp_path / "rounds")
+    eng, _ = make_engine("slow", "every 1h", store=store, polls=2)
+    sink = Sink()
+    sched = LoopScheduler(tmp_path / "s.json", sink=sink, fire_new=True).register(eng)
+    assert sched.tick_once(T0, blocking=False) == 1
+    phases = [store.live()[0].phase]
+    for i in range(1, 6):
+        sched.tick_once(T0 + i, blocking=False)
+        phases.append(store.live()[0].phase if store.live() else Phase.DONE)
+    assert phases[0] is Phase.MAKER_RUNNING and phases[-1] is Phase.DONE
+    assert Phase.CHECKER_RUNNING in phases
+    assert [r.outcome for r in sink.reports] == [RoundOutcome.REPORTED]
+
+
+def test_register_rejects_bad_cadences_and_duplicates() -> None:
+    bad, _ = make_engine("bad", "every 0s")
+    with pytest.raises(ScheduleError):
+        LoopScheduler().register(bad)
+    ok, _ = make_engine("ok", "every 1m")
+    sched = LoopScheduler().register(ok)
+    assert len(sched) == 1 and not sched.is_empty()
+    with pytest.raises(UsageError):
+        sched.register(ok)
+    with pytest.raises(UsageError):
+        LoopScheduler(tick_s=0)
+
+
+def test_spawned_scheduler_runs_until_stopped(tmp_path: Path) -> None:
+    sink = Sink()
+    eng, _ = make_engine("bg", "every 1h")
+    sched = LoopScheduler(tmp_path / "s.json", sink=sink, tick_s=0.05, fire_new=True)
+    thread, stop = sched.register(eng).spawn(time.time)
+    assert sink.got.wait(5)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive() and len(sink.reports) == 1
+
+
+# -- helpers for the pulse -----------------------------------------------------------------
+
+
+def test_schedule_signal_changes_only_when_a_loop_falls_due_or_fires(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.json"
+    cadences = {"a": "every 60s", "broken": "every 0s"}
+    first = schedules_snapshot(path, cadences, T0)
+    assert first["signal"] == {"a": {"due": False, "fired": 0}, "broken": "invalid"}
+    assert "positive" in first["detail"]["broken"]["error"]
+    assert schedules_snapshot(path, cadences, T0 + 30)["signal"] == first["signal"]
+    assert first["detail"]["a"]["due_in_s"] == 60
+
+    assert due_loops(path, cadences, T0 + 60) == ["a"]
+    assert schedules_snapshot(path, cadences, T0 + 60)["signal"]["a"] == {"due": True, "fired": 0}
+    mark_fired(path, "a", "every 60s", T0 + 61)
+    assert due_loops(path, cadences, T0 + 62) == []
+    assert schedules_snapshot(path, cadences, T0 + 62)["signal"]["a"] == {"due": False, "fired": 1}
+
+
+def test_rounds_signal_shows_each_live_rounds_phase(tmp_path: Path) -> None:
+    store = RoundStore(tmp_path / "rounds")
+    escalations = InMemoryEscalations()
+    waiting, _ = make_engine(
+        "assisted", "every 1h", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
+    )
+    finished, _ = make_engine("reporter", "every 1h", store=store)
+    pending = waiting.run_once()
+    finished.run_once()
+    (tmp_path / "rounds" / "broken.json").write_text("{")
+    snap = rounds_snapshot(tmp_path / "rounds")
+    assert snap["signal"] == {pending.round_id: "awaiting-approval", "broken": "unreadable"}
+    assert snap["detail"][pending.round_id]["loop"] == "assisted"
+    assert rounds_snapshot(tmp_path / "nowhere") == {"signal": {}, "detail": {}}
+
+
+def test_the_pulse_side_reads_load_no_round_machinery() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, looop_py.engine.signals\n"
+        "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec', 'yaml',"
+        " 'typing') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
