@@ -8,8 +8,8 @@ reports the worker's pid; from then on the two outlive any looop process.
     2. fork the worker into its own session (so its own process group), held
        at a gate until its pid and create time are in meta.json, so anything
        it runs (`looop claim` …) finds its session already on record;
-    3. wait for it; end whatever it left behind in its group (SIGTERM, then
-       SIGKILL after the grace); write status.json with the exit code.
+    3. wait for it; write status.json with its exit code; end whatever it
+       left behind in its group (SIGTERM, then SIGKILL after the grace).
 """
 
 from __future__ import annotations
@@ -62,9 +62,6 @@ def main(argv: list[str]) -> int:
     _, wait_status = os.waitpid(pid, 0)
     ended = time.time()
     killed = (d / sessions.KILL).exists()
-    if not killed:  # `looop worker kill` ends the whole tree itself
-        grace = sessions._dict(meta.get("limits")).get("kill_grace_s")
-        _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
     code = os.waitstatus_to_exitcode(wait_status)
     status: dict[str, Any] = {
         "state": "killed" if killed else "exited",
@@ -72,7 +69,10 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
-    jsonio.write_json(d / sessions.STATUS, status)
+    jsonio.write_json(d / sessions.STATUS, status)  # first: the exit is news at once
+    if not killed:  # `looop worker kill` ends the whole tree itself
+        grace = sessions._dict(meta.get("limits")).get("kill_grace_s")
+        _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
     return 0
 
 

@@ -89,6 +89,34 @@ def test_worker_env_and_output_log(wwd: Paths) -> None:
     assert logs.output == "oops\n"
 
 
+def test_what_a_worker_leaves_running_is_ended_after_its_exit(wwd: Paths) -> None:
+    start(wwd, "messy", 'sleep 30 &\necho $! > "$LOOOP_DIR/bg.pid"\nexit 5')
+    assert wait_ended(wwd, "messy")["exit_code"] == 5
+    bg = int((wwd.root / "bg.pid").read_text())
+    wait_for(lambda: sessions.create_time(bg) is None, 5, "the background job to be ended")
+
+
+def test_logs_follow_until_the_worker_ends(wwd: Paths) -> None:
+    start(wwd, "chatty", "echo one\nsleep 0.4\necho two")
+    r = run_looop("-C", str(wwd.root), "worker", "logs", "chatty", "-f", timeout=10)
+    assert r.returncode == 0 and r.stdout == "one\ntwo\n"
+
+
+def test_a_workers_claim_follows_the_worker(wwd: Paths) -> None:
+    w = start(wwd, "holder", '"$LOOOP_BIN" claim repo > "$LOOOP_DIR/epoch"\nsleep 30')
+    epoch = wwd.root / "epoch"
+    wait_for(lambda: epoch.exists() and epoch.read_text().strip(), what="the claim")
+    body = jsonio.read_json(wwd.claims / "repo.json")
+    assert (body["session"], body["pid"], body["epoch"]) == ("holder", w.pid, 1)
+    sessions.kill(wwd, "holder")
+    reaped = sessions.housekeeping(wwd, cfg(wwd), time.time())[-1]
+    assert (reaped["event"], reaped["name"], reaped["reason"]) == (
+        "claim_reaped",
+        "repo",
+        "holder-dead",
+    )
+
+
 def test_kill_ends_a_child_that_ignores_sigterm(wwd: Paths) -> None:
     prompt = (
         'bash -c \'trap "" TERM; echo $$ > "$LOOOP_DIR/child.pid"; '
