@@ -134,7 +134,7 @@ def _locked(paths: Paths, name: str) -> Iterator[None]:
     (paths.claims / LOCKS).mkdir(parents=True, exist_ok=True)
     lock = _locks.get(key)
     if lock is None:
-        lock = _locks[key] = FileLock(key, thread_local=False)
+        lock = _locks[key] = FileLock(key)  # thread-local: threads exclude each other too
     try:
         lock.acquire(timeout=LOCK_TIMEOUT_S, poll_interval=POLL_S)
     except Timeout as exc:

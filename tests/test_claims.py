@@ -120,6 +120,34 @@ def test_contention_one_holder_at_a_time_and_epochs_only_grow(
     assert list(wd.claims.glob("*.json")) == []
 
 
+def test_threads_of_one_process_exclude_each_other(wd: Paths) -> None:
+    import threading
+
+    inside, overlaps, acquired = [0], [0], [0]
+
+    def run(label: str) -> None:
+        holder = claims.own_holder(label)
+        for _ in range(50):
+            try:
+                claims.claim(wd, "shared", holder, now=time.time())
+            except ClaimHeld:
+                time.sleep(0.0005)
+                continue
+            inside[0] += 1
+            overlaps[0] += inside[0] > 1
+            acquired[0] += 1
+            time.sleep(0.0002)
+            inside[0] -= 1
+            claims.unclaim(wd, "shared", holder, now=time.time())
+
+    threads = [threading.Thread(target=run, args=(f"t{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps[0] == 0 and acquired[0] > 10
+
+
 def test_owner_reclaim_is_idempotent_and_others_are_refused(wd: Paths) -> None:
     me = claims.own_holder("me")
     first = claims.claim(wd, "repo", me, now=100.0)
