@@ -222,10 +222,8 @@ def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float)
 
 
 def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    try:
-        from looop_py import sessions
-    except ImportError:
-        return Outcome(True, "accepted; workers are not available in this build yet")
+    from looop_py import sessions
+
     a = move.action
     if isinstance(a, StartWorker):
         started = sessions.start(

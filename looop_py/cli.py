@@ -337,6 +337,318 @@ def ask(
     echo(got.text)
 
 
+# -- workers ---------------------------------------------------------------------
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+@cli.group()
+def worker() -> None:
+    """Start, stop and read detached workers (agent sessions that outlive the beat).
+
+    \b
+    Example:
+      looop worker start fix-ci "Make the CI green" --runtime claude
+      looop worker logs fix-ci -f
+      looop worker kill fix-ci
+    """
+
+
+@worker.command("start")
+@click.argument("worker_id", metavar="ID")
+@click.argument("prompt", required=False)
+@click.option("--runtime", help="claude | codex | pi | aider | shell | a [runtimes.NAME].")
+@click.option("--verify", metavar="CMD", help="Run once from the work dir after it dies.")
+@click.option(
+    "--workspace",
+    type=click.Choice(["none", "git-worktree"]),
+    default="none",
+    show_default=True,
+    help="git-worktree: start in a worktree on branch looop/ID.",
+)
+@json_option
+@click.pass_obj
+def worker_start(
+    state: State,
+    *,
+    worker_id: str,
+    prompt: str | None,
+    runtime: str | None,
+    verify: str | None,
+    workspace: str,
+    as_json: bool,
+) -> None:
+    """Start worker ID, detached: it keeps running after this command returns.
+
+    PROMPT is its task; `-` or nothing reads it from stdin. The worker
+    contract (how to ask, claim, deliver and finish) is put before it.
+    Refused when ID is alive or the fleet cap is reached.
+
+    \b
+    Example:
+      looop worker start tidy "Summarize open PRs into reports/prs.md" --runtime claude
+      echo 'make test > reports/t.txt' | looop worker start t - --verify 'test -s reports/t.txt'
+      looop worker start fix-1 "Fix issue 1" --workspace git-worktree
+    """
+    import time
+
+    from looop_py import config as config_mod
+    from looop_py import sessions
+    from looop_py.errors import UsageError
+
+    if prompt is None or prompt == "-":
+        if prompt is None and sys.stdin.isatty():
+            raise UsageError("no prompt", "pass it as an argument, or pipe it in with `-`")
+        prompt = sys.stdin.read()
+    paths = state.paths
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    started = sessions.start(
+        paths,
+        cfg,
+        worker_id,
+        prompt,
+        runtime=runtime,
+        verify=verify,
+        workspace=workspace,
+        now=time.time(),
+    )
+    if as_json:
+        json_out(started.to_json())
+        return
+    echo(f"started {started.id} (pid {started.pid}, runtime {started.runtime}, cwd {started.cwd})")
+    echo(f"  logs: looop worker logs {started.id} -f")
+    echo(f"  stop: looop worker kill {started.id}")
+
+
+@worker.command("kill")
+@click.argument("worker_id", metavar="ID")
+@click.option("--reason", help="Why; kept in sessions/ID/kill.json.")
+@json_option
+@click.pass_obj
+def worker_kill(state: State, worker_id: str, reason: str | None, as_json: bool) -> None:
+    """End worker ID and everything it started: SIGTERM, then SIGKILL after the grace.
+
+    \b
+    Example:
+      looop worker kill fix-ci --reason "stuck for an hour"
+    """
+    from looop_py import sessions
+
+    result = sessions.kill(state.paths, worker_id, reason=reason)
+    if as_json:
+        json_out(
+            {
+                "id": result.id,
+                "was_alive": result.was_alive,
+                "state": result.state,
+                "exit_code": result.exit_code,
+                "forced": result.forced,
+            }
+        )
+        return
+    if not result.was_alive:
+        echo(f"{worker_id} was not running ({result.state}, exit {result.exit_code})")
+        return
+    how = " (needed SIGKILL)" if result.forced else ""
+    echo(f"killed {worker_id}{how}: {result.state}, exit {result.exit_code}")
+
+
+@worker.command("logs")
+@click.argument("worker_id", metavar="ID")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the worker ends.")
+@click.option("-n", "lines", type=int, default=None, help="Only the last N lines.")
+@click.pass_obj
+def worker_logs(state: State, worker_id: str, follow: bool, lines: int | None) -> None:
+    """Print a worker's output.log (its stdout and stderr).
+
+    \b
+    Example:
+      looop worker logs fix-ci -n 50
+      looop worker logs fix-ci -f
+    """
+    import time
+
+    from looop_py import jsonio, sessions
+
+    paths = state.paths
+    view = sessions.get(paths, worker_id, time.time())
+    log = sessions.session_dir(paths, worker_id) / sessions.OUTPUT
+    out = sys.stdout.buffer
+    if lines is not None:
+        out.write(b"".join(line + b"\n" for line in jsonio.tail_lines(log, lines)))
+        pos = log.stat().st_size if log.exists() else 0
+    else:
+        pos = 0
+    out.flush()
+    alive = view.alive
+    while True:
+        try:
+            with log.open("rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+        except FileNotFoundError:
+            chunk = b""
+        if chunk:
+            out.write(chunk)
+            out.flush()
+            pos += len(chunk)
+        if not follow or not alive:
+            return
+        time.sleep(0.2)
+        alive = sessions.get(paths, worker_id, time.time()).alive
+
+
+@cli.command()
+@click.option("--all", "show_all", is_flag=True, help="Also list ended workers.")
+@json_option
+@click.pass_obj
+def workers(state: State, show_all: bool, as_json: bool) -> None:
+    """List workers: health (busy, waiting-ask, stuck, dead), state, verify, result.
+
+    Worktrees kept because they hold commits are listed after the workers.
+
+    \b
+    Example:
+      looop workers
+      looop workers --all --json | jq '.workers[] | select(.health == "stuck") | .id'
+    """
+    import time
+
+    from looop_py import config as config_mod
+    from looop_py import sessions
+
+    paths = state.paths
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    views = sessions.list_sessions(paths, time.time())
+    live = {v.id for v in views if v.alive}
+    shown = views if show_all else [v for v in views if v.alive]
+    kept = [k for k in sessions.kept_worktrees(paths, cfg) if k["id"] not in live]
+    if as_json:
+        json_out(
+            {
+                "workers": [v.to_json() for v in shown],
+                "live": len(live),
+                "max_live": cfg.workers.max_live,
+                "kept_worktrees": kept,
+            }
+        )
+        return
+    if not shown:
+        echo("no live workers" + ("" if show_all else " (--all lists ended ones)"))
+    else:
+        echo(
+            f"{'ID':<24} {'HEALTH':<11} {'STATE':<8} {'EXIT':>4} {'UP':>5} {'IDLE':>5} "
+            f"{'RUNTIME':<8} {'VERIFY':<6} RESULT"
+        )
+    for v in shown:
+        code = "-" if v.exit_code is None else str(v.exit_code)
+        result = (v.result or {}).get("status") or "-"
+        echo(
+            f"{v.id:<24} {v.health:<11} {v.state:<8} {code:>4} {_age(v.uptime_s):>5} "
+            f"{_age(v.idle_s if v.alive else None):>5} {v.runtime or '-':<8} "
+            f"{v.verify or '-':<6} {result}"
+        )
+    echo(f"{len(live)}/{cfg.workers.max_live} live", err=True)
+    for k in kept:
+        echo(f"kept worktree {k['path']} (branch {k['branch']}): {k['reason'] or 'holds work'}")
+
+
+# -- claims ----------------------------------------------------------------------
+
+
+def _session_option(f: F) -> F:
+    return click.option(
+        "--session",
+        envvar="LOOOP_SESSION_ID",
+        help="Holder session (default: $LOOOP_SESSION_ID).",
+    )(f)
+
+
+def _pid_option(f: F) -> F:
+    return click.option(
+        "--pid",
+        type=int,
+        help="Process whose life the claim follows (default: the worker, else the caller).",
+    )(f)
+
+
+@cli.command()
+@click.argument("name")
+@_session_option
+@click.option("--ttl", type=float, metavar="S", help="Expire after S seconds unless renewed.")
+@click.option("--renew", is_flag=True, help="Owner only: push the expiry to now + ttl.")
+@_pid_option
+@json_option
+@click.pass_obj
+def claim(
+    state: State,
+    *,
+    name: str,
+    session: str | None,
+    ttl: float | None,
+    renew: bool,
+    pid: int | None,
+    as_json: bool,
+) -> None:
+    """Take the lease NAME; print its epoch (a fencing token). Exit 4 if someone else holds it.
+
+    Exit 0 means you hold it (claiming again is harmless). Any other exit
+    means do not proceed. It is released by `looop unclaim NAME`, or reaped
+    by the next beat once its holder is dead or its ttl has passed.
+
+    \b
+    Example:
+      epoch=$("$LOOOP_BIN" claim repo-main) || exit 0     # someone else is on it
+      looop claim deploy --ttl 600 && looop claim deploy --ttl 600 --renew
+    """
+    import time
+
+    from looop_py import claims
+
+    paths = state.paths
+    holder = claims.resolve_holder(paths, session or None, pid)
+    outcome = claims.claim(paths, name, holder, ttl_s=ttl, renew=renew, now=time.time())
+    if as_json:
+        json_out({**outcome.claim.to_json(), "action": outcome.action})
+        return
+    echo(str(outcome.claim.epoch))
+
+
+@cli.command()
+@click.argument("name")
+@_session_option
+@_pid_option
+@json_option
+@click.pass_obj
+def unclaim(state: State, name: str, session: str | None, pid: int | None, as_json: bool) -> None:
+    """Release the lease NAME (harmless if it is not held). Exit 4 if another live holder has it.
+
+    \b
+    Example:
+      looop unclaim repo-main
+    """
+    import time
+
+    from looop_py import claims
+
+    paths = state.paths
+    holder = claims.resolve_holder(paths, session or None, pid)
+    released = claims.unclaim(paths, name, holder, now=time.time())
+    if as_json:
+        json_out({"name": name, "released": released.to_json() if released else None})
+        return
+    if released is None:
+        echo(f"{name} was not claimed", err=True)
+
+
 @cli.command()
 @json_option
 @click.pass_obj
@@ -431,6 +743,103 @@ def deny(state: State, ask_id: str, reason: str | None) -> None:
 
     do_deny(state.paths, ask_id, now=time.time(), reason=reason)
     echo(f"denied {ask_id}")
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def claims(state: State, as_json: bool) -> None:
+    """List claims: who holds which name, its epoch, age and expiry.
+
+    \b
+    Example:
+      looop claims
+      looop claims --json | jq '.claims[] | select(.live) | .name'
+    """
+    import time
+
+    from looop_py import claims as claims_mod
+
+    now = time.time()
+    views = claims_mod.list_claims(state.paths, now)
+    if as_json:
+        json_out({"claims": [v.to_json() for v in views]})
+        return
+    if not views:
+        echo("no claims")
+        return
+    echo(f"{'NAME':<24} {'SESSION':<20} {'PID':>7} {'EPOCH':>5} {'AGE':>5} {'EXPIRES':>7} LIVE")
+    for v in views:
+        c = v.claim
+        if c is None:
+            echo(f"{v.name:<24} (unreadable)")
+            continue
+        expires = "-" if c.expires_at is None else _age(max(0.0, c.expires_at - now))
+        echo(
+            f"{v.name:<24} {c.session or '-':<20} {c.pid or '-':>7} {c.epoch:>5} "
+            f"{_age(now - c.acquired_at):>5} {expires:>7} "
+            + ("yes" if v.live else "no (reaped next beat)")
+        )
+
+
+# -- done ------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--status",
+    "result_status",
+    type=click.Choice(["done", "done-with-concerns", "blocked"]),
+    default="done",
+    show_default=True,
+)
+@click.option("--summary", metavar="TEXT", help="One line on what happened.")
+@click.option("--tokens", type=int, help="Tokens you spent, if your runtime does not report them.")
+@click.option("--cost-usd", type=float, help="What you spent, in USD.")
+@_session_option
+@json_option
+@click.pass_obj
+def done(
+    state: State,
+    *,
+    result_status: str,
+    summary: str | None,
+    tokens: int | None,
+    cost_usd: float | None,
+    session: str | None,
+    as_json: bool,
+) -> None:
+    """A worker reports how its task went (writes sessions/ID/result.json).
+
+    Exiting 0 alone never means success: the loop reads this report.
+
+    \b
+    Example:
+      "$LOOOP_BIN" done --summary "opened PR #12"
+      "$LOOOP_BIN" done --status blocked --summary "needs a deploy key"
+    """
+    import time
+
+    from looop_py import sessions
+    from looop_py.errors import UsageError
+
+    if not session:
+        raise UsageError(
+            "no session", "run this inside a worker ($LOOOP_SESSION_ID) or pass --session"
+        )
+    result = sessions.report(
+        state.paths,
+        session,
+        status=result_status,
+        summary=summary,
+        tokens=tokens,
+        cost_usd=cost_usd,
+        now=time.time(),
+    )
+    if as_json:
+        json_out({"id": session, **result})
+        return
+    echo(f"{session}: recorded {result_status}")
 
 
 def main() -> None:

@@ -58,6 +58,27 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class WorkersConfig:
+    max_live: int = 8  # fleet cap: live workers at once
+    default_runtime: str = "shell"  # runtime when a start names none
+    kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
+    stuck_after_s: float = 900.0  # no output for this long: health `stuck`
+    session_ttl_s: float = 259200.0  # dead sessions are pruned after 3 days
+    verify_timeout_s: float = 60.0  # one `--verify` command
+    verify_budget_s: float = 120.0  # all verifies of one beat together
+    repo: str = ""  # git repo for `--workspace git-worktree` ("" = the one holding the work dir)
+    worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """`[runtimes.NAME]`: how to launch one kind of worker."""
+
+    command: str = ""  # must hold {{prompt_file}}; "" keeps a built-in's command
+    usage: str = ""  # JSON stream to read usage from: "claude" | "codex" | "" (worker reports)
+
+
+@dataclass(frozen=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
@@ -67,6 +88,11 @@ class Config:
     # Kinds are the user's own names, so the table is kept as is and checked by
     # looop_py.engine.actions.action_commands.
     actions: dict[str, Any] = field(default_factory=dict)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+    # A table of named tables: [runtimes.claude], [runtimes.mine] …
+    runtimes: dict[str, RuntimeConfig] = field(
+        default_factory=dict, metadata={"table_of": RuntimeConfig}
+    )
 
 
 def load(path: Path, cache: Path | None = None) -> Config:
@@ -165,12 +191,31 @@ def build(cls: type[Any], table: Any, where: str) -> Any:
     values: dict[str, Any] = {}
     for name, value in table.items():
         f = fields[name]
+        table_of = f.metadata.get("table_of")
         nested = _nested_type(f)
-        if nested is not None:
+        if table_of is not None:
+            values[name] = _build_tables(table_of, value, _key(where, name))
+        elif nested is not None:
             values[name] = build(nested, value, _key(where, name))
         else:
             values[name] = _check(value, str(f.type), _key(where, name))
     return cls(**values)
+
+
+def _build_tables(cls: type[Any], table: Any, where: str) -> dict[str, Any]:
+    """A table of named tables, e.g. [runtimes.NAME]: each name must be a safe segment."""
+    from looop_py.paths import is_safe_segment
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{where}] should be a table of tables, e.g. [{where}.NAME]")
+    out: dict[str, Any] = {}
+    for name, value in table.items():
+        if not is_safe_segment(name):
+            raise ConfigError(
+                f"[{where}.{name}]: unsafe name", "use letters, digits, '.', '_' and '-'"
+            )
+        out[name] = build(cls, value, _key(where, name))
+    return out
 
 
 def _key(where: str, name: str) -> str:

@@ -39,3 +39,13 @@ class Busy(LooopError):
     """Another process holds a lock this command needs."""
 
     exit_code = 3
+
+
+class ClaimHeld(LooopError):
+    """Another live holder has the claim; the caller must not proceed."""
+
+    exit_code = 4
+
+
+class WorkerRefused(LooopError):
+    """A worker could not be started (alive already, fleet full, bad runtime …)."""

@@ -43,15 +43,21 @@ def loads(data: bytes | str) -> Any:
 JSONDecodeError = orjson.JSONDecodeError
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace `path` with `data` so that no reader or crash ever sees half a file."""
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
+    """Replace `path` with `data` so that no reader or crash ever sees half a file.
+
+    `durable=False` skips the fsync: still atomic for readers and for a writer
+    that dies, only a power loss may roll it back (fine for state that dies
+    with its processes anyway, such as leases).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_native_id()}{TMP_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -63,8 +69,8 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     os.replace(tmp, path)
 
 
-def write_json(path: Path, value: Any) -> None:
-    atomic_write(path, dumps(value, pretty=True) + b"\n")
+def write_json(path: Path, value: Any, *, durable: bool = True) -> None:
+    atomic_write(path, dumps(value, pretty=True) + b"\n", durable=durable)
 
 
 def write_json_if_changed(path: Path, value: Any) -> bool:

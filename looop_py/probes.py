@@ -43,36 +43,65 @@ def _json_files(directory: Path) -> list[tuple[str, Any]]:
 
 
 def sessions(paths: Paths, now: float) -> Snapshot:
-    """Worker sessions: id, state and exit code of each (filled by the workers issue)."""
-    rows: list[dict[str, Any]] = []
+    """Worker sessions: id, state, exit code, health and verify verdict of each.
+
+    Ages (idle, uptime) and outputs go to detail, so only a real change wakes
+    the loop: a worker ending, getting stuck, asking, or failing its verify.
+    """
     try:
-        entries = sorted(os.scandir(paths.sessions), key=lambda e: e.name)
+        with os.scandir(paths.sessions) as it:
+            if not any(e.is_dir() for e in it):
+                return {"signal": [], "detail": {"count": 0}}
     except FileNotFoundError:
-        entries = []
-    for entry in entries:
-        if not entry.is_dir() or not is_safe_segment(entry.name):
-            continue
-        try:
-            status = jsonio.read_json(Path(entry.path) / "status.json", {})
-        except CorruptFile:
-            status = {"state": "unreadable"}
-        rows.append(
-            {
-                "id": entry.name,
-                "state": status.get("state", "unknown"),
-                "exit_code": status.get("exit_code"),
-            }
-        )
-    return {"signal": rows, "detail": {"count": len(rows)}}
+        return {"signal": [], "detail": {"count": 0}}
+    from looop_py import sessions as sessions_mod  # psutil, only when there are sessions
+
+    views = sessions_mod.list_sessions(paths, now)
+    workers: dict[str, Any] = {}
+    for v in views:
+        row: dict[str, Any] = {
+            "idle_s": v.idle_s,
+            "uptime_s": v.uptime_s,
+            "pid": v.pid,
+            "runtime": v.runtime,
+        }
+        if v.verify_output:
+            row["verify_output"] = v.verify_output[-1024:]
+        if v.result:
+            row["result"] = {"status": v.result.get("status"), "summary": v.result.get("summary")}
+        if v.usage:
+            row["usage"] = v.usage
+        if v.lost:
+            row["lost"] = True
+        workers[v.id] = row
+    return {
+        "signal": [v.signal_row() for v in views],
+        "detail": {"count": len(views), "live": sum(v.alive for v in views), "workers": workers},
+    }
 
 
 def claims(paths: Paths, now: float) -> Snapshot:
-    """Live leases: which session holds which name."""
-    rows = [
-        {"name": name, "session": body.get("session") if isinstance(body, dict) else None}
-        for name, body in _json_files(paths.claims)
-    ]
-    return {"signal": rows, "detail": {"count": len(rows)}}
+    """The live leases: which session holds which name (epochs and expiries in detail)."""
+    if not _json_files_exist(paths.claims):
+        return {"signal": [], "detail": {"count": 0}}
+    from looop_py import claims as claims_mod
+
+    live = [v for v in claims_mod.list_claims(paths, now) if v.live]
+    rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
+    detail = {
+        v.name: {k: v.claim.to_json()[k] for k in ("pid", "epoch", "acquired_at", "expires_at")}
+        for v in live
+        if v.claim
+    }
+    return {"signal": rows, "detail": {"count": len(rows), "claims": detail}}
+
+
+def _json_files_exist(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
 
 
 def goals(paths: Paths, now: float) -> Snapshot:

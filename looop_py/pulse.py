@@ -1,5 +1,6 @@
 """One beat of the loop, step by step as design.md §1 tells it.
 
+    0. REAP     settle dead workers (verify, worktree) and reap dead claims, logged
     1. SENSE    run sensors and probes, write snapshots
     2. DIFF     hash the wake-relevant world; unchanged → skip, no decider
     3. ADVANCE  deterministic housekeeping (filled by the workers/engine issues)
@@ -13,11 +14,13 @@ decide failed is retried by the next one.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from looop_py import config as config_mod
 from looop_py import journal, jsonio, probes, procs, sensors, wal, worldhash
@@ -232,6 +235,9 @@ def _beat_locked(
 
     interrupted = _report_interrupted(paths, now)
 
+    # 0. REAP — before SENSE, so the probes already see what it settled.
+    housekeep(paths, cfg, now)
+
     # 1. SENSE
     world = sense(paths, cfg, now)
 
@@ -300,6 +306,28 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
     journal.write(paths, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
     journal.emit(paths, "move_interrupted", now, move=move)
     return text
+
+
+def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
+    """Reap dead claims and sessions, verify ended workers; one event line per thing done."""
+    if not (_has_entries(paths.sessions) or _has_entries(paths.claims)):
+        return  # the usual quiet beat: nothing to look at, nothing to import
+    from looop_py import sessions
+
+    try:
+        events = sessions.housekeeping(paths, cfg, now)
+    except Exception as exc:  # a housekeeping bug must not stop the beat
+        events = [{"event": "housekeeping_failed", "message": repr(exc)}]
+    for event in events:
+        journal.emit(paths, str(event.pop("event")), now, **event)
+
+
+def _has_entries(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return any(not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
 
 
 def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> BeatResult:

@@ -3,6 +3,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,12 @@ def run_looop(
         timeout=timeout,
         input=input,
     )
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "it") -> None:
+    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 
 from looop_py import jsonio
+from looop_py.claims import own_holder
 from looop_py.paths import Paths
 from looop_py.probes import claims, goals, run_probes, sessions
 
@@ -24,13 +25,20 @@ def test_sessions_and_claims_are_sorted_and_carry_only_wake_fields(wd: Paths) ->
         jsonio.write_json(
             wd.sessions / sid / "status.json", {"state": state, "exit_code": rc, "ended_at": 123.0}
         )
+    # a-worker's record names a live process (this one), so it is running and busy.
+    me = own_holder()
+    jsonio.write_json(
+        wd.sessions / "a-worker" / "meta.json",
+        {"id": "a-worker", "pid": me.pid, "create_time": me.create_time, "started_at": time.time()},
+    )
     jsonio.write_json(wd.claims / "repo.json", {"name": "repo", "session": "a-worker", "epoch": 3})
     jsonio.write_json(wd.claims / "docs.json", {"name": "docs", "session": "b-worker"})
     s = sessions(wd, time.time())
     assert s["signal"] == [
-        {"id": "a-worker", "state": "running", "exit_code": None},
-        {"id": "b-worker", "state": "exited", "exit_code": 0},
+        {"id": "a-worker", "state": "running", "exit_code": None, "health": "busy"},
+        {"id": "b-worker", "state": "exited", "exit_code": 0, "health": "dead"},
     ]
+    assert s["detail"]["live"] == 1 and s["detail"]["workers"]["a-worker"]["pid"] == me.pid
     assert claims(wd, time.time())["signal"] == [
         {"name": "docs", "session": "b-worker"},
         {"name": "repo", "session": "a-worker"},
