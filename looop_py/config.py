@@ -31,7 +31,23 @@ class SensorsConfig:
 
 @dataclass(frozen=True)
 class DeciderConfig:
-    backend: str = "noop"
+    backend: str = "rules"  # rules | command | openai | anthropic | script | noop
+    # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
+    # file whose shell-quoted path replaces {{prompt_file}}.
+    command: str = ""
+    timeout_s: float = 600.0  # command: the whole run; HTTP: each attempt
+    # openai / anthropic: "" means https://api.openai.com/v1 or https://api.anthropic.com
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""  # "" means OPENAI_API_KEY or ANTHROPIC_API_KEY
+    max_tokens: int = 4096  # output tokens per decide
+    max_retries: int = 4  # extra attempts after a 429 / 5xx / dropped connection
+    backoff_s: float = 1.0  # first retry delay, doubled each time (Retry-After wins)
+    max_wait_s: float = 60.0  # total time spent waiting between attempts
+    structured: bool = True  # openai: ask for JSON-schema structured output
+    script: str = ""  # script: moves to replay (JSON lines or a JSON array), work-dir relative
+    usd_per_mtok_in: float | None = None  # prices per million tokens, for backends that
+    usd_per_mtok_out: float | None = None  # report tokens but no cost
 
 
 @dataclass(frozen=True)
