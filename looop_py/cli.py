@@ -11,6 +11,7 @@ Exit codes a cron job can rely on:
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -109,6 +110,7 @@ def init(directory: Path, as_json: bool) -> None:
                 "work_dir": str(result.root),
                 "created": [str(p.relative_to(result.root)) for p in result.created],
                 "kept": [str(p.relative_to(result.root)) for p in result.kept],
+                "agent_clis": list(result.agent_clis),
             }
         )
         return
@@ -121,6 +123,11 @@ def init(directory: Path, as_json: bool) -> None:
         echo(f"{result.root} is already a complete work dir; nothing to do")
     else:
         echo(f"work dir ready: {result.root}")
+        if result.agent_clis:
+            echo(
+                f"found {', '.join(result.agent_clis)} on PATH: looop.toml [decider] has a"
+                " ready, commented block for each (the default stays the offline rules decider)"
+            )
         echo(f"next: looop -C {result.root} pulse")
 
 
@@ -840,6 +847,64 @@ def done(
         json_out({"id": session, **result})
         return
     echo(f"{session}: recorded {result_status}")
+
+
+# -- decider ---------------------------------------------------------------------
+
+
+@cli.group()
+def decider() -> None:
+    """Check the decider configured in looop.toml [decider].
+
+    \b
+    Example:
+      looop decider test
+    """
+
+
+@decider.command(name="test")
+@json_option
+@click.pass_obj
+def decider_test(state: State, as_json: bool) -> None:
+    """Send a tiny prompt to the configured decider; show its move, usage and latency.
+
+    The move is validated as a real one would be, and nothing is executed.
+    Exits 0 when the decider answered with a valid move, 1 otherwise.
+    (The script backend consumes its next move.)
+
+    \b
+    Example:
+      looop decider test
+      looop decider test --json | jq .usage
+    """
+    from looop_py.deciders.check import run_test
+
+    view = run_test(state.paths, time.time())
+    if as_json:
+        json_out(view)
+    else:
+        echo(f"backend     {view['backend']}")
+        echo(f"latency     {view['latency_ms']} ms")
+        usage = view["usage"]
+        if usage is None:
+            echo("usage       not reported (unmetered)")
+        else:
+            cost = usage["cost_usd"]
+            echo(
+                f"usage       {usage['input_tokens']} in / {usage['output_tokens']} out"
+                f" tokens, {'cost unknown' if cost is None else f'${cost:.6f}'}"
+            )
+        if view["error"]:
+            echo(f"error       {view['error']}")
+            if view.get("hint"):
+                echo(f"            → {view['hint']}")
+        else:
+            echo(f"move        {_compact(view['move'], 200)}")
+            if view["invalid"]:
+                echo(f"invalid     {view['invalid']}")
+            else:
+                echo("valid       yes")
+    sys.exit(0 if view["ok"] else 1)
 
 
 def main() -> None:

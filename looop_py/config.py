@@ -31,7 +31,23 @@ class SensorsConfig:
 
 @dataclass(frozen=True)
 class DeciderConfig:
-    backend: str = "rules"
+    backend: str = "rules"  # rules | command | openai | anthropic | script | noop
+    # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
+    # file whose shell-quoted path replaces {{prompt_file}}.
+    command: str = ""
+    timeout_s: float = 600.0  # command: the whole run; HTTP: each attempt
+    # openai / anthropic: "" means https://api.openai.com/v1 or https://api.anthropic.com
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""  # "" means OPENAI_API_KEY or ANTHROPIC_API_KEY
+    max_tokens: int = 4096  # output tokens per decide
+    max_retries: int = 4  # extra attempts after a 429 / 5xx / dropped connection
+    backoff_s: float = 1.0  # first retry delay, doubled each time (Retry-After wins)
+    max_wait_s: float = 60.0  # total time spent waiting between attempts
+    structured: bool = True  # openai: ask for JSON-schema structured output
+    script: str = ""  # script: moves to replay (JSON lines or a JSON array), work-dir relative
+    usd_per_mtok_in: float | None = None  # prices per million tokens, for backends that
+    usd_per_mtok_out: float | None = None  # report tokens but no cost
 
 
 @dataclass(frozen=True)
@@ -46,9 +62,7 @@ class LimitsConfig:
     decides_per_hour: int = 120  # 0 = no cap
     daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
     daily_usd: float = 0.0  # 0 = no budget
-    unmetered_limit: int = (
-        3  # with a budget set: this many unmetered decides in a row stop deciding
-    )
+    unmetered_limit: int = 3  # with a budget: this many unmetered decides in a row stop it
     backoff_base_s: float = 60.0  # after n failures in a row wait base·2^(n−1) s …
     backoff_max_s: float = 300.0  # … but never longer than this
     noop_ttl_s: float = 21600.0  # re-decide an unchanged world this long after a noop; 0 = never

@@ -9,7 +9,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from looop_py.paths import Paths
+from looop_py.paths import CONFIG_NAME, Paths
 
 _SKIP = {"__init__.py", "__pycache__"}
 
@@ -19,6 +19,7 @@ class InitResult:
     root: Path
     created: tuple[Path, ...]
     kept: tuple[Path, ...]  # already there, left untouched
+    agent_clis: tuple[str, ...] = ()  # agent CLIs found on PATH, offered in the new looop.toml
 
 
 def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
@@ -43,15 +44,19 @@ def init(target: Path) -> InitResult:
     paths = Paths(target.resolve())
     created: list[Path] = []
     kept: list[Path] = []
+    found: tuple[str, ...] = ()
     paths.root.mkdir(parents=True, exist_ok=True)
     for directory in paths.layout_dirs():
         if not directory.is_dir():
             directory.mkdir(parents=True, exist_ok=True)
             created.append(directory)
-    for rel, data in template_files():
+    for rel, content in template_files():
         dest = paths.root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         executable = rel.startswith("sensors/") and rel.endswith(".sh")
+        data = content
+        if rel == CONFIG_NAME and not dest.exists():
+            data, found = _with_agent_clis(content)
         try:
             # O_EXCL: an existing file, even one created a moment ago, is never replaced.
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -64,4 +69,15 @@ def init(target: Path) -> InitResult:
             mode = dest.stat().st_mode
             dest.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         created.append(dest)
-    return InitResult(paths.root, tuple(created), tuple(kept))
+    if paths.config in kept:
+        found = ()  # an existing looop.toml is never touched, so nothing was offered
+    return InitResult(paths.root, tuple(created), tuple(kept), found)
+
+
+def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """The starter looop.toml plus a commented, ready block per agent CLI on PATH."""
+    from looop_py.deciders import presets
+
+    found = presets.detect()
+    text = presets.apply(template.decode("utf-8"), found)
+    return text.encode("utf-8"), tuple(p.cli for p, _ in found)

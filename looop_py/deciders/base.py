@@ -18,6 +18,8 @@ from looop_py.worldhash import Change
 class DecideError(LooopError):
     """The backend failed to produce a usable answer (timeout, HTTP error, garbage)."""
 
+    raw: str = ""  # what the backend did return, if anything, for the runs/ archive
+
 
 @dataclass(frozen=True)
 class Usage:

@@ -1,0 +1,157 @@
+"""The Anthropic Messages API (`POST /v1/messages`).
+
+Structured output comes from a forced tool call: one tool whose input_schema
+is the move union (wrapped in an object, as the API requires), and
+`tool_choice` naming it, so the reply's `tool_use` block holds the move as
+already-decoded JSON. Usage counts cached prompt tokens as prompt tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from looop_py.config import DeciderConfig
+from looop_py.deciders import pricing, schema, transport
+from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
+from looop_py.errors import ConfigError
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+API_VERSION = "2023-06-01"
+TOOL_NAME = "propose_move"
+TOOL_DESCRIPTION = (
+    "Propose the one next move for looop to validate and execute. "
+    "Put the move object under `move`; looop ignores any other reply."
+)
+
+
+class AnthropicDecider:
+    name = "anthropic"
+
+    def __init__(self, cfg: DeciderConfig, *, sleep: Any = time.sleep) -> None:
+        if not cfg.model:
+            raise ConfigError(
+                "[decider] backend anthropic needs a model",
+                'set model = "claude-sonnet-4-5" (or another Messages API model)',
+            )
+        self.cfg = cfg
+        base = transport.check_url((cfg.base_url or DEFAULT_BASE_URL).rstrip("/"))
+        self.base_url = base
+        self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        self.key_env = cfg.api_key_env or DEFAULT_KEY_ENV
+        self.policy = transport.RetryPolicy(
+            cfg.timeout_s, cfg.max_retries, cfg.backoff_s, cfg.max_wait_s
+        )
+        self._sleep = sleep
+
+    def body(self, prompt: str) -> dict[str, Any]:
+        return {
+            "model": self.cfg.model,
+            "max_tokens": self.cfg.max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+            "tools": [
+                {
+                    "name": TOOL_NAME,
+                    "description": TOOL_DESCRIPTION,
+                    "input_schema": schema.wrapped(),
+                }
+            ],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+        }
+
+    def headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        key = os.environ.get(self.key_env, "").strip()
+        if key:
+            headers["x-api-key"] = key
+        elif not transport.is_loopback(self.base_url):
+            raise DecideError(
+                f"${self.key_env} is not set; the anthropic backend needs an API key",
+                f"export {self.key_env}=… in the environment looop runs in (cron too),"
+                " or set api_key_env in [decider]",
+            )
+        return headers
+
+    def decide(self, request: DecideRequest) -> Decision:
+        headers = self.headers()
+        started = time.monotonic()
+        reply = transport.post_json(
+            self.url,
+            self.body(request.prompt),
+            headers,
+            provider="anthropic",
+            policy=self.policy,
+            sleep=self._sleep,
+            hint=f"check model and ${self.key_env}",
+        )
+        latency = time.monotonic() - started
+        raw = reply.body.decode("utf-8", "replace")
+        try:
+            move, usage, stop = read_reply(reply.json("anthropic"), self.cfg.max_tokens)
+        except DecideError as exc:
+            exc.raw = raw
+            raise
+        meta = {
+            "backend": self.name,
+            "model": self.cfg.model,
+            "attempts": reply.attempts,
+            "waited_s": round(reply.waited_s, 3),
+            "latency_s": round(latency, 3),
+            "stop_reason": stop,
+            "request_id": reply.headers.get("request-id"),
+        }
+        return Decision(move=move, raw=raw, usage=pricing.priced(usage, self.cfg), meta=meta)
+
+
+def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | None]:
+    """(move value, usage, stop_reason) from a Messages API reply."""
+    if not isinstance(data, dict):
+        raise DecideError("anthropic: the reply is not a JSON object")
+    if data.get("type") == "error":
+        err = data.get("error")
+        why = err.get("message") if isinstance(err, dict) else err
+        raise DecideError(f"anthropic: error: {str(why)[:300]}")
+    content = data.get("content")
+    stop = data.get("stop_reason")
+    if not isinstance(content, list):
+        raise DecideError("anthropic: the reply has no content list")
+    if stop == "refusal":
+        raise DecideError("anthropic: the model refused to answer")
+    if stop == "max_tokens":
+        raise DecideError(
+            f"anthropic: the reply was cut off at max_tokens={max_tokens}",
+            "raise max_tokens in [decider]",
+        )
+    calls = [
+        b
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == TOOL_NAME
+    ]
+    if not calls:
+        text = " ".join(
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        )
+        said = f"; it said: {' '.join(text.split())[:200]!r}" if text.strip() else ""
+        raise DecideError(f"anthropic: the model did not call {TOOL_NAME} (stop={stop}){said}")
+    if len(calls) > 1:
+        raise DecideError(f"anthropic: the model called {TOOL_NAME} {len(calls)} times; one move")
+    value = calls[0].get("input")
+    if not isinstance(value, dict):
+        raise DecideError(f"anthropic: the {TOOL_NAME} input is not an object")
+    return schema.unwrap(value), _usage(data.get("usage")), stop if isinstance(stop, str) else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _usage(u: Any) -> Usage | None:
+    if not isinstance(u, dict) or not isinstance(u.get("input_tokens"), int):
+        return None
+    tokens_in = sum(
+        _int(u.get(k))
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(tokens_in, _int(u.get("output_tokens")), None)

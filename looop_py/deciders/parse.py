@@ -1,0 +1,278 @@
+"""Raw backend output → exactly one JSON object, plus any usage the output reports.
+
+What a model says is untrusted text. This module accepts one JSON object,
+optionally inside one markdown code fence, and nothing else: no prose around
+it, no second object, no bytes that are not UTF-8. It also unwraps the
+envelopes agent CLIs print around the model's text:
+
+- claude `--output-format json`: one `{"type": "result", "result": <text>, …}` object;
+- claude `--output-format stream-json`: NDJSON whose final `{"type": "result"}` line
+  carries the text, `usage` and `total_cost_usd`;
+- codex `exec --json`: NDJSON; the last `item.completed` agent message is the text,
+  `turn.completed` lines carry `usage`;
+- pi `--mode json`: NDJSON; the last assistant `message_end` is the text, and each
+  assistant message carries `usage` (with `cost.total`).
+
+Whether the object is a valid move is not decided here (moves.parse does that).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from looop_py import jsonio
+from looop_py.deciders.base import DecideError, Usage
+
+_FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL)
+_CLAUDE_EVENTS = {"system", "assistant", "user", "result", "stream_event"}
+_PI_EVENTS = {
+    "session",
+    "agent_start",
+    "agent_end",
+    "turn_start",
+    "turn_end",
+    "message_start",
+    "message_update",
+    "message_end",
+    "tool_execution_start",
+    "tool_execution_update",
+    "tool_execution_end",
+    "auto_compaction_start",
+    "auto_compaction_end",
+    "auto_retry_start",
+    "auto_retry_end",
+}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    value: dict[str, Any]  # the one JSON object the model produced
+    text: str  # the model's own text it was read from (envelopes removed)
+    usage: Usage | None = None  # tokens/cost when the output reported them
+    source: str = "text"  # text | claude-json | claude-stream | codex | pi
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def decode_utf8(raw: bytes | str, what: str = "the output") -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecideError(
+            f"{what} is not UTF-8 (invalid byte at offset {exc.start})",
+            "the decider must print UTF-8 JSON",
+        ) from None
+
+
+def parse_object(text: str) -> dict[str, Any]:
+    """One JSON object from model text: surrounding whitespace and one fence allowed."""
+    body = text.strip().lstrip("\ufeff").strip()
+    if not body:
+        raise DecideError("the decider returned no text; expected one JSON object")
+    fence = _FENCE.match(body)
+    if fence:
+        body = fence.group("body").strip()
+        if "```" in body:
+            raise DecideError(
+                "the reply holds more than one code fence; exactly one move is allowed"
+            )
+        if not body:
+            raise DecideError("the code fence is empty; expected one JSON object inside")
+    elif body.startswith("```"):
+        raise DecideError(
+            "a code fence that is not the whole reply (unclosed, or text after it)",
+            "reply with one JSON object, optionally inside one ``` fence, and nothing else",
+        )
+    try:
+        value = jsonio.loads(body)
+    except jsonio.JSONDecodeError as exc:
+        raise DecideError(_why_not_json(body, str(exc))) from None
+    if not isinstance(value, dict):
+        raise DecideError(
+            f"the decider returned a JSON {_kind(value)}, not an object",
+            'reply with one object such as {"action": "noop"}',
+        )
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _why_not_json(body: str, detail: str) -> str:
+    """A reason a person can act on: garbage, prose, or more than one value."""
+    import json
+
+    try:
+        _, end = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError:
+        if body[0] not in "{[":
+            return f"no JSON object in the reply (it starts with {_preview(body)})"
+        return f"the reply is not valid JSON ({detail})"
+    except (ValueError, RecursionError):
+        return f"the reply is not valid JSON ({detail})"
+    rest = body[end:].lstrip()
+    if not rest:  # the stdlib accepted what orjson refused (NaN, huge numbers …)
+        return f"the reply is not strict JSON ({detail})"
+    if rest[0] in "{[":
+        return "the reply holds more than one JSON value; exactly one object is allowed"
+    return f"text after the JSON object: {_preview(rest)}"
+
+
+# -- agent CLI envelopes -------------------------------------------------------------
+
+
+def parse_output(raw: bytes | str) -> Parsed:
+    """Parse what an agent CLI printed: a plain reply, or one of the known envelopes."""
+    text = decode_utf8(raw)
+    events = _ndjson_events(text)
+    if events is not None:
+        kinds = {e["type"] for e in events}
+        if any(k.startswith(("thread.", "turn.", "item.")) for k in kinds):
+            return _codex(events)
+        if "message_end" in kinds and kinds <= _PI_EVENTS:
+            return _pi(events)
+        if "result" in kinds:
+            return _claude_result(next(e for e in reversed(events) if e["type"] == "result"), True)
+        if kinds & _CLAUDE_EVENTS and kinds <= _CLAUDE_EVENTS:
+            raise DecideError(
+                "the claude stream ended without a result event (was the run cut short?)"
+            )
+    value = parse_object(text)
+    envelope = "result" in value or "is_error" in value
+    if value.get("type") == "result" and envelope and "action" not in value:
+        return _claude_result(value, False)
+    return Parsed(value, text)
+
+
+def _ndjson_events(text: str) -> list[dict[str, Any]] | None:
+    """Every line a JSON object with a string `type`, two lines or more; else None."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    events = []
+    for line in lines:
+        try:
+            event = jsonio.loads(line)
+        except jsonio.JSONDecodeError:
+            return None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return None
+        events.append(event)
+    return events
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
+def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
+    source = "claude-stream" if stream else "claude-json"
+    result = event.get("result")
+    if event.get("is_error") or event.get("subtype") not in (None, "success"):
+        why = result if isinstance(result, str) and result else event.get("subtype", "error")
+        raise DecideError(f"claude reported an error: {str(why)[:300]}")
+    if not isinstance(result, str):
+        raise DecideError("the claude result event has no text `result`")
+    usage = None
+    u = event.get("usage")
+    if isinstance(u, dict):
+        # Cached prompt tokens are still prompt tokens: count them, so budgets see the
+        # real size of each decide (the cost field already prices them lower).
+        tokens_in = sum(
+            _int(u.get(k))
+            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        usage = Usage(tokens_in, _int(u.get("output_tokens")), _num(event.get("total_cost_usd")))
+    elif _num(event.get("total_cost_usd")) is not None:
+        usage = Usage(0, 0, _num(event.get("total_cost_usd")))
+    return Parsed(parse_object(result), result, usage, source)
+
+
+def _codex(events: list[dict[str, Any]]) -> Parsed:
+    text: str | None = None
+    error: str | None = None  # an `error` event may be a retry notice; fatal only without a reply
+    tokens_in = tokens_out = 0
+    metered = False
+    for e in events:
+        kind = e["type"]
+        if kind == "turn.failed":
+            err = e.get("error")
+            msg = err.get("message") if isinstance(err, dict) else err
+            raise DecideError(f"codex reported a failed turn: {str(msg)[:300]}")
+        if kind == "error":
+            error = str(e.get("message"))[:300]
+        if kind == "turn.completed" and isinstance(e.get("usage"), dict):
+            metered = True
+            tokens_in += _int(e["usage"].get("input_tokens"))  # includes cached input
+            tokens_out += _int(e["usage"].get("output_tokens"))
+        item = e.get("item")
+        if (
+            kind == "item.completed"
+            and isinstance(item, dict)
+            and item.get("type") in ("agent_message", "assistant_message")
+            and isinstance(item.get("text"), str)
+        ):
+            text = item["text"]
+    if text is None:
+        raise DecideError(
+            f"codex reported an error: {error}" if error else "codex printed no reply"
+        )
+    usage = Usage(tokens_in, tokens_out, None) if metered else None
+    return Parsed(parse_object(text), text, usage, "codex")
+
+
+def _pi(events: list[dict[str, Any]]) -> Parsed:
+    text: str | None = None
+    tokens_in = tokens_out = 0
+    cost: float | None = None
+    metered = False
+    for e in events:
+        message = e.get("message")
+        if e["type"] != "message_end" or not isinstance(message, dict):
+            continue
+        if message.get("role") != "assistant":
+            continue
+        u = message.get("usage")
+        if isinstance(u, dict):
+            metered = True
+            tokens_in += sum(_int(u.get(k)) for k in ("input", "cacheRead", "cacheWrite"))
+            tokens_out += _int(u.get("output"))
+            c = u.get("cost")
+            total = _num(c.get("total")) if isinstance(c, dict) else None
+            if total is not None:
+                cost = (cost or 0.0) + total
+        if message.get("stopReason") == "error":
+            raise DecideError(f"pi reported an error: {str(message.get('errorMessage'))[:300]}")
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            parts = [
+                c["text"]
+                for c in content
+                if isinstance(c, dict)
+                and c.get("type") == "text"
+                and isinstance(c.get("text"), str)
+            ]
+            if parts:
+                text = "".join(parts)
+    if text is None:
+        raise DecideError("pi printed no assistant message")
+    usage = Usage(tokens_in, tokens_out, cost) if metered else None
+    return Parsed(parse_object(text), text, usage, "pi")

@@ -1,0 +1,85 @@
+"""Ready `[decider]` settings for the agent CLIs `looop init` finds on PATH.
+
+Each found CLI becomes a commented block in the new looop.toml, placed where
+the starter file's `[decider]` table has its `# looop:agent-clis` marker, so
+uncommenting one block's lines is all it takes. Nothing is activated: the
+default stays the offline `rules` decider until the user opts in.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+MARKER = "# looop:agent-clis"
+
+
+@dataclass(frozen=True)
+class Preset:
+    cli: str  # the executable looked up on PATH
+    note: str
+    settings: tuple[str, ...]  # TOML lines for [decider], uncommented form
+
+
+PRESETS = (
+    Preset(
+        "claude",
+        "Claude Code, headless; the prompt goes on stdin, usage and cost are read back",
+        ('backend = "command"', 'command = "claude -p --output-format json --model sonnet"'),
+    ),
+    Preset(
+        "codex",
+        "OpenAI Codex CLI in its read-only sandbox; the prompt goes on stdin (the `-`)",
+        (
+            'backend = "command"',
+            'command = "codex exec --json --sandbox read-only --skip-git-repo-check -"',
+        ),
+    ),
+    Preset(
+        "pi",
+        "pi, headless; the prompt is passed as a file",
+        ('backend = "command"', 'command = "pi -p --mode json --no-session @{{prompt_file}}"'),
+    ),
+    Preset(
+        "llm",
+        "llm with its default model (add -m MODEL); the prompt goes on stdin",
+        ('backend = "command"', 'command = "llm --no-stream"'),
+    ),
+    Preset(
+        "ollama",
+        "Ollama's OpenAI-compatible API on this machine, no key; use a model you pulled",
+        ('backend = "openai"', 'base_url = "http://localhost:11434/v1"', 'model = "llama3.2"'),
+    ),
+)
+
+
+def detect(path: str | None = None) -> list[tuple[Preset, str]]:
+    """(preset, where) for each known agent CLI on `path` (default: $PATH)."""
+    found = []
+    for preset in PRESETS:
+        where = shutil.which(preset.cli, path=path)
+        if where:
+            found.append((preset, where))
+    return found
+
+
+def render(found: list[tuple[Preset, str]]) -> str:
+    if not found:
+        return "# (no agent CLI was found on PATH when `looop init` wrote this file)\n"
+    out = ["# Agent CLIs found on PATH by `looop init`; to use one, uncomment its lines:"]
+    for preset, where in found:
+        out.append("#")
+        out.append(f"# {preset.cli} ({where}): {preset.note}")
+        out.extend(f"# {line}" for line in preset.settings)
+    return "\n".join(out) + "\n"
+
+
+def apply(template: str, found: list[tuple[Preset, str]]) -> str:
+    """The starter looop.toml with the marker line replaced by the rendered blocks."""
+    block = render(found)
+    lines = template.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(MARKER):
+            return "".join([*lines[:i], block, *lines[i + 1 :]])
+    # No marker (a customised template): append, naming the table the lines belong in.
+    return template + ("" if template.endswith("\n") else "\n") + "# [decider]\n" + block

@@ -1,0 +1,204 @@
+"""The command backend against fake agent CLIs: real scripts, real process groups."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looop_py.config import DeciderConfig
+from looop_py.deciders.base import DecideError, DecideRequest, Decision
+from looop_py.deciders.command import CommandDecider, render
+from looop_py.errors import ConfigError
+from looop_py.paths import Paths
+from looop_py.pulse import beat
+from tests.conftest import run_looop
+
+NOOP = {"action": "noop", "reason": "from the fake cli"}
+PROMPT = "THE PROMPT\nwith 'quotes' and $(not a command) and ünïcode\n"
+
+
+def fake_cli(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / "bin" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def decide(wd: Paths, command: str, timeout_s: float = 10.0, **kw: Any) -> Decision:
+    cfg = DeciderConfig(backend="command", command=command, timeout_s=timeout_s, **kw)
+    return CommandDecider(cfg).decide(DecideRequest(wd, 0.0, {}, (), {}, prompt=PROMPT))
+
+
+def stream_json(move: dict[str, object]) -> str:
+    text = json.dumps(move)
+    events = [
+        {"type": "system", "subtype": "init", "session_id": "s1", "model": "claude-sonnet"},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}},
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": text,
+            "total_cost_usd": 0.0421,
+            "usage": {
+                "input_tokens": 10,
+                "cache_read_input_tokens": 2000,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": 55,
+            },
+        },
+    ]
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+def test_claude_style_stream_json_with_the_prompt_on_stdin(wd: Paths, tmp_path: Path) -> None:
+    out = tmp_path / "stream.ndjson"
+    out.write_text(stream_json(NOOP))
+    cli = fake_cli(
+        tmp_path,
+        "claude",
+        f'cat > "$PWD/seen-prompt.txt"\necho "$LOOOP_DIR" > seen-dir.txt\ncat {out}\n',
+    )
+    decision = decide(wd, f"{cli} -p --output-format stream-json --verbose")
+    assert decision.move == NOOP
+    usage = decision.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cost_usd) == (2010, 55, 0.0421)
+    assert decision.meta["source"] == "claude-stream"
+    assert (wd.root / "seen-prompt.txt").read_text() == PROMPT  # stdin, in the work dir
+    assert (wd.root / "seen-dir.txt").read_text().strip() == str(wd.root)
+
+
+def test_a_fenced_move_in_plain_text(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(tmp_path, "llm", "cat >/dev/null\nprintf '```json\\n%s\\n```\\n' \"$1\"\n")
+    decision = decide(wd, f"{cli} '{json.dumps(NOOP)}'")
+    assert decision.move == NOOP
+    assert decision.usage is None  # plain text: unmetered
+
+
+def test_plain_text_with_configured_prices_is_still_unmetered(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(tmp_path, "llm", f"echo '{json.dumps(NOOP)}'\n")
+    decision = decide(wd, str(cli), usd_per_mtok_in=1.0)
+    assert decision.usage is None
+
+
+def test_prompt_file_placeholder_is_quoted_and_removed_afterwards(
+    wd: Paths, tmp_path: Path
+) -> None:
+    cli = fake_cli(
+        tmp_path,
+        "pi",
+        'echo "$1" > seen-path.txt\ncp "$1" seen-prompt.txt\n'
+        'test -t 0 || [ -z "$(cat)" ] || exit 9\n'  # stdin is empty when a file is used
+        f"echo '{json.dumps(NOOP)}'\n",
+    )
+    for form in ("{{prompt_file}}", '"{{prompt_file}}"', "'{{prompt_file}}'"):
+        decision = decide(wd, f"{cli} {form}")
+        assert decision.move == NOOP
+        assert (wd.root / "seen-prompt.txt").read_text() == PROMPT
+        used = Path((wd.root / "seen-path.txt").read_text().strip())
+        assert not used.exists()  # the private prompt file is gone
+
+
+def test_render_quotes_hostile_paths() -> None:
+    assert render("cat {{prompt_file}}", Path("/tmp/a b;rm -rf ~")) == "cat '/tmp/a b;rm -rf ~'"
+    assert render('x "$(cat "{{prompt_file}}")"', Path("/t/p")) == 'x "$(cat /t/p)"'
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_hanging_cli_is_killed_with_its_whole_group(wd: Paths, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    cli = fake_cli(
+        tmp_path,
+        "codex",
+        f"sleep 300 & echo $! >> {pids}\n(sleep 300) & echo $! >> {pids}\n"
+        f"echo $$ >> {pids}\necho partial\nsleep 300\n",
+    )
+    started = time.monotonic()
+    with pytest.raises(DecideError, match=r"no answer within 0\.5s; its process group was killed"):
+        decide(wd, str(cli), timeout_s=0.5)
+    assert time.monotonic() - started < 3
+    ids = [int(p) for p in pids.read_text().split()]
+    assert len(ids) == 3
+    deadline = time.monotonic() + 2
+    while any(_alive(p) for p in ids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [p for p in ids if _alive(p)]
+
+
+def test_a_failing_cli_reports_exit_code_and_stderr_tail(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(
+        tmp_path,
+        "claude",
+        'for i in $(seq 1 500); do echo "noise $i" >&2; done\n'
+        "echo 'Error: invalid API key · run /login' >&2\nexit 3\n",
+    )
+    with pytest.raises(DecideError, match="exited 3") as info:
+        decide(wd, str(cli))
+    message = info.value.message
+    assert "invalid API key · run /login" in message
+    assert "noise 1 " not in message  # only the tail
+    assert len(message) < 700
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("printf '\\xff\\xfe{}'\n", "not UTF-8"),
+        ('echo \'{"action":"noop"}\'; echo \'{"action":"noop"}\'\n', "more than one"),
+        ("echo 'I would wait and see.'\n", "no JSON object"),
+        ("head -c 5000000 /dev/zero | tr '\\0' ' '\n", "the cap is"),
+        (
+            'echo \'{"type":"result","subtype":"error_max_turns","is_error":true}\'\n',
+            "error_max_turns",
+        ),
+        ("exit 0\n", "no text"),
+    ],
+)
+def test_unusable_output_is_a_decide_error(
+    wd: Paths, tmp_path: Path, body: str, reason: str
+) -> None:
+    cli = fake_cli(tmp_path, "agent", body)
+    with pytest.raises(DecideError, match=reason):
+        decide(wd, str(cli))
+
+
+def test_a_command_is_required() -> None:
+    with pytest.raises(ConfigError, match="needs a command"):
+        CommandDecider(DeciderConfig(backend="command"))
+
+
+def test_a_pulse_through_a_claude_json_cli(wd: Paths, tmp_path: Path) -> None:
+    envelope = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "```json\n" + json.dumps(NOOP) + "\n```",
+        "total_cost_usd": 0.01,
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+    }
+    out = tmp_path / "envelope.json"
+    out.write_text(json.dumps(envelope))
+    cli = fake_cli(tmp_path, "claude", f"cat >/dev/null\ncat {out}\n")
+    wd.config.write_text(f'[decider]\nbackend = "command"\ncommand = "{cli} -p"\ntimeout_s = 10\n')
+    result = beat(wd)
+    assert result.outcome == "decided", result.reason
+    assert result.move == NOOP
+    # And the real CLI, as cron runs it:
+    cli.write_text("#!/usr/bin/env bash\nexit 4\n")
+    r = run_looop("-C", str(wd.root), "pulse", "--force", "--json")
+    assert r.returncode == 1, r.stderr
+    assert "exited 4" in json.loads(r.stdout)["reason"]
+    assert os.environ.get("LOOOP_DECIDE") is None  # only the child saw it
