@@ -244,4 +244,10 @@ def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
 
 
 def _start_round(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    return Outcome(True, "accepted; the loop engine is not available in this build yet")
+    from looop_py import loops
+
+    a = move.action
+    assert isinstance(a, StartRound)
+    state = loops.start_round(paths, cfg, a.loop, now=now, trigger="move", target=a.target)
+    stamp_goal(paths, a.loop, now)
+    return Outcome(True, f"round {state.id} ({state.phase.value})")

@@ -28,8 +28,33 @@ def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
     return ask
 
 
+def _settle_round(paths: Paths, round_id: str, now: float) -> str:
+    """Move an answered round on at once (the executor, or the refusal into memory)."""
+    from looop_py import loops
+    from looop_py.engine.rounds import RoundStore
+
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    lock = PulseLock(paths.pulse_lock)
+    if not lock.acquire(timeout_s=LOCK_WAIT_S):
+        return "the next beat carries it on"
+    try:
+        state = RoundStore(paths.rounds).load(round_id)
+        state = loops.engine_for(paths, cfg, state.spec, clock=lambda: now).settle(state, now)
+    finally:
+        lock.release()
+    outcome = state.outcome.value if state.outcome else state.phase.value
+    return f"round {round_id}: {outcome}" + (f" ({state.error})" if state.error else "")
+
+
 def approve(paths: Paths, ask_id: str, *, now: float) -> Answer:
     ask = _approval(paths, ask_id)
+    if "round" in ask.hold:
+        mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved")
+        note = _settle_round(paths, str(ask.hold["round"]), now)
+        journal.write(paths, f"✓ approved {ask_id}: {note}", now)
+        return mailbox.answer(
+            paths, ask_id, "approved", now=now, verdict="approved", note=note, force=True
+        )
     cfg = config_mod.load(paths.config, paths.config_cache)
     held = ask.hold.get("move")
     if not isinstance(held, dict):
@@ -57,5 +82,8 @@ def deny(paths: Paths, ask_id: str, *, now: float, reason: str | None = None) ->
     held = ask.hold.get("move") or {}
     text = f"denied {ask_id}: {held.get('action', 'move')}" + (f" · {reason}" if reason else "")
     answer = mailbox.answer(paths, ask_id, "denied", now=now, verdict="denied", note=reason)
+    if "round" in ask.hold:
+        text = f"denied {ask_id}: {_settle_round(paths, str(ask.hold['round']), now)}"
+        text += f" · {reason}" if reason else ""
     journal.write(paths, f"✗ {text}", now)
     return answer

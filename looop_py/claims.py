@@ -39,11 +39,16 @@ DEBRIS_GRACE_S = 10.0  # an unreadable claim file older than this is removed by 
 
 @dataclass(frozen=True)
 class Holder:
-    """Who asks: a session label (optional) and the process whose life the claim follows."""
+    """Who asks: a session label (optional) and the process whose life the claim follows.
+
+    A loop round holds its target across many beats and processes, so it is a
+    holder without a process (`round_holder`): its claim lives as long as the
+    round file says the round does.
+    """
 
     session: str | None
-    pid: int
-    create_time: float
+    pid: int | None
+    create_time: float | None
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,8 @@ class Claim:
         }
 
     def held_by(self, holder: Holder) -> bool:
+        if holder.pid is None or holder.create_time is None:
+            return self.pid is None and self.session == holder.session
         return (
             self.session == holder.session
             and self.pid == holder.pid
@@ -200,6 +207,22 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
     if created is None:
         raise UsageError(f"process {pid} is not running", "pass the pid of a live process")
     return Holder(session, pid, created)
+
+
+ROUND_PREFIX = "round."
+
+
+def round_holder(round_id: str) -> Holder:
+    """A loop round as a holder: no process, alive while rounds/<id>.json is a live round."""
+    return Holder(ROUND_PREFIX + check_segment(round_id, "round id"), None, None)
+
+
+def _round_live(paths: Paths, session: str) -> bool:
+    try:
+        data = jsonio.read_json(paths.rounds / f"{session.removeprefix(ROUND_PREFIX)}.json")
+    except (CorruptFile, OSError):
+        return True  # cannot tell: fail closed
+    return isinstance(data, dict) and data.get("phase") != "done"
 
 
 def own_holder(session: str | None = None) -> Holder:
@@ -354,6 +377,11 @@ def reap(paths: Paths, now: float) -> list[dict[str, Any]]:
 
 def _reap_reason(path: Path, now: float) -> str | None:
     cur, unreadable = _read(path)
+    if cur is not None and cur.pid is None and (cur.session or "").startswith(ROUND_PREFIX):
+        if cur.expired(now):
+            return "expired"
+        paths = Paths(path.parent.parent)
+        return None if _round_live(paths, cur.session or "") else "round-ended"
     if cur is None or cur.pid is None:
         if not unreadable and cur is None:
             return None  # gone already

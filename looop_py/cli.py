@@ -907,6 +907,151 @@ def decider_test(state: State, as_json: bool) -> None:
     sys.exit(0 if view["ok"] else 1)
 
 
+# -- loops ---------------------------------------------------------------------------
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def loops(state: State, as_json: bool) -> None:
+    """List the loops (goals whose frontmatter makes them one): level, cadence, next fire,
+    last outcome and tokens spent.
+
+    \b
+    Example:
+      looop loops
+      looop loops --json | jq '.loops[] | {name, next_fire}'
+    """
+    import time
+
+    from looop_py.loopsview import overview
+
+    view = overview(state.paths, time.time())
+    if as_json:
+        json_out(view)
+        return
+    if not view["loops"] and not view["errors"]:
+        echo("no loops yet: `looop patterns` lists ready-made ones, `looop new NAME` writes one")
+    for lp in view["loops"]:
+        nxt = lp["next_fire"] or "-"
+        last = lp["last_outcome"] or "-"
+        echo(
+            f"{lp['name']:<22} {lp['level']:<14} {lp['cadence']:<18} next {nxt:<20}"
+            f" last {last:<16} {lp['tokens']} tokens"
+        )
+    for goal, err in view["errors"].items():
+        echo(f"✗ goals/{goal}.md: {err}", err=True)
+
+
+@cli.command(name="run")
+@click.argument("loop")
+@click.option("--wait", is_flag=True, help="Also wait for a human's approval if it escalates.")
+@json_option
+@click.pass_obj
+def run_loop(state: State, loop: str, wait: bool, as_json: bool) -> None:
+    """Run one round of LOOP in the foreground and print its report.
+
+    The same round the pulse would run (workers, claim, gate, memory); it
+    returns when the round ends or, unless --wait, when it asks a human.
+
+    \b
+    Example:
+      looop run daily-triage
+      looop run ci-sweeper --json | jq .outcome
+    """
+    from looop_py import config as config_mod
+    from looop_py import loops as loops_mod
+
+    cfg = config_mod.load(state.paths.config, state.paths.config_cache)
+    report = loops_mod.run(state.paths, cfg, loop, wait_for_human=wait)
+    if as_json:
+        json_out(report.to_dict())
+    else:
+        sys.stdout.write(report.render())
+    if report.outcome is not None and report.outcome.value == "failed":
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--all", "show_all", is_flag=True, help="Also list finished rounds.")
+@json_option
+@click.pass_obj
+def rounds(state: State, show_all: bool, as_json: bool) -> None:
+    """List loop rounds: live ones (where each is), or all with --all.
+
+    \b
+    Example:
+      looop rounds
+      looop rounds --all --json | jq '.rounds[] | {id, outcome}'
+    """
+    from looop_py.loopsview import list_rounds
+
+    rows = list_rounds(state.paths, include_done=show_all)
+    if as_json:
+        json_out({"rounds": rows})
+        return
+    if not rows:
+        echo("no live rounds" + ("" if show_all else " (--all shows finished ones)"))
+    for r in rows:
+        outcome = r["outcome"] or "-"
+        echo(f"{r['id']:<40} {r['phase']:<18} {outcome:<16} {r['tokens']} tokens")
+        if r.get("ask"):
+            echo(f"    waiting on a human: looop approve {r['ask']}  /  looop deny {r['ask']}")
+
+
+@cli.command()
+@json_option
+def patterns(as_json: bool) -> None:
+    """List the seven ready-made loop patterns.
+
+    \b
+    Example:
+      looop patterns
+      looop new ci-sweeper
+    """
+    from looop_py.engine import patterns as catalogue
+
+    specs = catalogue.catalogue()
+    if as_json:
+        json_out({"patterns": [s.to_dict() for s in specs]})
+        return
+    for spec in specs:
+        echo(f"{spec.name:<20} {spec.level.label:<14} {spec.cadence:<12} {spec.action_kind:<12}")
+        echo(f"    {spec.intent}")
+
+
+@cli.command()
+@click.argument("pattern")
+@click.option("--name", help="Goal id to write (default: the pattern's name).")
+@click.pass_obj
+def new(state: State, pattern: str, name: str | None) -> None:
+    """Write a goal file from a pattern, ready to edit (never overwrites).
+
+    \b
+    Example:
+      looop new daily-triage
+      looop new ci-sweeper --name ci-main
+    """
+    import os
+    from dataclasses import replace
+
+    from looop_py.engine import patterns as catalogue
+    from looop_py.errors import UsageError
+
+    spec = catalogue.by_name(pattern)
+    if name:
+        spec = replace(spec, name=name)
+    path = state.paths.goal(spec.name)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists", "pick another id with --name") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(catalogue.goal_text(spec))
+    echo(f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence}); edit it, then")
+    echo(f"try it: looop run {spec.name}")
+
+
 def main() -> None:
     cli.main(prog_name="looop")
 

@@ -90,6 +90,7 @@ class RuntimeConfig:
 
     command: str = ""  # must hold {{prompt_file}}; "" keeps a built-in's command
     usage: str = ""  # JSON stream to read usage from: "claude" | "codex" | "" (worker reports)
+    read_only: str = ""  # the command in the CLI's read-only mode, for L1 loops ("" = none)
 
 
 @dataclass(frozen=True)

@@ -147,12 +147,38 @@ def asks(paths: Paths, now: float) -> Snapshot:
 
 
 def schedules(paths: Paths, now: float) -> Snapshot:
-    """Timers set by write_schedule; the signal moves only when one comes due."""
-    if _empty_dir(paths.timers):
-        return {"signal": {}, "detail": {}}
-    from looop_py import schedules as timers
+    """Timers set by write_schedule and loop cadences (as `loop:<name>`).
 
-    return timers.probe(paths, now)
+    The signal moves only when a timer or a loop comes due, never with the
+    seconds in between.
+    """
+    snap: Snapshot = {"signal": {}, "detail": {}}
+    if not _empty_dir(paths.timers):
+        from looop_py import schedules as timers
+
+        snap = timers.probe(paths, now)
+    if (paths.state / "loops-index.json").exists():
+        from looop_py import loops
+
+        due = loops.cadences(loops.index(paths))
+        if due:
+            from looop_py.engine import signals
+
+            book = signals.schedules_snapshot(loops.schedule_book(paths), due, now)
+            for name, value in book["signal"].items():
+                snap["signal"][f"loop:{name}"] = value
+            for name, value in book["detail"].items():
+                snap["detail"][f"loop:{name}"] = value
+    return snap
+
+
+def rounds(paths: Paths, now: float) -> Snapshot:
+    """Each live loop round's phase, so a round that escalates or ends wakes the loop."""
+    if _empty_dir(paths.rounds):
+        return {"signal": {}, "detail": {}}
+    from looop_py.engine import signals
+
+    return signals.rounds_snapshot(paths.rounds)
 
 
 PROBES: tuple[tuple[str, Probe], ...] = (
@@ -161,6 +187,7 @@ PROBES: tuple[tuple[str, Probe], ...] = (
     ("sys-goals", goals),
     ("sys-asks", asks),
     ("sys-schedules", schedules),
+    ("sys-rounds", rounds),
 )
 
 

@@ -235,8 +235,9 @@ def _beat_locked(
 
     interrupted = _report_interrupted(paths, now)
 
-    # 0. REAP — before SENSE, so the probes already see what it settled.
+    # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
     housekeep(paths, cfg, now)
+    advance_loops(paths, cfg, now)
 
     # 1. SENSE
     world = sense(paths, cfg, now)
@@ -259,8 +260,6 @@ def _beat_locked(
         with contextlib.suppress(FileNotFoundError):
             paths.flap.unlink()  # a skipped beat breaks every flapping streak
         return _finish(paths, base, started, clock)
-
-    # 3. ADVANCE — nothing yet: reaping and rounds arrive with their issues.
 
     # 4. DECIDE and 5. ACT
     from looop_py import deciders
@@ -318,6 +317,20 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
         events = sessions.housekeeping(paths, cfg, now)
     except Exception as exc:  # a housekeeping bug must not stop the beat
         events = [{"event": "housekeeping_failed", "message": repr(exc)}]
+    for event in events:
+        journal.emit(paths, str(event.pop("event")), now, **event)
+
+
+def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
+    """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
+    from looop_py import loops
+
+    if not loops.has_work(paths):
+        return
+    try:
+        events = loops.advance(paths, cfg, now)
+    except Exception as exc:  # a loop bug must not stop the beat
+        events = [{"event": "advance_failed", "message": repr(exc)}]
     for event in events:
         journal.emit(paths, str(event.pop("event")), now, **event)
 

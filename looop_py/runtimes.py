@@ -31,6 +31,11 @@ class Runtime:
     command: str  # bash, with {{prompt_file}}
     usage: str = ""  # which JSON stream to read usage from ("" = the worker reports it)
     script: bool = False  # the prompt is itself a bash script: the contract goes in as comments
+    read_only: str = ""  # the command in the CLI's read-only mode ("" = it has none)
+
+    def launch_template(self, read_only: bool) -> str:
+        """The command to run; an L1 worker gets the read-only mode when the CLI has one."""
+        return self.read_only if read_only and self.read_only else self.command
 
 
 BUILTINS: dict[str, Runtime] = {
@@ -40,6 +45,9 @@ BUILTINS: dict[str, Runtime] = {
         "claude -p --output-format stream-json --verbose --dangerously-skip-permissions"
         " < {{prompt_file}}",
         usage="claude",
+        # plan mode: reads and searches only, no edits and no commands.
+        read_only="claude -p --output-format stream-json --verbose --permission-mode plan"
+        " < {{prompt_file}}",
     ),
     # `codex exec -` reads the prompt from stdin; --json prints turn.completed usage events.
     "codex": Runtime(
@@ -47,11 +55,16 @@ BUILTINS: dict[str, Runtime] = {
         "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -"
         " < {{prompt_file}}",
         usage="codex",
+        read_only="codex exec --json --skip-git-repo-check --sandbox read-only - < {{prompt_file}}",
     ),
     # `@file` puts the file into the first prompt; --print runs once and exits.
     "pi": Runtime("pi", "pi --print --mode json @{{prompt_file}}"),
     # --message-file runs one instruction and exits; --yes-always answers its confirmations.
-    "aider": Runtime("aider", "aider --yes-always --no-pretty --message-file {{prompt_file}}"),
+    "aider": Runtime(
+        "aider",
+        "aider --yes-always --no-pretty --message-file {{prompt_file}}",
+        read_only="aider --dry-run --yes-always --no-pretty --message-file {{prompt_file}}",
+    ),
     # The offline default: the prompt is a bash script.
     "shell": Runtime("shell", "bash {{prompt_file}}", script=True),
 }
@@ -89,13 +102,18 @@ def resolve(config: Config, name: str | None) -> Runtime:
         raise ConfigError(f"{where} usage should be one of {USAGE_KINDS}, got {custom.usage!r}")
     # An override keeps what the name implies: claude's stream, shell's script.
     usage = custom.usage or (base.usage if base else "")
-    return Runtime(name, command, usage=usage, script=base.script if base else False)
+    read_only = custom.read_only or (base.read_only if base and not custom.command else "")
+    if read_only and PLACEHOLDER not in read_only:
+        raise ConfigError(f"{where} read_only does not hold {PLACEHOLDER}")
+    return Runtime(
+        name, command, usage=usage, script=base.script if base else False, read_only=read_only
+    )
 
 
-def launch_command(runtime: Runtime, prompt_file: Path) -> str:
+def launch_command(runtime: Runtime, prompt_file: Path, *, read_only: bool = False) -> str:
     """The command with the prompt path shell-quoted (also where the template quoted it)."""
     quoted = shlex.quote(str(prompt_file))
-    command = runtime.command
+    command = runtime.launch_template(read_only)
     for already in (f"'{PLACEHOLDER}'", f'"{PLACEHOLDER}"'):
         command = command.replace(already, quoted)
     return command.replace(PLACEHOLDER, quoted)

@@ -415,9 +415,15 @@ def start(
     verify: str | None = None,
     workspace: str | None = None,
     round: str | None = None,
+    cwd: Path | None = None,
+    read_only: bool = False,
     now: float,
 ) -> Session:
-    """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not."""
+    """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not.
+
+    `cwd` runs it in a directory that already exists (a loop round's workspace);
+    `read_only` uses the runtime's read-only mode when it has one (L1 loops).
+    """
     from looop_py import runtimes, workspaces
     from looop_py.locks import PulseLock
 
@@ -457,7 +463,7 @@ def start(
         try:
             if kind == "git-worktree":
                 wt = workspaces.create(paths, wcfg, session_id)
-            cwd = wt.path if wt else paths.root
+            run_in = wt.path if wt else (cwd or paths.root)
             prompt_file = d / PROMPT
             jsonio.atomic_write(
                 prompt_file,
@@ -467,13 +473,14 @@ def start(
                 "id": session_id,
                 "pid": None,
                 "create_time": None,
-                "command": runtimes.launch_command(rt, prompt_file),
+                "command": runtimes.launch_command(rt, prompt_file, read_only=read_only),
+                "read_only": ("runtime" if rt.read_only else "instruction") if read_only else None,
                 "runtime": rt.name,
                 "usage_stream": rt.usage,
                 "started_at": now,
                 "round": round,
                 "verify": verify,
-                "cwd": str(cwd),
+                "cwd": str(run_in),
                 "workspace": wt.to_json() if wt else None,
                 "limits": {
                     "kill_grace_s": wcfg.kill_grace_s,
@@ -483,7 +490,7 @@ def start(
             jsonio.write_json(d / META, meta)
             jsonio.write_json(d / STATUS, {"state": "starting", "exit_code": None})
             (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
-            ready = _spawn_supervisor(d, worker_env(paths, session_id, cwd))
+            ready = _spawn_supervisor(d, worker_env(paths, session_id, run_in))
         except BaseException as exc:
             ended = {"state": "exited", "exit_code": None, "ended_at": now, "error": str(exc)}
             with contextlib.suppress(OSError):
@@ -500,7 +507,7 @@ def start(
         create_time=ready["create_time"],
         runtime=rt.name,
         command=meta["command"],
-        cwd=cwd,
+        cwd=run_in,
         started_at=now,
         round=round,
         verify=verify,

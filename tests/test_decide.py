@@ -85,7 +85,15 @@ def test_rules_start_a_round_for_a_loop_goal(wd: Paths) -> None:
     write_sensor(wd, "ci", "echo red")
     (wd.goals / "sweep.md").write_text("---\non: [ci]\nlevel: L2-assisted\n---\nSweep\n")
     (wd.goals / "welcome.md").unlink()
-    assert beat(wd).move["action"] == "start_round"
+    broken = beat(wd)  # a loop without an intent cannot start: a clear, journaled failure
+    assert broken.outcome == "failed" and "no intent" in (broken.reason or "")
+    (wd.goals / "sweep.md").write_text(
+        "---\non: [ci]\nintent: keep ci green\nlevel: L2-assisted\nmaker: echo hi\n---\nSweep\n"
+    )
+    write_sensor(wd, "ci", "echo redder")
+    started = beat(wd, clock=lambda: time.time() + 61)  # past the failure backoff
+    assert started.move["action"] == "start_round", started.reason
+    assert "round sweep-" in (started.journal or "")
 
 
 def test_next_interval_is_durable_across_processes(wd: Paths) -> None:

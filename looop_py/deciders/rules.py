@@ -15,11 +15,11 @@ from typing import Any
 
 from looop_py import jsonio
 from looop_py.deciders.base import DecideRequest, Decision
+from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
 from looop_py.goals import frontmatter, read_goals
 from looop_py.sensors import is_error_signal
 
-LOOP_KEYS = {"level", "maker", "checker", "cadence"}
 FOLLOW_UP_S = 5
 
 
@@ -112,7 +112,7 @@ class RulesDecider:
         jsonio.write_json(state_path, {"v": 1, "pending": pending})
         meta, body = specs[goal_id]
         move: dict[str, Any]
-        if LOOP_KEYS & set(meta):
+        if is_loop(meta):
             move = {"action": "start_round", "loop": goal_id}
         else:
             move = {

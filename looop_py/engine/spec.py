@@ -42,10 +42,10 @@ if TYPE_CHECKING:
 DEFAULT_CADENCE = "daily 09:00"
 DEFAULT_ACTION = "report"
 
-# Frontmatter keys that make a goal a loop (`on:` alone only routes sensor changes).
-LOOP_KEYS = frozenset(
-    {"level", "cadence", "budget", "action", "allow", "runtime", "target", "maker", "checker"}
-)
+# Frontmatter keys that make a goal a loop. `on:` only routes sensor changes, and
+# `runtime:`/`target:` also belong to plain goals that start a worker.
+LOOP_KEYS = frozenset({"level", "cadence", "budget", "action", "allow", "maker", "checker"})
+SPEC_KEYS = LOOP_KEYS | {"runtime", "target"}
 # Frontmatter key -> LoopSpec field, where the two differ.
 _FRONTMATTER_NAMES = {"action": "action_kind", "maker": "maker_prompt", "checker": "checker_prompt"}
 
@@ -202,7 +202,7 @@ class LoopSpec:
             )
         data: dict[str, Any] = {"name": name, "intent": intent.strip()}
         data["level"] = meta.get("level", LoopLevel.L1_REPORT.value)
-        for key in sorted(LOOP_KEYS - {"level"}):
+        for key in sorted(SPEC_KEYS - {"level"}):
             if key in meta and meta[key] is not None:
                 data[_FRONTMATTER_NAMES.get(key, key)] = meta[key]
         if "on" in meta and meta["on"] is not None:
@@ -295,7 +295,7 @@ def _reject_typos(name: str, meta: dict[str, Any]) -> None:
     """A key that looks like a misspelt loop key is an error; other keys belong to the goal."""
     import difflib
 
-    keys = sorted(LOOP_KEYS | {"intent", "on"})
+    keys = sorted(SPEC_KEYS | {"intent", "on"})
     for key in sorted(set(meta) - set(keys)):
         close = difflib.get_close_matches(key.lower(), keys, n=1, cutoff=0.75)
         if close:
