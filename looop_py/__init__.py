@@ -73,4 +73,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_EXPORTS, *_MODULES])
 
 
-__all__ = ["__version__", *_EXPORTS, *_MODULES]  # noqa: PLE0604 - the lazy names are strings  # noqa: PLE0604 - the lazy names are strings
+__all__ = ["__version__", *_EXPORTS, *_MODULES]  # noqa: PLE0604 - the lazy names are strings

@@ -26,7 +26,7 @@ from pathlib import Path
 from looop_py import jsonio, mailbox, sessions
 from looop_py.config import Config
 from looop_py.errors import ClaimHeld, CorruptFile, LooopError, UsageError
-from looop_py.goals import goal_paths
+from looop_py.loopindex import cadences, index, schedule_book
 from looop_py.paths import Paths
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
@@ -41,70 +41,6 @@ if TYPE_CHECKING:
     from looop_py.engine.spec import LoopSpec
 
 OUTPUT_TAIL = 2000
-
-
-# -- which goals are loops (cached by file stat) ------------------------------------------
-
-
-def _index_path(paths: Paths) -> Path:
-    return paths.state / "loops-index.json"
-
-
-def index(paths: Paths) -> dict[str, dict[str, Any]]:
-    """{goal id: {"cadence": str|None, "error": str|None}} for every goal that is a loop.
-
-    Goals are parsed only when their file changed since the last call.
-    """
-    try:
-        cached = jsonio.read_json(_index_path(paths), {})
-    except CorruptFile:
-        cached = {}
-    entries = cached.get("goals", {}) if isinstance(cached, dict) else {}
-    fresh: dict[str, Any] = {}
-    changed = False
-    for goal_id, path in goal_paths(paths):
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            continue
-        stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
-        entry = entries.get(goal_id)
-        if not isinstance(entry, dict) or entry.get("stamp") != stamp:
-            entry = {"stamp": stamp, **_describe(goal_id, path)}
-            changed = True
-        fresh[goal_id] = entry
-    if changed or set(fresh) != set(entries):
-        with contextlib.suppress(OSError):
-            jsonio.write_json(_index_path(paths), {"v": 1, "goals": fresh})
-    return {g: e for g, e in fresh.items() if e.get("loop")}
-
-
-def _describe(goal_id: str, path: Path) -> dict[str, Any]:
-    try:
-        head = path.read_bytes()[:3]
-    except OSError:
-        return {"loop": False}
-    if head != b"---":
-        return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
-    from looop_py.engine.spec import LoopSpec, is_loop
-    from looop_py.goals import frontmatter
-
-    try:
-        meta, _ = frontmatter(path.read_text(encoding="utf-8"))
-        if not is_loop(meta):
-            return {"loop": False}
-        spec = LoopSpec.from_frontmatter(goal_id, meta)
-    except (LooopError, OSError, UnicodeDecodeError) as exc:
-        return {"loop": True, "cadence": None, "error": str(exc)}
-    return {"loop": True, "cadence": spec.cadence or None, "error": None}
-
-
-def cadences(loops: dict[str, dict[str, Any]]) -> dict[str, str]:
-    return {g: e["cadence"] for g, e in loops.items() if e.get("cadence") and not e.get("error")}
-
-
-def schedule_book(paths: Paths) -> Path:
-    return paths.state / "loop-schedule.json"
 
 
 def load_spec(paths: Paths, loop: str) -> LoopSpec:
@@ -382,8 +318,7 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
         if new.phase != state.phase:
             events.append(_round_event(new))
     archive_done(paths, now)
-    loops = index(paths)
-    due_loops = cadences(loops)
+    due_loops = cadences(index(paths))
     if due_loops:
         from looop_py.engine import signals
 
@@ -436,22 +371,6 @@ def _round_event(state: RoundState) -> dict[str, Any]:
     if state.outcome is not None:
         event["outcome"] = state.outcome.value
     return event
-
-
-def has_work(paths: Paths) -> bool:
-    """Cheap: is there any round file or any goal that could be a loop?"""
-    with contextlib.suppress(FileNotFoundError), os.scandir(paths.rounds) as it:
-        if any(e.name.endswith(".json") for e in it):
-            return True
-    return _index_path(paths).exists() or any(_starts_with_fence(p) for _, p in goal_paths(paths))
-
-
-def _starts_with_fence(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(3) == b"---"
-    except OSError:
-        return False
 
 
 def run(paths: Paths, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:

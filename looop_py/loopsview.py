@@ -56,12 +56,12 @@ def list_rounds(paths: Paths, *, include_done: bool) -> list[dict[str, Any]]:
 
 
 def overview(paths: Paths, now: float) -> dict[str, Any]:
-    from looop_py import loops
+    from looop_py import loopindex
     from looop_py.engine.scheduler import ScheduleBook
     from looop_py.engine.spec import load_loops
 
     specs, errors = load_loops(paths)
-    book = ScheduleBook.load(loops.schedule_book(paths))
+    book = ScheduleBook.load(loopindex.schedule_book(paths))
     rounds = _rows(paths, include_done=True)
     out = []
     for spec in specs:

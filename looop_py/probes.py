@@ -157,18 +157,17 @@ def schedules(paths: Paths, now: float) -> Snapshot:
         from looop_py import schedules as timers
 
         snap = timers.probe(paths, now)
-    if (paths.state / "loops-index.json").exists():
-        from looop_py import loops
+    from looop_py import loopindex
 
-        due = loops.cadences(loops.index(paths))
-        if due:
-            from looop_py.engine import signals
+    due = loopindex.cadences(loopindex.index(paths))
+    if due:
+        from looop_py.engine import signals
 
-            book = signals.schedules_snapshot(loops.schedule_book(paths), due, now)
-            for name, value in book["signal"].items():
-                snap["signal"][f"loop:{name}"] = value
-            for name, value in book["detail"].items():
-                snap["detail"][f"loop:{name}"] = value
+        book = signals.schedules_snapshot(loopindex.schedule_book(paths), due, now)
+        for name, value in book["signal"].items():
+            snap["signal"][f"loop:{name}"] = value
+        for name, value in book["detail"].items():
+            snap["detail"][f"loop:{name}"] = value
     return snap
 
 

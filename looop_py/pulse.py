@@ -323,10 +323,12 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
+    from looop_py import loopindex
+
+    if not loopindex.index(paths) and not _has_entries(paths.rounds):
+        return  # no loops and no rounds: nothing heavy to import
     from looop_py import loops
 
-    if not loops.has_work(paths):
-        return
     try:
         events = loops.advance(paths, cfg, now)
     except Exception as exc:  # a loop bug must not stop the beat
