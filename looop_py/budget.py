@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looop_py import jsonio
+from looop_py.config import LimitsConfig
 from looop_py.errors import CorruptFile
 from looop_py.paths import Paths
 
@@ -67,37 +68,27 @@ def spend_today(spend: Spend, now: float) -> Spend:
     return spend if spend.day == local_day(now) else Spend(day=local_day(now))
 
 
-def decide_block(
-    ledgers: Ledgers,
-    *,
-    now: float,
-    policy: str,
-    decides_per_hour: int,
-    daily_tokens: int,
-    daily_usd: float,
-    unmetered_limit: int,
-    backoff_base_s: float,
-    backoff_max_s: float,
-) -> str | None:
+def decide_block(ledgers: Ledgers, *, now: float, policy: str, limits: LimitsConfig) -> str | None:
     """Why the pulse must not call the decider now, or None. Pure."""
-    if backoff_max_s > 0 and ledgers.backoff.fails > 0 and ledgers.backoff.policy == policy:
-        wait = backoff_delay(ledgers.backoff.fails, backoff_base_s, backoff_max_s)
-        left = ledgers.backoff.at + wait - now
+    b = ledgers.backoff
+    if limits.backoff_max_s > 0 and b.fails > 0 and b.policy == policy:
+        left = b.at + backoff_delay(b.fails, limits.backoff_base_s, limits.backoff_max_s) - now
         if left > 0:
             return (
-                f"backoff: {ledgers.backoff.fails} failure(s) in a row, next try in {left:.0f}s"
+                f"backoff: {b.fails} failure(s) in a row, next try in {left:.0f}s"
                 " (editing PLAYBOOK.md or a goal retries at once)"
             )
     recent = [t for t in ledgers.decides if now - t < HOUR]
-    if decides_per_hour > 0 and len(recent) >= decides_per_hour:
-        return f"decide cap: {len(recent)} decides in the last hour (limit {decides_per_hour})"
+    cap = limits.decides_per_hour
+    if cap > 0 and len(recent) >= cap:
+        return f"decide cap: {len(recent)} decides in the last hour (limit {cap})"
     spend = spend_today(ledgers.spend, now)
-    if daily_tokens > 0 and spend.tokens >= daily_tokens:
-        return f"daily token budget spent: {spend.tokens} of {daily_tokens}"
-    if daily_usd > 0 and spend.usd >= daily_usd:
-        return f"daily USD budget spent: ${spend.usd:.4f} of ${daily_usd:.2f}"
-    budgeted = daily_tokens > 0 or daily_usd > 0
-    if budgeted and unmetered_limit > 0 and spend.unmetered >= unmetered_limit:
+    if limits.daily_tokens > 0 and spend.tokens >= limits.daily_tokens:
+        return f"daily token budget spent: {spend.tokens} of {limits.daily_tokens}"
+    if limits.daily_usd > 0 and spend.usd >= limits.daily_usd:
+        return f"daily USD budget spent: ${spend.usd:.4f} of ${limits.daily_usd:.2f}"
+    budgeted = limits.daily_tokens > 0 or limits.daily_usd > 0
+    if budgeted and limits.unmetered_limit > 0 and spend.unmetered >= limits.unmetered_limit:
         return (
             f"budget fails closed: {spend.unmetered} decides in a row reported no usage; "
             "use a backend that reports usage, or unset the daily budgets"

@@ -107,17 +107,7 @@ def decide_and_act(
     lim = cfg.limits
     ledgers = budget.load(paths)
     policy = policy_hash(items)
-    block = budget.decide_block(
-        ledgers,
-        now=now,
-        policy=policy,
-        decides_per_hour=lim.decides_per_hour,
-        daily_tokens=lim.daily_tokens,
-        daily_usd=lim.daily_usd,
-        unmetered_limit=lim.unmetered_limit,
-        backoff_base_s=lim.backoff_base_s,
-        backoff_max_s=lim.backoff_max_s,
-    )
+    block = budget.decide_block(ledgers, now=now, policy=policy, limits=lim)
     if block is not None:
         return Verdict("held", reason=block)
 

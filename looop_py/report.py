@@ -63,17 +63,7 @@ def limits(paths: Paths, now: float) -> dict[str, Any]:
     policy = policy_hash(
         worldhash.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
     )
-    blocked = budget.decide_block(
-        led,
-        now=now,
-        policy=policy,
-        decides_per_hour=lim.decides_per_hour,
-        daily_tokens=lim.daily_tokens,
-        daily_usd=lim.daily_usd,
-        unmetered_limit=lim.unmetered_limit,
-        backoff_base_s=lim.backoff_base_s,
-        backoff_max_s=lim.backoff_max_s,
-    )
+    blocked = budget.decide_block(led, now=now, policy=policy, limits=lim)
     spend = budget.spend_today(led.spend, now)
     b = led.backoff
     retry = b.at + budget.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now

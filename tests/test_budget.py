@@ -13,23 +13,13 @@ from looop_py.budget import (
     flapping,
     local_day,
 )
+from looop_py.config import LimitsConfig
 
 NOW = 1_800_000_000.0
 
 
-def block(led: Ledgers, **kw: object) -> str | None:
-    args: dict[str, object] = dict(
-        now=NOW,
-        policy="p",
-        decides_per_hour=120,
-        daily_tokens=0,
-        daily_usd=0.0,
-        unmetered_limit=3,
-        backoff_base_s=60,
-        backoff_max_s=300,
-    )
-    args.update(kw)
-    return decide_block(led, **args)  # type: ignore[arg-type]
+def block(led: Ledgers, now: float = NOW, policy: str = "p", **limits: object) -> str | None:
+    return decide_block(led, now=now, policy=policy, limits=LimitsConfig(**limits))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("n,delay", [(0, 0), (1, 60), (2, 120), (3, 240), (4, 300), (9, 300)])
