@@ -153,6 +153,30 @@ def iter_json_lines(lines: list[bytes]) -> Iterator[Any]:
             continue
 
 
+def json_files(directory: Path, *, skip: set[str] | None = None) -> list[tuple[str, Any]]:
+    """(stem, parsed value) of each `<safe name>.json` in a directory, sorted by name.
+
+    A file that is not valid JSON maps to None; hidden files, temp files and
+    names in `skip` (file names) are left out; a missing directory is empty.
+    """
+    from looop_py.paths import is_safe_segment
+
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    found: list[tuple[str, Any]] = []
+    for name in names:
+        stem = name.removesuffix(".json")
+        if stem == name or not is_safe_segment(stem) or (skip and name in skip):
+            continue
+        try:
+            found.append((stem, read_json(directory / name)))
+        except (CorruptFile, OSError):
+            found.append((stem, None))
+    return found
+
+
 def sweep_temp_files(directory: Path, *, older_than_s: float, now: float) -> int:
     """Remove temp files a killed writer left behind; returns how many went."""
     removed = 0

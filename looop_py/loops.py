@@ -199,16 +199,9 @@ class MailboxApprovals:
 
 
 def _ask_with_key(paths: Paths, key: str) -> str | None:
-    with contextlib.suppress(FileNotFoundError), os.scandir(paths.asks) as it:
-        for entry in it:
-            if not entry.name.endswith(".json") or entry.name.startswith("."):
-                continue
-            try:
-                data = jsonio.read_json(Path(entry.path))
-            except CorruptFile:
-                continue
-            if isinstance(data, dict) and (data.get("hold") or {}).get("key") == key:
-                return str(data.get("id"))
+    for _, data in jsonio.json_files(paths.asks):
+        if isinstance(data, dict) and (data.get("hold") or {}).get("key") == key:
+            return str(data.get("id"))
     return None
 
 

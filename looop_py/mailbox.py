@@ -198,19 +198,12 @@ def answer(
 
 def pending(paths: Paths) -> list[Ask]:
     """Asks without an answer, oldest first."""
+    try:
+        answered = set(os.listdir(paths.answers))
+    except FileNotFoundError:
+        answered = set()
     out: list[Ask] = []
-    with contextlib.suppress(FileNotFoundError), os.scandir(paths.asks) as it:
-        entries = [e for e in it if e.name.endswith(".json") and not e.name.startswith(".")]
-    answered = set()
-    with contextlib.suppress(FileNotFoundError), os.scandir(paths.answers) as it:
-        answered = {e.name for e in it}
-    for entry in entries:
-        if entry.name in answered:
-            continue
-        try:
-            data = jsonio.read_json(Path(entry.path))
-        except LooopError:
-            continue
+    for _, data in jsonio.json_files(paths.asks, skip=answered):
         if isinstance(data, dict):
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 out.append(Ask.from_json(data))

@@ -13,7 +13,7 @@ from pathlib import Path
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.goals import goal_paths
-from looop_py.paths import Paths, is_safe_segment
+from looop_py.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -22,24 +22,6 @@ if TYPE_CHECKING:
 
     Snapshot = dict[str, Any]
     Probe = Callable[[Paths, float], Snapshot]
-
-
-def _json_files(directory: Path) -> list[tuple[str, Any]]:
-    """(stem, parsed body) of each *.json in a directory; unreadable bodies map to None."""
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    found: list[tuple[str, Any]] = []
-    for entry in entries:
-        stem = entry.name.removesuffix(".json")
-        if stem == entry.name or not is_safe_segment(stem):
-            continue
-        try:
-            found.append((stem, jsonio.read_json(Path(entry.path))))
-        except (CorruptFile, OSError):
-            found.append((stem, None))
-    return found
 
 
 def sessions(paths: Paths, now: float) -> Snapshot:

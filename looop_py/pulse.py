@@ -313,12 +313,7 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
         return  # the usual quiet beat: nothing to look at, nothing to import
     from looop_py import sessions
 
-    try:
-        events = sessions.housekeeping(paths, cfg, now)
-    except Exception as exc:  # a housekeeping bug must not stop the beat
-        events = [{"event": "housekeeping_failed", "message": repr(exc)}]
-    for event in events:
-        journal.emit(paths, str(event.pop("event")), now, **event)
+    _emit_steps(paths, now, "housekeeping_failed", lambda: sessions.housekeeping(paths, cfg, now))
 
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
@@ -329,10 +324,17 @@ def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
         return  # no loops and no rounds: nothing heavy to import
     from looop_py import loops
 
+    _emit_steps(paths, now, "advance_failed", lambda: loops.advance(paths, cfg, now))
+
+
+def _emit_steps(
+    paths: Paths, now: float, failure: str, run: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """Run a housekeeping step and log each thing it did; its bug must not stop the beat."""
     try:
-        events = loops.advance(paths, cfg, now)
-    except Exception as exc:  # a loop bug must not stop the beat
-        events = [{"event": "advance_failed", "message": repr(exc)}]
+        events = run()
+    except Exception as exc:
+        events = [{"event": failure, "message": repr(exc)}]
     for event in events:
         journal.emit(paths, str(event.pop("event")), now, **event)
 

@@ -7,12 +7,8 @@ bumps a period counter), never with the passing seconds in between.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from pathlib import Path
-
 from looop_py import jsonio
-from looop_py.errors import CorruptFile, UsageError
+from looop_py.errors import UsageError
 from looop_py.paths import Paths, check_segment
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -59,17 +55,10 @@ def drop(paths: Paths, name: str) -> bool:
 
 
 def load_all(paths: Paths) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    with contextlib.suppress(FileNotFoundError), os.scandir(paths.timers) as it:
-        for entry in it:
-            if not entry.name.endswith(".json") or entry.name.startswith("."):
-                continue
-            try:
-                data = jsonio.read_json(Path(entry.path))
-            except CorruptFile:
-                data = None
-            found[entry.name.removesuffix(".json")] = data if isinstance(data, dict) else {}
-    return dict(sorted(found.items()))
+    return {
+        name: data if isinstance(data, dict) else {}
+        for name, data in jsonio.json_files(paths.timers)
+    }
 
 
 def state_of(record: dict[str, Any], now: float) -> tuple[Any, dict[str, Any]]:
