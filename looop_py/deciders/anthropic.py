@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from looop_py.config import DeciderConfig
-from looop_py.deciders import pricing, schema, transport
+from looop_py.deciders import schema, transport
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
 
@@ -76,33 +76,19 @@ class AnthropicDecider:
 
     def decide(self, request: DecideRequest) -> Decision:
         headers = self.headers()
-        started = time.monotonic()
-        reply = transport.post_json(
+        return transport.decide(
             self.url,
             self.body(request.prompt),
             headers,
-            provider="anthropic",
+            backend=self.name,
+            cfg=self.cfg,
             policy=self.policy,
             sleep=self._sleep,
             hint=f"check model and ${self.key_env}",
+            read_reply=read_reply,
+            stop_key="stop_reason",
+            request_id_header="request-id",
         )
-        latency = time.monotonic() - started
-        raw = reply.body.decode("utf-8", "replace")
-        try:
-            move, usage, stop = read_reply(reply.json("anthropic"), self.cfg.max_tokens)
-        except DecideError as exc:
-            exc.raw = raw
-            raise
-        meta = {
-            "backend": self.name,
-            "model": self.cfg.model,
-            "attempts": reply.attempts,
-            "waited_s": round(reply.waited_s, 3),
-            "latency_s": round(latency, 3),
-            "stop_reason": stop,
-            "request_id": reply.headers.get("request-id"),
-        }
-        return Decision(move=move, raw=raw, usage=pricing.priced(usage, self.cfg), meta=meta)
 
 
 def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | None]:

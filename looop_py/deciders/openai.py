@@ -15,7 +15,7 @@ import urllib.parse
 from typing import Any
 
 from looop_py.config import DeciderConfig
-from looop_py.deciders import parse, pricing, schema, transport
+from looop_py.deciders import parse, schema, transport
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
 
@@ -76,33 +76,19 @@ class OpenAIDecider:
 
     def decide(self, request: DecideRequest) -> Decision:
         headers = self.headers()
-        started = time.monotonic()
-        reply = transport.post_json(
+        return transport.decide(
             self.url,
             self.body(request.prompt),
             headers,
-            provider="openai",
+            backend=self.name,
+            cfg=self.cfg,
             policy=self.policy,
             sleep=self._sleep,
             hint=f"check model and ${self.key_env}" if headers else "check model and base_url",
+            read_reply=read_reply,
+            stop_key="finish_reason",
+            request_id_header="x-request-id",
         )
-        latency = time.monotonic() - started
-        raw = reply.body.decode("utf-8", "replace")
-        try:
-            move, usage, finish = read_reply(reply.json("openai"), self.cfg.max_tokens)
-        except DecideError as exc:
-            exc.raw = raw
-            raise
-        meta = {
-            "backend": self.name,
-            "model": self.cfg.model,
-            "attempts": reply.attempts,
-            "waited_s": round(reply.waited_s, 3),
-            "latency_s": round(latency, 3),
-            "finish_reason": finish,
-            "request_id": reply.headers.get("x-request-id"),
-        }
-        return Decision(move=move, raw=raw, usage=pricing.priced(usage, self.cfg), meta=meta)
 
 
 def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | None]:

@@ -21,8 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.deciders.base import DecideError
+from looop_py.config import DeciderConfig
+from looop_py.deciders import pricing
+from looop_py.deciders.base import DecideError, Decision, Usage
 from looop_py.errors import ConfigError
+
+# A provider's reply → (move value, usage, why it stopped); raises DecideError.
+ReadReply = Callable[[Any, int], tuple[Any, Usage | None, str | None]]
 
 MAX_BODY = 16 * 1024 * 1024
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}  # noqa: S104 - a host name, not a bind
@@ -206,3 +211,43 @@ def _attempt(
         raise DecideError(f"the reply from {url} is larger than {MAX_BODY} bytes")
     headers = {k.lower(): v for k, v in (hdrs.items() if hdrs is not None else [])}
     return status, body, headers, None
+
+
+def decide(
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    *,
+    backend: str,
+    cfg: DeciderConfig,
+    policy: RetryPolicy,
+    sleep: Callable[[float], None],
+    hint: str,
+    read_reply: ReadReply,
+    stop_key: str,
+    request_id_header: str,
+) -> Decision:
+    """One decide over HTTP, as both model APIs do it: post, read the move, price it.
+
+    A reply that does not hold a move keeps its raw body on the DecideError, so
+    runs/<id>/ archives what the provider actually said.
+    """
+    started = time.monotonic()
+    reply = post_json(url, body, headers, provider=backend, policy=policy, sleep=sleep, hint=hint)
+    latency = time.monotonic() - started
+    raw = reply.body.decode("utf-8", "replace")
+    try:
+        move, usage, stop = read_reply(reply.json(backend), cfg.max_tokens)
+    except DecideError as exc:
+        exc.raw = raw
+        raise
+    meta = {
+        "backend": backend,
+        "model": cfg.model,
+        "attempts": reply.attempts,
+        "waited_s": round(reply.waited_s, 3),
+        "latency_s": round(latency, 3),
+        stop_key: stop,
+        "request_id": reply.headers.get(request_id_header),
+    }
+    return Decision(move=move, raw=raw, usage=pricing.priced(usage, cfg), meta=meta)
