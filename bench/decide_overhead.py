@@ -15,12 +15,13 @@ from pathlib import Path
 
 from _common import add_sensor, cleanup, fresh_workdir
 
-from looop_py import actions, moves
-from looop_py.config import load
-from looop_py.decide import gather_prompt
+from looop_py.beat.decide import gather_prompt
+from looop_py.beat.pulse import beat, sense
 from looop_py.deciders.base import DecideRequest, Decision
-from looop_py.paths import Paths
-from looop_py.pulse import beat, sense
+from looop_py.moves import execute as actions
+from looop_py.moves import union as moves
+from looop_py.workdir.config import load
+from looop_py.workdir.paths import Paths
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 

@@ -18,8 +18,8 @@ __version__ = "0.1.0"
 # name -> module that defines it; resolved on first attribute access.
 _EXPORTS: dict[str, str] = {
     "LooopError": "looop_py.errors",
-    "Paths": "looop_py.paths",
-    "Config": "looop_py.config",
+    "Paths": "looop_py.workdir.paths",
+    "Config": "looop_py.workdir.config",
     # -- the loop engine (looop_py/engine/) --
     "LoopLevel": "looop_py.engine.levels",
     "ProposedAction": "looop_py.engine.levels",

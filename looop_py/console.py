@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.pulse import BeatResult
+    from looop_py.beat.pulse import BeatResult
 
 EX_SOFTWARE = 70
 
@@ -57,7 +57,7 @@ def parse_plain_pulse(argv: list[str]) -> dict[str, Any] | None:
 def main() -> None:
     opts = parse_plain_pulse(sys.argv[1:])
     if opts is None:
-        from looop_py.cli import main as click_main
+        from looop_py.cli.app import main as click_main
 
         click_main()
         return
@@ -72,7 +72,7 @@ def main() -> None:
 
 
 def resolve(workdir: str | None) -> Any:
-    from looop_py.paths import find_workdir
+    from looop_py.workdir.paths import find_workdir
 
     return find_workdir(workdir, os.environ, Path.cwd())
 
@@ -130,7 +130,7 @@ def json_out(value: Any) -> None:
 
 
 def pulse_command(paths: Any, *, as_json: bool, force: bool, verbose: bool, quiet: bool) -> int:
-    from looop_py.pulse import beat
+    from looop_py.beat.pulse import beat
 
     result = beat(paths, force=force)
     if as_json:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from looop_py.paths import Paths
-from looop_py.workdir import init
+from looop_py.workdir.paths import Paths
+from looop_py.workdir.template import init
 
 
 def write_sensor(paths: Paths, name: str, body: str, *, mode: int = 0o755) -> Path:

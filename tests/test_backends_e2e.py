@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from looop_py import journal, jsonio, mailbox
-from looop_py.paths import Paths
+from looop_py import jsonio
+from looop_py.workdir import journal, mailbox
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from looop_py.budget import (
+from looop_py.beat.limits import (
     Backoff,
     Ledgers,
     Spend,
@@ -13,7 +13,7 @@ from looop_py.budget import (
     flapping,
     local_day,
 )
-from looop_py.config import LimitsConfig
+from looop_py.workdir.config import LimitsConfig
 
 NOW = 1_800_000_000.0
 

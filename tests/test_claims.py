@@ -18,12 +18,16 @@ from typing import Any
 
 import pytest
 
-from looop_py import claims, journal, jsonio, probes, sessions
+from looop_py import jsonio
+from looop_py.beat import probes
+from looop_py.beat.pulse import beat
+from looop_py.claims import lease as claims
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
-from looop_py.paths import Paths
-from looop_py.pulse import beat
-from looop_py.workdir import init
+from looop_py.workdir import journal
+from looop_py.workdir.paths import Paths
+from looop_py.workdir.template import init
+from looop_py.workers import sessions
 from tests.conftest import run_looop, wait_for
 
 PROCS, NAMES, ROUNDS = 32, ("alpha", "beta", "gamma", "delta"), 100
@@ -272,7 +276,7 @@ def test_cli_claim_prints_the_epoch_and_lists(wd: Paths) -> None:
 
 
 def sessions_bin() -> str:
-    from looop_py.environ import looop_bin
+    from looop_py.workdir.environ import looop_bin
 
     return looop_bin()
 

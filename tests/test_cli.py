@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from looop_py import jsonio
-from looop_py.cli import cli
-from looop_py.paths import Paths
+from looop_py.cli.app import cli
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
 
 
@@ -183,7 +183,7 @@ def test_corrupt_state_file_is_reported_not_overwritten(wd: Paths) -> None:
 def test_a_bug_goes_to_the_error_log_not_a_traceback(
     wd: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from looop_py import report
+    from looop_py.beat import views as report
 
     def boom(paths: Paths) -> dict[str, object]:
         raise RuntimeError("kaboom")

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from looop_py.config import Config, load
 from looop_py.errors import ConfigError
-from looop_py.workdir import template_files
+from looop_py.workdir.config import Config, load
+from looop_py.workdir.template import template_files
 
 
 def test_starter_config_is_all_defaults(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from looop_py import jsonio
-from looop_py.cli import cli
+from looop_py.cli.app import cli
 from looop_py.console import parse_plain_pulse
-from looop_py.paths import Paths
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from looop_py import journal, jsonio, mailbox
+from looop_py import jsonio
+from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideRequest, Decision, Usage
-from looop_py.paths import Paths
-from looop_py.pulse import beat, load_committed
+from looop_py.workdir import journal, mailbox
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
 
 

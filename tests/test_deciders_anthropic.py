@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from looop_py import moves
-from looop_py.config import DeciderConfig
 from looop_py.deciders.anthropic import API_VERSION, TOOL_NAME, AnthropicDecider
 from looop_py.deciders.base import DecideError, DecideRequest
 from looop_py.errors import ConfigError
-from looop_py.paths import Paths
+from looop_py.moves import union as moves
+from looop_py.workdir.config import DeciderConfig
+from looop_py.workdir.paths import Paths
 from tests.fakeapi import FakeAPI, Reply, anthropic_message
 
 MOVE = {"action": "write_goal", "id": "ship-it", "body": "# Ship it\n"}

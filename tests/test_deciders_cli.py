@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from looop_py import config as config_mod
-from looop_py.config import Config, DeciderConfig
 from looop_py.deciders import BACKENDS, load, presets
 from looop_py.errors import ConfigError
-from looop_py.paths import Paths
+from looop_py.workdir import config as config_mod
+from looop_py.workdir.config import Config, DeciderConfig
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop
 from tests.fakeapi import FakeAPI, Reply, openai_completion
 

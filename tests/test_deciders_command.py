@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from looop_py.config import DeciderConfig
+from looop_py.beat.pulse import beat
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
 from looop_py.deciders.command import CommandDecider, render
 from looop_py.errors import ConfigError
-from looop_py.paths import Paths
-from looop_py.pulse import beat
+from looop_py.workdir.config import DeciderConfig
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop
 
 NOOP = {"action": "noop", "reason": "from the fake cli"}

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from looop_py import moves
-from looop_py.config import DeciderConfig
+from looop_py.beat.pulse import beat
 from looop_py.deciders.base import DecideError, DecideRequest
 from looop_py.deciders.openai import OpenAIDecider
 from looop_py.errors import ConfigError
-from looop_py.paths import Paths
-from looop_py.pulse import beat
+from looop_py.moves import union as moves
+from looop_py.workdir.config import DeciderConfig
+from looop_py.workdir.paths import Paths
 from tests.fakeapi import FakeAPI, Reply, openai_completion
 
 MOVE = {"action": "noop", "reason": "all quiet"}

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from looop_py import jsonio
-from looop_py.config import DeciderConfig
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.deciders.script import ScriptDecider
 from looop_py.errors import ConfigError
-from looop_py.paths import Paths
+from looop_py.workdir.config import DeciderConfig
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop
 
 

@@ -119,7 +119,7 @@ def test_a_failing_command_fails_the_round_and_a_passing_one_proceeds(tmp_path: 
 
 
 def test_looop_toml_carries_the_actions_table(tmp_path: Path) -> None:
-    from looop_py import config
+    from looop_py.workdir import config
 
     path = tmp_path / "looop.toml"
     path.write_text('[actions.open-pr]\ncommand = "gh pr create --fill"\ntimeout_s = 90\n')

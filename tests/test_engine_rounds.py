@@ -31,15 +31,9 @@ from looop_py.engine.inproc import (
     SharedWorkspace,
     done,
 )
-from looop_py.engine.memory import JsonlMemory
-from looop_py.engine.ports import (
-    Approval,
-    MemoryEntry,
-    WorkerRequest,
-    WorkerResult,
-    WorkerStatus,
-)
+from looop_py.engine.ports import Approval, MemoryEntry, WorkerRequest, WorkerResult, WorkerStatus
 from looop_py.engine.rounds import Phase, RoundState, RoundStore, advance, new_round
+from looop_py.loops.memory import JsonlMemory
 
 
 class Clock:

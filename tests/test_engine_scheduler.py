@@ -22,8 +22,8 @@ from looop_py.engine.cadence import ScheduleError
 from looop_py.engine.inproc import InMemoryEscalations, InProcessWorkers, done
 from looop_py.engine.rounds import Phase, RoundStore
 from looop_py.engine.scheduler import ScheduleBook
-from looop_py.engine.signals import due_loops, mark_fired, rounds_snapshot, schedules_snapshot
 from looop_py.errors import UsageError
+from looop_py.loops.schedule import due_loops, mark_fired, rounds_snapshot, schedules_snapshot
 
 T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
 
@@ -238,7 +238,7 @@ def test_the_pulse_side_reads_load_no_round_machinery() -> None:
     import sys
 
     code = (
-        "import sys, looop_py.engine.signals\n"
+        "import sys, looop_py.loops.schedule\n"
         "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec', 'yaml',"
         " 'typing') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from looop_py import jsonio, mailbox
-from looop_py.paths import Paths
-from looop_py.pulse import beat
+from looop_py import jsonio
+from looop_py.beat.pulse import beat
+from looop_py.workdir import mailbox
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
 
 TRIGGER = "kick"

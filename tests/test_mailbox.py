@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from looop_py import jsonio, mailbox
+from looop_py import jsonio
 from looop_py.errors import UsageError
-from looop_py.paths import Paths
+from looop_py.workdir import mailbox
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop
 
 

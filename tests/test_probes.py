@@ -3,9 +3,9 @@ from __future__ import annotations
 import time
 
 from looop_py import jsonio
-from looop_py.claims import own_holder
-from looop_py.paths import Paths
-from looop_py.probes import claims, goals, run_probes, sessions
+from looop_py.beat.probes import claims, goals, run_probes, sessions
+from looop_py.claims.lease import own_holder
+from looop_py.workdir.paths import Paths
 
 
 def test_empty_states(wd: Paths) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from looop_py import prompt as p
+from looop_py.beat import prompt as p
 
 ORDER = [
     "INSTRUCTIONS",

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from looop_py import journal, jsonio
+from looop_py import jsonio
+from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
-from looop_py.paths import Paths
-from looop_py.pulse import beat, load_committed
+from looop_py.workdir import journal
+from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from looop_py import runtimes
-from looop_py.config import Config, RuntimeConfig, load
 from looop_py.errors import ConfigError, WorkerRefused
+from looop_py.workdir.config import Config, RuntimeConfig, load
+from looop_py.workers import runtimes
 
 
 def config_with(tmp_path: Path, text: str) -> Config:

@@ -10,9 +10,9 @@ import psutil
 import pytest
 
 from looop_py import jsonio
-from looop_py.environ import child_env
-from looop_py.paths import Paths
-from looop_py.sensors import Reading, discover, sense
+from looop_py.beat.sensors import Reading, discover, sense
+from looop_py.workdir.environ import child_env
+from looop_py.workdir.paths import Paths
 from tests.conftest import write_sensor
 
 

@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from looop_py import config, journal, jsonio, sessions
-from looop_py.claims import own_holder
-from looop_py.cli import cli
+from looop_py import jsonio
+from looop_py.beat.pulse import beat
+from looop_py.claims.lease import own_holder
+from looop_py.cli.app import cli
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import WorkerRefused
-from looop_py.paths import Paths
-from looop_py.pulse import beat
+from looop_py.workdir import config, journal
+from looop_py.workdir.paths import Paths
+from looop_py.workers import sessions
 from tests.conftest import run_looop, wait_for
 
 

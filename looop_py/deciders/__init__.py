@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib
 
-from looop_py.config import Config
 from looop_py.deciders.base import Decider
 from looop_py.errors import ConfigError
+from looop_py.workdir.config import Config
 
 # backend name → "module:Class", imported lazily so a beat pays only for the one it uses.
 REGISTRY = {

@@ -12,10 +12,10 @@ import os
 import time
 from typing import Any
 
-from looop_py.config import DeciderConfig
 from looop_py.deciders import schema, transport
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
+from looop_py.workdir.config import DeciderConfig
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"

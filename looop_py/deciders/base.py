@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from looop_py.beat.worldhash import Change
 from looop_py.errors import LooopError
-from looop_py.paths import Paths
-from looop_py.worldhash import Change
+from looop_py.workdir.paths import Paths
 
 
 class DecideError(LooopError):

@@ -6,11 +6,11 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from looop_py import config as config_mod
-from looop_py import moves
 from looop_py.deciders import load
 from looop_py.deciders.base import DecideError, DecideRequest
-from looop_py.paths import Paths
+from looop_py.moves import union as moves
+from looop_py.workdir import config as config_mod
+from looop_py.workdir.paths import Paths
 
 TEST_PROMPT = """\
 This is a connectivity check from `looop decider test`: nothing you propose will run.

@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from looop_py import procs
-from looop_py.config import DeciderConfig
 from looop_py.deciders import parse, pricing
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
-from looop_py.environ import child_env
 from looop_py.errors import ConfigError
+from looop_py.workdir.config import DeciderConfig
+from looop_py.workdir.environ import child_env
 
 PLACEHOLDER = "{{prompt_file}}"
 STDOUT_CAP = 4 * 1024 * 1024

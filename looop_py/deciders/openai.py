@@ -14,10 +14,10 @@ import time
 import urllib.parse
 from typing import Any
 
-from looop_py.config import DeciderConfig
 from looop_py.deciders import parse, schema, transport
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
+from looop_py.workdir.config import DeciderConfig
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from looop_py.config import DeciderConfig
 from looop_py.deciders.base import Usage
+from looop_py.workdir.config import DeciderConfig
 
 
 def priced(usage: Usage | None, cfg: DeciderConfig) -> Usage | None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from looop_py import jsonio
+from looop_py.beat.sensors import is_error_signal
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
-from looop_py.goals import frontmatter, read_goals
-from looop_py.sensors import is_error_signal
+from looop_py.workdir.goals import frontmatter, read_goals
 
 FOLLOW_UP_S = 5
 

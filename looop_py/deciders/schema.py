@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from looop_py import moves
+from looop_py.moves import union as moves
 
 WRAPPER_KEY = "move"
 

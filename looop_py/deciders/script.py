@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.config import DeciderConfig
 from looop_py.deciders import parse
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
 from looop_py.locks import PulseLock
-from looop_py.paths import Paths
+from looop_py.workdir.config import DeciderConfig
+from looop_py.workdir.paths import Paths
 
 CURSOR = "script-cursor.json"
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.config import DeciderConfig
 from looop_py.deciders import pricing
 from looop_py.deciders.base import DecideError, Decision, Usage
 from looop_py.errors import ConfigError
+from looop_py.workdir.config import DeciderConfig
 
 # A provider's reply → (move value, usage, why it stopped); raises DecideError.
 ReadReply = Callable[[Any, int], tuple[Any, Usage | None, str | None]]

@@ -184,7 +184,7 @@ def by_name(name: str) -> LoopSpec:
 
 def goal_text(spec: LoopSpec) -> str:
     """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
-    from looop_py.goals import render_frontmatter
+    from looop_py.workdir.goals import render_frontmatter
 
     meta: dict[str, object] = {
         "intent": spec.intent,

@@ -15,13 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from looop_py.engine.actions import ActionReceipt
 from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
-from looop_py.engine.ports import (
-    Answer,
-    ApprovalRequest,
-    MemoryEntry,
-    WorkerRequest,
-    WorkerResult,
-)
+from looop_py.engine.ports import Answer, ApprovalRequest, MemoryEntry, WorkerRequest, WorkerResult
 from looop_py.engine.report import RoundReport
 from looop_py.engine.spec import LoopSpec
 

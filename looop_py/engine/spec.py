@@ -32,7 +32,7 @@ from pathlib import Path
 from looop_py.engine.budget import BudgetError, TokenBudget
 from looop_py.engine.levels import LoopLevel
 from looop_py.errors import UsageError
-from looop_py.paths import Paths, is_safe_segment
+from looop_py.workdir.paths import Paths, is_safe_segment
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False
@@ -217,7 +217,7 @@ class LoopSpec:
     @classmethod
     def from_goal(cls, path: str | Path) -> LoopSpec:
         """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop."""
-        from looop_py.goals import frontmatter
+        from looop_py.workdir.goals import frontmatter
 
         path = Path(path)
         goal_id = path.name.removesuffix(".md")
@@ -261,7 +261,7 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
     A goal without loop keys is simply not listed; a broken loop is reported
     by goal id rather than stopping the others.
     """
-    from looop_py.goals import frontmatter, goal_paths
+    from looop_py.workdir.goals import frontmatter, goal_paths
 
     specs: list[LoopSpec] = []
     errors: dict[str, str] = {}

@@ -1,0 +1,191 @@
+"""Steps 4 and 5 of a beat: DECIDE (ask the backend for one move) and ACT (carry it out).
+
+Everything a model could get wrong is checked here, outside the model: the
+spend limits before the call, the move's shape after it, the gates while it
+runs. Any failure is journaled with its reason, arms the backoff and reaches
+the next prompt as LAST FAILURE; the world hash is then not committed, so the
+next allowed beat tries again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from looop_py.beat import limits as budget
+from looop_py.beat import prompt as prompt_mod
+from looop_py.beat import worldhash
+from looop_py.beat.worldhash import Change
+from looop_py.deciders.base import DecideError, Decider, DecideRequest
+from looop_py.moves import execute as actions
+from looop_py.moves import union as moves
+from looop_py.workdir import journal, mailbox, runs
+from looop_py.workdir.config import Config
+from looop_py.workdir.goals import read_goals
+from looop_py.workdir.paths import Paths
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # decided | failed | held
+    move: dict[str, Any] | None = None
+    journal: str | None = None
+    reason: str | None = None
+    next_wake: float | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def policy_hash(items: dict[str, str]) -> str:
+    """The part of the world a human edits; a change to it cuts a backoff short."""
+    return worldhash.world_hash(
+        {k: v for k, v in items.items() if k == "playbook" or k.startswith("goal:")}
+    )
+
+
+def gather_prompt(
+    paths: Paths,
+    cfg: Config,
+    *,
+    now: float,
+    snapshots: dict[str, dict[str, Any]],
+    changed: tuple[Change, ...],
+    forced_by: str | None,
+    flapping: list[str],
+    last_failure: str | None,
+) -> str:
+    try:
+        playbook: str | None = paths.playbook.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        playbook = None
+    goals = [(g.id, g.body.decode("utf-8", "replace")) for g in read_goals(paths)]
+    dead = {
+        r.get("id")
+        for r in (snapshots.get("sys-sessions") or {}).get("signal") or []
+        if isinstance(r, dict) and r.get("state") in ("exited", "killed")
+    }
+    asks = [
+        {
+            "id": a.id,
+            "kind": a.kind,
+            "asker": a.asker,
+            "age_s": max(0.0, now - a.created_at),
+            "prompt": a.prompt,
+            "live": a.asker not in dead,
+        }
+        for a in mailbox.pending(paths)
+    ]
+    ages_detail = ((snapshots.get("sys-goals") or {}).get("detail") or {}).get("goals") or {}
+    goal_ages = {g: (v or {}).get("age_s") for g, v in ages_detail.items()}
+    inp = prompt_mod.PromptInput(
+        now=now,
+        playbook=playbook,
+        goals=goals,
+        snapshots=sorted(snapshots.items()),
+        asks=asks,
+        goal_ages=goal_ages,
+        journal=journal.tail(paths, 20),
+        changed=[c.to_json() for c in changed],
+        forced_by=forced_by,
+        flapping=flapping,
+        last_shell=actions.take_last_shell(paths),
+        last_failure=last_failure,
+    )
+    return prompt_mod.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
+
+
+def decide_and_act(
+    paths: Paths,
+    cfg: Config,
+    *,
+    items: dict[str, str],
+    snapshots: dict[str, dict[str, Any]],
+    changed: tuple[Change, ...],
+    now: float,
+    clock: Callable[[], float],
+    backend: Decider,
+    forced_by: str | None = None,
+    interrupted: str | None = None,
+) -> Verdict:
+    lim = cfg.limits
+    ledgers = budget.load(paths)
+    policy = policy_hash(items)
+    block = budget.decide_block(ledgers, now=now, policy=policy, limits=lim)
+    if block is not None:
+        return Verdict("held", reason=block)
+
+    flap_state, _ = budget.flap_update(budget.load_flap(paths), items)
+    budget.save_flap(paths, flap_state)
+    last_failure = ledgers.backoff.reason if ledgers.backoff.fails else None
+    if interrupted:
+        last_failure = f"{interrupted}\n{last_failure}" if last_failure else interrupted
+
+    started = time.monotonic()
+    text = gather_prompt(
+        paths,
+        cfg,
+        now=now,
+        snapshots=snapshots,
+        changed=changed,
+        forced_by=forced_by,
+        flapping=budget.flapping(flap_state, lim.flap_streak),
+        last_failure=last_failure,
+    )
+    run = runs.new_run(paths)
+    runs.write(run, "prompt.md", text)
+    budget.save_decide(paths, ledgers, now)  # an attempt counts against the cap, win or lose
+    stats: dict[str, Any] = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
+
+    def fail(reason: str) -> Verdict:
+        fails = ledgers.backoff.fails + 1
+        budget.save_backoff(paths, budget.Backoff(fails, clock(), policy, reason))
+        runs.write(run, "error.txt", reason)
+        journal.write(paths, f"✗ {reason}", clock())
+        runs.prune(paths, lim.runs_keep)
+        return Verdict("failed", reason=reason, stats=stats)
+
+    request = DecideRequest(
+        paths, now, items, changed, snapshots, forced=forced_by is not None, prompt=text
+    )
+    try:
+        decision = backend.decide(request)
+    except DecideError as exc:
+        stats["ms"] = round((time.monotonic() - started) * 1000, 1)
+        return fail(f"decider {backend.name} failed: {exc.message}")
+    stats["ms"] = round((time.monotonic() - started) * 1000, 1)
+    usage = decision.usage
+    if usage is not None:
+        stats.update(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=usage.cost_usd,
+        )
+    if lim.daily_tokens > 0 or lim.daily_usd > 0 or usage is not None:
+        spend = budget.charge(
+            ledgers.spend,
+            now,
+            tokens=None if usage is None else usage.total_tokens,
+            usd=None if usage is None else usage.cost_usd,
+            budgeted_usd=lim.daily_usd > 0,
+        )
+        budget.save_spend(paths, spend)
+    runs.write(run, "output.txt", decision.raw)
+
+    try:
+        move = moves.parse(decision.move)
+    except moves.MoveError as exc:
+        return fail(f"rejected decision: {exc.message}")
+    runs.write(run, "move.json", move.to_json())
+
+    outcome = actions.execute(paths, cfg, move, now)
+    if not outcome.ok:
+        return fail(f"{move.name} failed: {outcome.note}")
+    budget.save_backoff(paths, None)
+    text_line = move.journal or move.summary()
+    if outcome.note:
+        text_line += f" · {outcome.note}"
+    line = journal.write(paths, text_line, clock())
+    runs.prune(paths, lim.runs_keep)
+    wake = now + move.next_interval_s if move.next_interval_s is not None else None
+    return Verdict("decided", move.to_json(), line, next_wake=wake, stats=stats)

@@ -1,0 +1,184 @@
+"""System probes: looop's own state, read in process as `{signal, detail}` snapshots.
+
+A probe's signal holds only what should wake the loop (which workers exist and
+how they ended, who holds which claim); counters and ages go to detail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import CorruptFile
+from looop_py.workdir.goals import goal_paths
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    Snapshot = dict[str, Any]
+    Probe = Callable[[Paths, float], Snapshot]
+
+
+def sessions(paths: Paths, now: float) -> Snapshot:
+    """Worker sessions: id, state, exit code, health and verify verdict of each.
+
+    Ages (idle, uptime) and outputs go to detail, so only a real change wakes
+    the loop: a worker ending, getting stuck, asking, or failing its verify.
+    """
+    try:
+        with os.scandir(paths.sessions) as it:
+            if not any(e.is_dir() for e in it):
+                return {"signal": [], "detail": {"count": 0}}
+    except FileNotFoundError:
+        return {"signal": [], "detail": {"count": 0}}
+    from looop_py.workers import sessions as sessions_mod
+
+    views = sessions_mod.list_sessions(paths, now)
+    workers: dict[str, Any] = {}
+    for v in views:
+        row: dict[str, Any] = {
+            "idle_s": v.idle_s,
+            "uptime_s": v.uptime_s,
+            "pid": v.pid,
+            "runtime": v.runtime,
+        }
+        if v.verify_output:
+            row["verify_output"] = v.verify_output[-1024:]
+        if v.result:
+            row["result"] = {"status": v.result.get("status"), "summary": v.result.get("summary")}
+        if v.usage:
+            row["usage"] = v.usage
+        if v.lost:
+            row["lost"] = True
+        workers[v.id] = row
+    return {
+        "signal": [v.signal_row() for v in views],
+        "detail": {"count": len(views), "live": sum(v.alive for v in views), "workers": workers},
+    }
+
+
+def claims(paths: Paths, now: float) -> Snapshot:
+    """The live leases: which session holds which name (epochs and expiries in detail)."""
+    if not _json_files_exist(paths.claims):
+        return {"signal": [], "detail": {"count": 0}}
+    from looop_py.claims import lease as claims_mod
+
+    live = [v for v in claims_mod.list_claims(paths, now) if v.live]
+    rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
+    detail = {
+        v.name: {k: v.claim.to_json()[k] for k in ("pid", "epoch", "acquired_at", "expires_at")}
+        for v in live
+        if v.claim
+    }
+    return {"signal": rows, "detail": {"count": len(rows), "claims": detail}}
+
+
+def _json_files_exist(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
+
+
+def goals(paths: Paths, now: float) -> Snapshot:
+    """Per-goal age since last acted on: detail only, so fairness never wakes the loop."""
+    try:
+        ledger = jsonio.read_json(paths.goal_activity, {})
+    except CorruptFile:
+        ledger = {}
+    acted = ledger.get("goals", {}) if isinstance(ledger, dict) else {}
+    detail: dict[str, Any] = {}
+    for goal_id, _ in goal_paths(paths):
+        last = acted.get(goal_id)
+        last = float(last) if isinstance(last, int | float) else None
+        detail[goal_id] = {
+            "last_acted": last,
+            "age_s": None if last is None else max(0, round(now - last)),
+        }
+    return {"signal": {}, "detail": {"goals": detail}}
+
+
+def _empty_dir(path: Path) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return next(it, None) is None
+    except FileNotFoundError:
+        return True
+
+
+def asks(paths: Paths, now: float) -> Snapshot:
+    """Pending asks: a new one wakes the loop once; ages stay in detail."""
+    if _empty_dir(paths.asks):
+        return {"signal": {"pending": []}, "detail": {}}
+    from looop_py.workdir import mailbox
+
+    pending = mailbox.pending(paths)
+    return {
+        "signal": {"pending": [a.id for a in pending]},
+        "detail": {
+            a.id: {"asker": a.asker, "kind": a.kind, "age_s": round(now - a.created_at)}
+            for a in pending
+        },
+    }
+
+
+def schedules(paths: Paths, now: float) -> Snapshot:
+    """Timers set by write_schedule and loop cadences (as `loop:<name>`).
+
+    The signal moves only when a timer or a loop comes due, never with the
+    seconds in between.
+    """
+    snap: Snapshot = {"signal": {}, "detail": {}}
+    if not _empty_dir(paths.timers):
+        from looop_py.moves import timers
+
+        snap = timers.probe(paths, now)
+    from looop_py.loops import index as loopindex
+
+    due = loopindex.cadences(loopindex.index(paths))
+    if due:
+        from looop_py.loops import schedule as signals
+
+        book = signals.schedules_snapshot(loopindex.schedule_book(paths), due, now)
+        for name, value in book["signal"].items():
+            snap["signal"][f"loop:{name}"] = value
+        for name, value in book["detail"].items():
+            snap["detail"][f"loop:{name}"] = value
+    return snap
+
+
+def rounds(paths: Paths, now: float) -> Snapshot:
+    """Each live loop round's phase, so a round that escalates or ends wakes the loop."""
+    if _empty_dir(paths.rounds):
+        return {"signal": {}, "detail": {}}
+    from looop_py.loops import schedule as signals
+
+    return signals.rounds_snapshot(paths.rounds)
+
+
+PROBES: tuple[tuple[str, Probe], ...] = (
+    ("sys-sessions", sessions),
+    ("sys-claims", claims),
+    ("sys-goals", goals),
+    ("sys-asks", asks),
+    ("sys-schedules", schedules),
+    ("sys-rounds", rounds),
+)
+
+
+def run_probes(paths: Paths, now: float) -> list[tuple[str, Snapshot]]:
+    """Every probe's snapshot; a probe that breaks reports the error as its signal."""
+    out: list[tuple[str, Snapshot]] = []
+    for stem, probe in PROBES:
+        try:
+            snap = probe(paths, now)
+        except Exception as exc:  # a probe bug must not stop the beat
+            snap = {"signal": {"error": "probe-failed"}, "detail": {"message": str(exc)}}
+        out.append((stem, snap))
+    return out

@@ -1,0 +1,392 @@
+"""One beat of the loop, step by step as design.md §1 tells it.
+
+    0. REAP     settle dead workers (verify, worktree) and reap dead claims, logged
+    1. SENSE    run sensors and probes, write snapshots
+    2. DIFF     hash the wake-relevant world; unchanged → skip, no decider
+    3. ADVANCE  deterministic housekeeping (filled by the workers/engine issues)
+    4. DECIDE   ask the decider for one move
+    5. ACT      validate and execute it; commit the world hash
+
+The world hash is committed only after a usable decision, so a beat whose
+decide failed is retried by the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from looop_py import jsonio, procs
+from looop_py.beat import probes, sensors, worldhash
+from looop_py.beat.worldhash import Change
+from looop_py.locks import PulseLock
+from looop_py.moves import wal
+from looop_py.workdir import config as config_mod
+from looop_py.workdir import journal
+from looop_py.workdir.environ import child_env
+from looop_py.workdir.goals import read_goals
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything one SENSE step saw."""
+
+    items: dict[str, str]
+    hash: str
+    readings: tuple[sensors.Reading, ...]
+    snapshots: dict[str, dict[str, Any]]  # stem → snapshot, sensors and probes
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The world as of the last usable decision."""
+
+    hash: str | None = None
+    items: dict[str, str] = field(default_factory=dict)
+    at: float | None = None
+    action: str | None = None  # the move that decision made
+    next_wake: float | None = None  # a durable next_interval_s: re-decide at this time
+
+
+@dataclass(frozen=True)
+class BeatResult:
+    outcome: str  # skipped | decided | failed | locked
+    world_hash: str | None = None
+    prev_hash: str | None = None
+    changed: tuple[Change, ...] = ()
+    readings: tuple[sensors.Reading, ...] = ()
+    duration_s: float = 0.0
+    move: Any = None
+    journal: str | None = None
+    reason: str | None = None
+    forced: bool = False
+    forced_by: str | None = None  # force | next-interval | noop-ttl
+    decide: dict[str, Any] = field(default_factory=dict)  # backend, ms, tokens, cost, run
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "world_hash": self.world_hash,
+            "prev_hash": self.prev_hash,
+            "forced": self.forced,
+            "forced_by": self.forced_by,
+            "changed": [c.to_json() for c in self.changed],
+            "sensors": {
+                r.stem.removeprefix("sensor-"): {
+                    "status": r.status,
+                    "ms": round(r.duration_s * 1000, 1),
+                    **_error_fields(r),
+                }
+                for r in self.readings
+            },
+            "move": self.move,
+            "journal": self.journal,
+            "reason": self.reason,
+            "decide": self.decide,
+            "ms": round(self.duration_s * 1000, 1),
+        }
+
+
+def _error_fields(reading: sensors.Reading) -> dict[str, Any]:
+    if reading.ok:
+        return {}
+    sig = reading.snapshot.get("signal", {})
+    return {"error": sig.get("exit_code", sig.get("error"))}
+
+
+# -- steps ---------------------------------------------------------------------
+
+
+def sense(paths: Paths, cfg: config_mod.Config, now: float) -> World:
+    """SENSE: run sensors and probes, write every snapshot, hash the world."""
+    paths.snapshots.mkdir(exist_ok=True)
+    found = sensors.discover(paths, cfg.sensors.timeout_s)
+    readings = sensors.sense(
+        paths,
+        found,
+        env=child_env(paths),
+        cap=cfg.sensors.max_bytes,
+        concurrency=cfg.sensors.concurrency,
+        now=now,
+    )
+    snapshots = {r.stem: r.snapshot for r in readings}
+    for stem, snap in probes.run_probes(paths, now):
+        jsonio.write_json_if_changed(paths.snapshot(stem), snap)
+        snapshots[stem] = snap
+    try:
+        playbook: bytes | None = paths.playbook.read_bytes()
+    except FileNotFoundError:
+        playbook = None
+    items = worldhash.build_items(
+        playbook,
+        ((g.id, g.body) for g in read_goals(paths)),
+        ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
+    )
+    return World(items, worldhash.world_hash(items), tuple(readings), snapshots)
+
+
+def load_committed(paths: Paths) -> Committed:
+    data = jsonio.read_json(paths.last_world, None)
+    if not isinstance(data, dict):
+        return Committed()
+    items = data.get("items")
+    return Committed(
+        data.get("hash"),
+        dict(items) if isinstance(items, dict) else {},
+        data.get("committed_at"),
+        data.get("action"),
+        data.get("next_wake"),
+    )
+
+
+def commit(
+    paths: Paths, world: World, now: float, action: str | None, next_wake: float | None
+) -> None:
+    record = {
+        "v": 1,
+        "hash": world.hash,
+        "items": world.items,
+        "committed_at": now,
+        "action": action,
+        "next_wake": next_wake,
+    }
+    jsonio.write_json(paths.last_world, record)
+
+
+def why_decide(
+    last: Committed, world: World, *, force: bool, now: float, noop_ttl_s: float
+) -> str | None:
+    """Why this beat must decide, or None to skip. Pure."""
+    if world.hash != last.hash:
+        return "changed"
+    if force:
+        return "force"
+    if last.next_wake is not None and now >= last.next_wake:
+        return "next-interval"
+    if (
+        noop_ttl_s > 0
+        and last.action == "noop"
+        and last.at is not None
+        and now - last.at >= noop_ttl_s
+    ):
+        return "noop-ttl"
+    return None
+
+
+# -- one beat ------------------------------------------------------------------
+
+
+@contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """SIGTERM/SIGHUP end the beat like Ctrl-C does, so sensor groups get killed."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def beat(
+    paths: Paths,
+    *,
+    force: bool = False,
+    clock: Clock = time.time,
+    decider: Any = None,
+) -> BeatResult:
+    """Run one beat; returns what happened. Never raises for a broken sensor."""
+    started = time.monotonic()
+    paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(paths.pulse_lock)
+    if not lock.acquire():
+        result = BeatResult("locked", reason="another pulse is running")
+        journal.emit(paths, "beat", clock(), outcome="locked")
+        return result
+    try:
+        with _terminate_cleanly():
+            return _beat_locked(paths, force=force, clock=clock, decider=decider, started=started)
+    finally:
+        procs.kill_running()
+        lock.release()
+
+
+def _beat_locked(
+    paths: Paths, *, force: bool, clock: Clock, decider: Any, started: float
+) -> BeatResult:
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    now = clock()
+    jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
+    jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
+
+    interrupted = _report_interrupted(paths, now)
+
+    # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
+    housekeep(paths, cfg, now)
+    advance_loops(paths, cfg, now)
+
+    # 1. SENSE
+    world = sense(paths, cfg, now)
+
+    # 2. DIFF
+    last = load_committed(paths)
+    changed = tuple(worldhash.diff(last.items, world.items))
+    reason = why_decide(last, world, force=force, now=now, noop_ttl_s=cfg.limits.noop_ttl_s)
+    forced_by = None if reason == "changed" else reason
+    base = BeatResult(
+        "skipped",
+        world_hash=world.hash,
+        prev_hash=last.hash,
+        changed=changed,
+        readings=world.readings,
+        forced=force,
+        forced_by=forced_by,
+    )
+    if reason is None:
+        with contextlib.suppress(FileNotFoundError):
+            paths.flap.unlink()  # a skipped beat breaks every flapping streak
+        return _finish(paths, base, started, clock)
+
+    # 4. DECIDE and 5. ACT
+    from looop_py import deciders
+    from looop_py.beat.decide import decide_and_act
+
+    verdict = decide_and_act(
+        paths,
+        cfg,
+        items=world.items,
+        snapshots=world.snapshots,
+        changed=changed,
+        now=now,
+        clock=clock,
+        backend=decider if decider is not None else deciders.load(cfg),
+        forced_by=forced_by,
+        interrupted=interrupted,
+    )
+    result = replace(
+        base,
+        outcome=verdict.outcome,
+        move=verdict.move,
+        journal=verdict.journal,
+        reason=verdict.reason,
+        decide=verdict.stats,
+    )
+    if verdict.outcome == "decided":
+        action = (verdict.move or {}).get("action")
+        commit(paths, world, now, action, verdict.next_wake)
+    return _finish(paths, result, started, clock)
+
+
+def _report_interrupted(paths: Paths, now: float) -> str | None:
+    """A move a dead actor left half-done: reported once, never re-run."""
+    record = wal.take_interrupted(paths)
+    if record is None:
+        return None
+    move = record.get("move") or {}
+    text = (
+        f"interrupted: a {move.get('action', '?')} move started at "
+        f"{journal.iso(record['started_at']) if record.get('started_at') else '?'} did not finish"
+        " (looop died mid-move); it was not re-run, check its effect by hand"
+    )
+    journal.write(paths, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
+    journal.emit(paths, "move_interrupted", now, move=move)
+    return text
+
+
+def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
+    """Reap dead claims and sessions, verify ended workers; one event line per thing done."""
+    if not (_has_entries(paths.sessions) or _has_entries(paths.claims)):
+        return  # the usual quiet beat: nothing to look at, nothing to import
+    from looop_py.workers import sessions
+
+    _emit_steps(paths, now, "housekeeping_failed", lambda: sessions.housekeeping(paths, cfg, now))
+
+
+def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
+    """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
+    from looop_py.loops import index as loopindex
+
+    if not loopindex.index(paths) and not _has_entries(paths.rounds):
+        return  # no loops and no rounds: nothing heavy to import
+    from looop_py.loops import adapters as loops
+
+    _emit_steps(paths, now, "advance_failed", lambda: loops.advance(paths, cfg, now))
+
+
+def _emit_steps(
+    paths: Paths, now: float, failure: str, run: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """Run a housekeeping step and log each thing it did; its bug must not stop the beat."""
+    try:
+        events = run()
+    except Exception as exc:
+        events = [{"event": failure, "message": repr(exc)}]
+    for event in events:
+        journal.emit(paths, str(event.pop("event")), now, **event)
+
+
+def _has_entries(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return any(not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
+
+
+def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> BeatResult:
+    result = replace(result, duration_s=time.monotonic() - started)
+    record = result.to_json()
+    record.pop("journal", None)
+    journal.emit(paths, "beat", clock(), **record)
+    return result
+
+
+def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
+    """`looop sense`: a SENSE and a DIFF with no decide and no commit."""
+    from looop_py.errors import Busy
+
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(paths.pulse_lock)
+    # Sensing writes snapshots, so wait for a running beat rather than race it.
+    if not lock.acquire(timeout_s=cfg.sensors.timeout_s + 5):
+        raise Busy("a pulse has held the lock for too long", "try again in a minute")
+    try:
+        with _terminate_cleanly():
+            world = sense(paths, cfg, clock())
+    finally:
+        procs.kill_running()
+        lock.release()
+    last = load_committed(paths)
+    return {
+        "world_hash": world.hash,
+        "committed_hash": last.hash,
+        "would_wake": world.hash != last.hash,
+        "changed": [c.to_json() for c in worldhash.diff(last.items, world.items)],
+        "snapshots": world.snapshots,
+        "failed": [r.stem for r in world.readings if not r.ok],
+        "sensors": {
+            r.stem.removeprefix("sensor-"): {
+                "status": r.status,
+                "ms": round(r.duration_s * 1000, 1),
+            }
+            for r in world.readings
+        },
+    }

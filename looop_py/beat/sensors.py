@@ -1,0 +1,247 @@
+"""Run user sensors and normalize what they print into `{signal, detail}`.
+
+Each `sensors/<name>.sh` runs with cwd = the work dir, under its timeout and
+the output cap (procs.py does the process-group and cap work). A sensor is a
+reading, not a daemon: whatever it leaves running when it exits is ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import signal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from looop_py import jsonio, procs
+from looop_py.workdir.paths import Paths, is_safe_segment
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+STDERR_TAIL = 1024
+HEADER_LINES = 20
+_HEADER = re.compile(rb"^\s*#\s*looop:(timeout|interval)\s*=\s*(\d+(?:\.\d+)?)\s*$")
+
+RC_NOT_EXECUTABLE = 126
+
+
+@dataclass(frozen=True)
+class Sensor:
+    """One script in sensors/, with the knobs its header sets."""
+
+    name: str
+    path: Path
+    mtime: float
+    timeout_s: float
+    interval_s: float | None
+
+    @property
+    def stem(self) -> str:
+        return f"sensor-{self.name}"
+
+
+RawRun = procs.Result  # what a process did, before any interpretation
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A normalized snapshot plus how it was obtained."""
+
+    stem: str
+    snapshot: dict[str, Any]
+    duration_s: float
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not is_error_signal(self.snapshot.get("signal"))
+
+    @property
+    def status(self) -> str:
+        if not self.ok:
+            return "error"
+        return "cached" if self.cached else "ok"
+
+
+def is_error_signal(signal_value: Any) -> bool:
+    return isinstance(signal_value, dict) and bool(signal_value.get("error"))
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+def parse_header(head: bytes) -> dict[str, float]:
+    """`# looop:timeout=N` / `# looop:interval=N` within the first lines of a script."""
+    found: dict[str, float] = {}
+    for line in head.splitlines()[:HEADER_LINES]:
+        m = _HEADER.match(line)
+        if m:
+            found[m.group(1).decode()] = float(m.group(2))
+    return found
+
+
+def discover(paths: Paths, default_timeout_s: float) -> list[Sensor]:
+    sensors: list[Sensor] = []
+    try:
+        entries = sorted(os.scandir(paths.sensors), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        name = entry.name.removesuffix(".sh")
+        if name == entry.name or not is_safe_segment(name) or not entry.is_file():
+            continue
+        try:
+            with open(entry.path, "rb") as f:
+                header = parse_header(f.read(4096))
+            mtime = entry.stat().st_mtime
+        except OSError:
+            header, mtime = {}, 0.0
+        timeout = header.get("timeout", default_timeout_s)
+        interval = header.get("interval")
+        sensors.append(Sensor(name, Path(entry.path), mtime, timeout, interval or None))
+    return sensors
+
+
+# -- normalization (pure) ------------------------------------------------------
+
+
+def _error(exit_code: int, message: str, stderr: bytes) -> dict[str, Any]:
+    return {
+        "signal": {"error": True, "exit_code": exit_code},
+        "detail": {"message": message, "stderr": stderr.decode("utf-8", "replace").strip()},
+    }
+
+
+def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
+    """Turn what a sensor did into `{signal, detail}` (design.md §3)."""
+    rc = raw.exit_code
+    if raw.returncode is None:
+        message = (
+            "cannot run: the script or the interpreter on its #! line was not found"
+            if rc == 127
+            else "cannot run: not executable (chmod +x it) or a bad #! line"
+        )
+        return _error(rc, message, raw.stderr_tail)
+    if raw.timed_out:
+        message = f"timed out after {timeout_s:g}s; make it faster or raise its "
+        return _error(rc, message + "'# looop:timeout=N' header", raw.stderr_tail)
+    if raw.returncode < 0:
+        try:
+            signame = signal.Signals(-raw.returncode).name
+        except ValueError:
+            signame = f"signal {-raw.returncode}"
+        return _error(rc, f"killed by {signame}", raw.stderr_tail)
+    if rc != 0:
+        return _error(rc, f"exited {rc}; fix the script or its environment", raw.stderr_tail)
+    if raw.stdout_bytes > cap:
+        return {
+            "signal": {"error": "too-large", "cap": cap},
+            "detail": {
+                "bytes": raw.stdout_bytes,
+                "message": "print a small {signal, detail} summary, not a raw dump",
+            },
+        }
+    try:
+        text = raw.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return {
+            "signal": {"error": "not-utf8"},
+            "detail": {"bytes": raw.stdout_bytes, "message": f"stdout is not UTF-8 ({exc.reason})"},
+        }
+    return interpret(text)
+
+
+def interpret(text: str) -> dict[str, Any]:
+    """A sensor's successful stdout: JSON with `signal`, other JSON, or plain text."""
+    stripped = text.strip()
+    try:
+        value = jsonio.loads(stripped) if stripped else stripped
+    except jsonio.JSONDecodeError:
+        return {"signal": stripped, "detail": {}}
+    if isinstance(value, dict) and "signal" in value:
+        snapshot = dict(value)
+        snapshot.setdefault("detail", {})
+        return snapshot
+    return {"signal": value, "detail": {}}
+
+
+# -- one SENSE step ------------------------------------------------------------
+
+
+def _fresh_snapshot(paths: Paths, sensor: Sensor, now: float) -> dict[str, Any] | None:
+    """The stored snapshot, if the sensor's interval says it may be reused."""
+    if sensor.interval_s is None:
+        return None
+    try:
+        st = paths.snapshot(sensor.stem).stat()
+    except FileNotFoundError:
+        return None
+    if st.st_mtime < sensor.mtime or now - st.st_mtime >= sensor.interval_s:
+        return None  # edited since, or too old
+    try:
+        value = jsonio.read_json(paths.snapshot(sensor.stem))
+    except Exception:
+        return None
+    return value if isinstance(value, dict) and "signal" in value else None
+
+
+def sense(
+    paths: Paths,
+    sensors: Iterable[Sensor],
+    *,
+    env: Mapping[str, str],
+    cap: int,
+    concurrency: int,
+    now: float,
+) -> list[Reading]:
+    """Run every sensor (bounded concurrency), write its snapshot, return the readings."""
+    todo = list(sensors)
+    readings: dict[str, Reading] = {}
+    jobs: list[procs.Job] = []
+    for sensor in todo:
+        cached = _fresh_snapshot(paths, sensor, now)
+        if cached is not None:
+            readings[sensor.name] = Reading(sensor.stem, cached, 0.0, cached=True)
+        else:
+            jobs.append(procs.Job(sensor.name, [str(sensor.path)], sensor.timeout_s, cap))
+    results = procs.run_many(jobs, cwd=paths.root, env=env, concurrency=concurrency)
+    by_name = {s.name: s for s in todo}
+    for name, result in results.items():
+        sensor = by_name[name]
+        raw = result
+        if raw.spawn_errno == errno.ENOEXEC:
+            # No #! line: do what a shell does with such a file and hand it to bash.
+            raw = procs.run(
+                ["bash", str(sensor.path)],
+                cwd=paths.root,
+                env=env,
+                timeout_s=sensor.timeout_s,
+                cap=cap,
+            )
+        snapshot = normalize(raw, cap=cap, timeout_s=sensor.timeout_s)
+        try:
+            jsonio.write_json_if_changed(paths.snapshot(sensor.stem), snapshot)
+        except OSError as exc:  # a full disk fails this reading, not the beat
+            snapshot = _error(RC_NOT_EXECUTABLE, f"could not store the snapshot: {exc}", b"")
+        readings[name] = Reading(sensor.stem, snapshot, raw.duration_s)
+    prune(paths, keep={s.stem for s in todo})
+    return [readings[s.name] for s in todo]
+
+
+def prune(paths: Paths, keep: set[str]) -> None:
+    """Remove snapshots of sensors that no longer exist (sys-* belong to probes)."""
+    try:
+        entries = list(os.scandir(paths.snapshots))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        stem = entry.name.removesuffix(".json")
+        if entry.name.startswith("sensor-") and stem != entry.name and stem not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)

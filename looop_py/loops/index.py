@@ -1,0 +1,82 @@
+"""Which goals are loops, and their cadences: cached by goal-file stat, cheap to import.
+
+The pulse asks this on every beat (for ADVANCE and the sys-schedules probe),
+so it imports nothing heavy and parses a goal's YAML only when the file
+changed since the last beat; a goal without frontmatter is never parsed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import CorruptFile, LooopError
+from looop_py.workdir.goals import goal_paths
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def _index_path(paths: Paths) -> Path:
+    return paths.state / "loops-index.json"
+
+
+def index(paths: Paths) -> dict[str, dict[str, Any]]:
+    """{goal id: {"cadence": str|None, "error": str|None}} for every goal that is a loop.
+
+    Goals are parsed only when their file changed since the last call.
+    """
+    try:
+        cached = jsonio.read_json(_index_path(paths), {})
+    except CorruptFile:
+        cached = {}
+    entries = cached.get("goals", {}) if isinstance(cached, dict) else {}
+    fresh: dict[str, Any] = {}
+    changed = False
+    for goal_id, path in goal_paths(paths):
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
+        entry = entries.get(goal_id)
+        if not isinstance(entry, dict) or entry.get("stamp") != stamp:
+            entry = {"stamp": stamp, **_describe(goal_id, path)}
+            changed = True
+        fresh[goal_id] = entry
+    if changed or set(fresh) != set(entries):
+        with contextlib.suppress(OSError):
+            jsonio.write_json(_index_path(paths), {"v": 1, "goals": fresh})
+    return {g: e for g, e in fresh.items() if e.get("loop")}
+
+
+def _describe(goal_id: str, path: Path) -> dict[str, Any]:
+    try:
+        head = path.read_bytes()[:3]
+    except OSError:
+        return {"loop": False}
+    if head != b"---":
+        return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
+    from looop_py.engine.spec import LoopSpec, is_loop
+    from looop_py.workdir.goals import frontmatter
+
+    try:
+        meta, _ = frontmatter(path.read_text(encoding="utf-8"))
+        if not is_loop(meta):
+            return {"loop": False}
+        spec = LoopSpec.from_frontmatter(goal_id, meta)
+    except (LooopError, OSError, UnicodeDecodeError) as exc:
+        return {"loop": True, "cadence": None, "error": str(exc)}
+    return {"loop": True, "cadence": spec.cadence or None, "error": None}
+
+
+def cadences(loops: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {g: e["cadence"] for g, e in loops.items() if e.get("cadence") and not e.get("error")}
+
+
+def schedule_book(paths: Paths) -> Path:
+    return paths.state / "loop-schedule.json"

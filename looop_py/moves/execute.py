@@ -1,0 +1,257 @@
+"""Execute a validated move. looop acts; the model never does.
+
+Each move's effect is a small function below. Policy writes are atomic and
+idempotent; moves that must not run twice (shell, spawn, ask) are wrapped in a
+write-ahead record. `run_shell` goes through the gates: allowlisted simple
+commands run without a shell, anything else is held as an approval that
+`looop approve` runs later, and the tripwire refuses the catastrophic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from looop_py import jsonio, procs
+from looop_py.errors import LooopError
+from looop_py.moves import shellgate as gates
+from looop_py.moves import timers as schedules
+from looop_py.moves import wal
+from looop_py.moves.union import (
+    ArchiveGoal,
+    AskHuman,
+    DropSchedule,
+    KillWorker,
+    Move,
+    Noop,
+    RunShell,
+    StartRound,
+    StartWorker,
+    WriteGoal,
+    WritePlaybook,
+    WriteSchedule,
+    WriteSensor,
+)
+from looop_py.workdir import mailbox
+from looop_py.workdir.config import Config
+from looop_py.workdir.environ import child_env
+from looop_py.workdir.paths import Paths
+
+PLAYBOOK_KEEP = 20
+SHELL_TAIL = 2048
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    note: str = ""  # appended to the journal line: what happened
+    held: str | None = None  # the approval ask id when a gate held the move back
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def execute(
+    paths: Paths, cfg: Config, move: Move, now: float, *, approved: bool = False
+) -> Outcome:
+    """Carry out one move. Failures are Outcomes, not exceptions, so they get journaled."""
+    a = move.action
+    try:
+        match a:
+            case Noop():
+                return Outcome(True)
+            case WriteGoal(id=goal_id, body=body):
+                jsonio.atomic_write(paths.goal(goal_id), _with_newline(body).encode())
+                stamp_goal(paths, goal_id, now)
+                return Outcome(True)
+            case ArchiveGoal(id=goal_id):
+                return _archive_goal(paths, goal_id, now)
+            case WriteSensor(name=name, script=script):
+                text = script if script.startswith("#!") else "#!/usr/bin/env bash\n" + script
+                paths.sensors.mkdir(exist_ok=True)
+                jsonio.atomic_write(paths.sensor(name), _with_newline(text).encode(), mode=0o755)
+                return Outcome(True)
+            case WritePlaybook(body=body):
+                _keep_playbook_history(paths, now)
+                jsonio.atomic_write(paths.playbook, _with_newline(body).encode())
+                return Outcome(True)
+            case WriteSchedule(name=name, in_s=in_s, every_s=every_s, cron=cron):
+                schedules.write(paths, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
+                return Outcome(True)
+            case DropSchedule(name=name):
+                gone = schedules.drop(paths, name)
+                return Outcome(True, "" if gone else "(no such schedule)")
+            case RunShell():
+                return _run_shell(paths, cfg, move, now, approved=approved)
+            case AskHuman(prompt=prompt, options=options):
+                return _guarded(paths, move, now, lambda: _ask(paths, prompt, options, now))
+            case StartWorker() | KillWorker():
+                return _guarded(paths, move, now, lambda: _workers(paths, cfg, move, now))
+            case StartRound():
+                return _guarded(paths, move, now, lambda: _start_round(paths, cfg, move, now))
+    except LooopError as exc:
+        return Outcome(False, exc.message)
+    except OSError as exc:  # a full disk, a permission problem: reported, state intact
+        return Outcome(False, f"{type(exc).__name__}: {exc}")
+    raise AssertionError(f"unhandled move {move.name}")  # pragma: no cover
+
+
+def _with_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _guarded(paths: Paths, move: Move, now: float, run: Any) -> Outcome:
+    wal.begin(paths, move.to_json(), now)
+    try:
+        result: Outcome = run()
+    finally:
+        wal.end(paths)
+    return result
+
+
+# -- goals and the playbook -------------------------------------------------------------
+
+
+def stamp_goal(paths: Paths, goal_id: str, now: float) -> None:
+    """Record that a goal was acted on; feeds the fairness section and sys-goals."""
+    try:
+        ledger = jsonio.read_json(paths.goal_activity, {})
+    except LooopError:
+        ledger = {}
+    acted = dict(ledger.get("goals", {})) if isinstance(ledger, dict) else {}
+    acted[goal_id] = now
+    jsonio.write_json(paths.goal_activity, {"v": 1, "goals": acted})
+
+
+def _archive_goal(paths: Paths, goal_id: str, now: float) -> Outcome:
+    src = paths.goal(goal_id)
+    if not src.exists():
+        return Outcome(False, f"no goal {goal_id!r} to archive")
+    paths.goals_archive.mkdir(parents=True, exist_ok=True)
+    dest = paths.goals_archive / f"{goal_id}.md"
+    if dest.exists():  # never overwrite an older archive
+        dest = (
+            paths.goals_archive
+            / f"{goal_id}.{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}.md"
+        )
+    os.replace(src, dest)
+    return Outcome(True, f"→ {dest.relative_to(paths.root)}")
+
+
+def _keep_playbook_history(paths: Paths, now: float) -> None:
+    if not paths.playbook.exists():
+        return
+    hist = paths.playbook_history
+    hist.mkdir(exist_ok=True)
+    stem = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    dest, n = hist / f"{stem}.md", 1
+    while dest.exists():
+        dest, n = hist / f"{stem}-{n:04d}.md", n + 1
+    jsonio.atomic_write(dest, paths.playbook.read_bytes())
+    versions = sorted(p for p in hist.glob("*.md"))
+    for old in versions[:-PLAYBOOK_KEEP]:
+        with contextlib.suppress(FileNotFoundError):
+            old.unlink()
+
+
+# -- run_shell ------------------------------------------------------------------------------
+
+
+def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, *, approved: bool) -> Outcome:
+    assert isinstance(move.action, RunShell)
+    cmd = move.action.cmd
+    verdict = gates.check_shell(
+        cmd, cfg.gates.shell_allow, allow_dangerous=cfg.gates.allow_dangerous
+    )
+    if verdict.denied is not None:
+        return Outcome(False, f"refused: {verdict.reason}; a human can run it by hand")
+    if not verdict.run and not approved:
+        ask = mailbox.open_ask(
+            paths,
+            prompt=f"Run this shell command in {paths.root}?\n\n    {cmd}\n\n"
+            f"Reason given: {move.action.reason or '(none)'}\nWhy it waits: {verdict.reason}.",
+            asker="decider",
+            now=now,
+            kind="approval",
+            hold={"move": move.to_json()},
+        )
+        return Outcome(True, f"held for approval as {ask.id} ({verdict.reason})", held=ask.id)
+    argv = list(verdict.argv) if verdict.run else ["bash", "-c", cmd]
+    wal.begin(paths, move.to_json(), now)
+    try:
+        result = procs.run(
+            argv,
+            cwd=paths.root,
+            env=child_env(paths),
+            timeout_s=cfg.gates.shell_timeout_s,
+            cap=64 * 1024,
+            stderr_tail=SHELL_TAIL,
+        )
+    finally:
+        wal.end(paths)
+    output = (result.stdout[-SHELL_TAIL:] + b"\n" + result.stderr_tail).decode("utf-8", "replace")
+    record = {
+        "v": 1,
+        "cmd": cmd,
+        "exit_code": result.exit_code,
+        "output": output.strip(),
+        "at": now,
+    }
+    jsonio.write_json(paths.state / "last-shell.json", record)
+    if result.exit_code != 0:
+        why = "timed out" if result.timed_out else f"exit {result.exit_code}"
+        return Outcome(False, f"command failed ({why})", detail={"exit_code": result.exit_code})
+    return Outcome(True, "exit 0", detail={"exit_code": 0})
+
+
+def take_last_shell(paths: Paths) -> dict[str, Any] | None:
+    """The last run_shell's output, handed to the next decide exactly once."""
+    path = paths.state / "last-shell.json"
+    try:
+        record = jsonio.read_json(path, None)
+    except LooopError:
+        record = None
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return record if isinstance(record, dict) else None
+
+
+# -- the mailbox, workers and rounds ----------------------------------------------------------
+
+
+def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float) -> Outcome:
+    ask = mailbox.open_ask(paths, prompt=prompt, asker="decider", now=now, options=options or ())
+    return Outcome(True, f"as {ask.id}", detail={"ask": ask.id})
+
+
+def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
+    from looop_py.workers import sessions
+
+    a = move.action
+    if isinstance(a, StartWorker):
+        started = sessions.start(
+            paths,
+            cfg,
+            a.id,
+            a.prompt,
+            runtime=a.runtime,
+            verify=a.verify,
+            workspace=a.workspace,
+            now=now,
+        )
+        stamp_goal(paths, a.id, now)
+        return Outcome(True, f"pid {started.pid}")
+    assert isinstance(a, KillWorker)
+    sessions.kill(paths, a.id, reason=a.reason)
+    return Outcome(True)
+
+
+def _start_round(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
+    from looop_py.loops import adapters as loops
+
+    a = move.action
+    assert isinstance(a, StartRound)
+    state = loops.start_round(paths, cfg, a.loop, now=now, trigger="move", target=a.target)
+    stamp_goal(paths, a.loop, now)
+    return Outcome(True, f"round {state.id} ({state.phase.value})")

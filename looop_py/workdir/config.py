@@ -1,0 +1,245 @@
+"""looop.toml → frozen dataclasses with documented defaults.
+
+Each `[section]` of the file is one dataclass below; a key the file leaves out
+keeps the default written here (and, commented, in the starter looop.toml).
+A key of the wrong type or an unknown key is a ConfigError naming it, so a
+typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import ConfigError
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+@dataclass(frozen=True)
+class SensorsConfig:
+    timeout_s: float = 60.0  # per sensor; a `# looop:timeout=N` header overrides it
+    max_bytes: int = 8192  # stdout cap; more is reported as too-large, never stored
+    concurrency: int = 8  # sensors running at once
+
+
+@dataclass(frozen=True)
+class DeciderConfig:
+    backend: str = "rules"  # rules | command | openai | anthropic | script | noop
+    # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
+    # file whose shell-quoted path replaces {{prompt_file}}.
+    command: str = ""
+    timeout_s: float = 600.0  # command: the whole run; HTTP: each attempt
+    # openai / anthropic: "" means https://api.openai.com/v1 or https://api.anthropic.com
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""  # "" means OPENAI_API_KEY or ANTHROPIC_API_KEY
+    max_tokens: int = 4096  # output tokens per decide
+    max_retries: int = 4  # extra attempts after a 429 / 5xx / dropped connection
+    backoff_s: float = 1.0  # first retry delay, doubled each time (Retry-After wins)
+    max_wait_s: float = 60.0  # total time spent waiting between attempts
+    structured: bool = True  # openai: ask for JSON-schema structured output
+    script: str = ""  # script: moves to replay (JSON lines or a JSON array), work-dir relative
+    usd_per_mtok_in: float | None = None  # prices per million tokens, for backends that
+    usd_per_mtok_out: float | None = None  # report tokens but no cost
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
+    shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
+    allow_dangerous: bool = False  # True switches the deny-list tripwire off
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    decides_per_hour: int = 120  # 0 = no cap
+    daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
+    daily_usd: float = 0.0  # 0 = no budget
+    unmetered_limit: int = 3  # with a budget: this many unmetered decides in a row stop it
+    backoff_base_s: float = 60.0  # after n failures in a row wait base·2^(n−1) s …
+    backoff_max_s: float = 300.0  # … but never longer than this
+    noop_ttl_s: float = 21600.0  # re-decide an unchanged world this long after a noop; 0 = never
+    flap_streak: int = 5  # a signal changing this many beats running is called flapping
+    prompt_max_bytes: int = 262144
+    runs_keep: int = 50  # decide archives kept in runs/
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    max_live: int = 8  # fleet cap: live workers at once
+    default_runtime: str = "shell"  # runtime when a start names none
+    kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
+    stuck_after_s: float = 900.0  # no output for this long: health `stuck`
+    session_ttl_s: float = 259200.0  # dead sessions are pruned after 3 days
+    verify_timeout_s: float = 60.0  # one `--verify` command
+    verify_budget_s: float = 120.0  # all verifies of one beat together
+    repo: str = ""  # git repo for `--workspace git-worktree` ("" = the one holding the work dir)
+    worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """`[runtimes.NAME]`: how to launch one kind of worker."""
+
+    command: str = ""  # must hold {{prompt_file}}; "" keeps a built-in's command
+    usage: str = ""  # JSON stream to read usage from: "claude" | "codex" | "" (worker reports)
+    read_only: str = ""  # the command in the CLI's read-only mode, for L1 loops ("" = none)
+
+
+@dataclass(frozen=True)
+class Config:
+    sensors: SensorsConfig = field(default_factory=SensorsConfig)
+    decider: DeciderConfig = field(default_factory=DeciderConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # [actions.<kind>] command = "…", timeout_s = N: what a loop's approved action runs.
+    # Kinds are the user's own names, so the table is kept as is and checked by
+    # looop_py.engine.actions.action_commands.
+    actions: dict[str, Any] = field(default_factory=dict)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+    # A table of named tables: [runtimes.claude], [runtimes.mine] …
+    runtimes: dict[str, RuntimeConfig] = field(
+        default_factory=dict, metadata={"table_of": RuntimeConfig}
+    )
+
+
+def load(path: Path, cache: Path | None = None) -> Config:
+    """Read looop.toml; `cache` keeps the parsed table so unchanged files skip the TOML parser.
+
+    The cache is keyed on the file's stat, so any edit (even one that keeps the
+    size) invalidates it, and it is written only after the table built a valid
+    Config, so a cached table is always a good one.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} is missing", "run `looop init` in the work dir") from exc
+    stamp = [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
+    table = _cached_table(cache, stamp) if cache else None
+    fresh = table is None
+    if table is None:
+        table = _parse(path)
+    try:
+        config: Config = build(Config, table, where="")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc.message}", exc.hint) from None
+    if fresh and cache is not None:
+        with contextlib.suppress(OSError, TypeError):
+            jsonio.atomic_write(cache, jsonio.dumps({"stamp": stamp, "table": table}))
+    return config
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}", "fix the TOML syntax at that line") from exc
+
+
+def _cached_table(cache: Path, stamp: list[int]) -> dict[str, Any] | None:
+    try:
+        data = jsonio.read_json(cache)
+    except Exception:
+        return None
+    if (
+        isinstance(data, dict)
+        and data.get("stamp") == stamp
+        and isinstance(data.get("table"), dict)
+    ):
+        table: dict[str, Any] = data["table"]
+        return table
+    return None
+
+
+_SIMPLE = {
+    "str": (str,),
+    "bool": (bool,),
+    "int": (int,),
+    "float": (int, float),
+}
+
+
+def _check(value: Any, type_name: str, where: str) -> Any:
+    optional = type_name.endswith(" | None")
+    base = type_name.removesuffix(" | None")
+    if value is None and optional:
+        return None
+    if base in _SIMPLE:
+        ok = isinstance(value, _SIMPLE[base]) and not (base != "bool" and isinstance(value, bool))
+        if ok:
+            return float(value) if base == "float" else value
+    elif base in {"list[str]", "tuple[str, ...]"}:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    elif base == "dict[str, str]":
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return dict(value)
+    elif base == "dict[str, Any]":
+        if isinstance(value, dict):
+            return dict(value)
+    else:  # pragma: no cover - a field type this loader does not know is a bug here
+        raise TypeError(f"config field {where} has unsupported type {type_name}")
+    raise ConfigError(f"{where} should be {base}, got {type(value).__name__} {value!r}")
+
+
+def build(cls: type[Any], table: Any, where: str) -> Any:
+    """Build dataclass `cls` from a TOML table, checking every key and type."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{where}] should be a table")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(fields), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(fields)}"
+        raise ConfigError(f"unknown key {_key(where, unknown[0])}", hint)
+    values: dict[str, Any] = {}
+    for name, value in table.items():
+        f = fields[name]
+        table_of = f.metadata.get("table_of")
+        nested = _nested_type(f)
+        if table_of is not None:
+            values[name] = _build_tables(table_of, value, _key(where, name))
+        elif nested is not None:
+            values[name] = build(nested, value, _key(where, name))
+        else:
+            values[name] = _check(value, str(f.type), _key(where, name))
+    return cls(**values)
+
+
+def _build_tables(cls: type[Any], table: Any, where: str) -> dict[str, Any]:
+    """A table of named tables, e.g. [runtimes.NAME]: each name must be a safe segment."""
+    from looop_py.workdir.paths import is_safe_segment
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{where}] should be a table of tables, e.g. [{where}.NAME]")
+    out: dict[str, Any] = {}
+    for name, value in table.items():
+        if not is_safe_segment(name):
+            raise ConfigError(
+                f"[{where}.{name}]: unsafe name", "use letters, digits, '.', '_' and '-'"
+            )
+        out[name] = build(cls, value, _key(where, name))
+    return out
+
+
+def _key(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _nested_type(f: dataclasses.Field[Any]) -> type[Any] | None:
+    if f.default_factory is not dataclasses.MISSING:
+        sample = f.default_factory()
+        if dataclasses.is_dataclass(sample):
+            return type(sample)
+    return None

@@ -1,0 +1,49 @@
+"""journal.md: one human line per executed move. events.jsonl: one machine line per event."""
+
+from __future__ import annotations
+
+import time
+
+from looop_py import jsonio
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """Collapse newlines so one move can never forge a second journal entry."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def write(paths: Paths, text: str, now: float) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(now))
+    line = f"- {stamp} {one_line(text)}"
+    jsonio.append_text(paths.journal, (line + "\n").encode("utf-8"))
+    return line
+
+
+def tail(paths: Paths, n: int) -> list[str]:
+    return [line.decode("utf-8", "replace") for line in jsonio.tail_lines(paths.journal, n)]
+
+
+def iso(ts: float) -> str:
+    """UTC, millisecond precision: 2026-11-22T09:30:00.123Z."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+
+
+def emit(paths: Paths, event: str, now: float, **fields: Any) -> None:
+    jsonio.append_line(paths.events, {"ts": iso(now), "event": event, **fields})
+
+
+def recent_events(paths: Paths, n: int = 200) -> list[dict[str, Any]]:
+    return [
+        e for e in jsonio.iter_json_lines(jsonio.tail_lines(paths.events, n)) if isinstance(e, dict)
+    ]
+
+
+def last_event(paths: Paths, event: str, scan: int = 500) -> dict[str, Any] | None:
+    return next((e for e in reversed(recent_events(paths, scan)) if e.get("event") == event), None)

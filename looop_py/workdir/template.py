@@ -1,0 +1,93 @@
+"""`looop init`: lay out a work dir from the starter template, never overwriting."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from looop_py.workdir.paths import CONFIG_NAME, Paths
+
+_SKIP = {"__init__.py", "__pycache__"}
+
+
+@dataclass(frozen=True)
+class InitResult:
+    root: Path
+    created: tuple[Path, ...]
+    kept: tuple[Path, ...]  # already there, left untouched
+    agent_clis: tuple[str, ...] = ()  # agent CLIs found on PATH, offered in the new looop.toml
+
+
+def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
+    files: list[tuple[str, bytes]] = []
+    for child in sorted(node.iterdir(), key=lambda c: c.name):
+        if child.name in _SKIP or child.name.endswith(".pyc"):
+            continue
+        rel = f"{prefix}{child.name}"
+        if child.is_dir():
+            files += _template_files(child, rel + "/")
+        else:
+            files.append((rel, child.read_bytes()))
+    return files
+
+
+def template_root() -> Traversable:
+    """The starter work dir: inside the package once installed from a wheel
+    (pyproject's package-dir maps the repo's top-level template/ there), else
+    the repo's template/ itself, for a source checkout or an editable install."""
+    shipped = resources.files("looop_py").joinpath("template")
+    if shipped.is_dir():
+        return shipped
+    return Path(__file__).resolve().parents[2] / "template"
+
+
+def template_files() -> list[tuple[str, bytes]]:
+    """(relative path, bytes) of every starter file."""
+    return _template_files(template_root())
+
+
+def init(target: Path) -> InitResult:
+    paths = Paths(target.resolve())
+    created: list[Path] = []
+    kept: list[Path] = []
+    found: tuple[str, ...] = ()
+    paths.root.mkdir(parents=True, exist_ok=True)
+    for directory in paths.layout_dirs():
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            created.append(directory)
+    for rel, content in template_files():
+        dest = paths.root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        executable = rel.startswith("sensors/") and rel.endswith(".sh")
+        data = content
+        if rel == CONFIG_NAME and not dest.exists():
+            data, found = _with_agent_clis(content)
+        try:
+            # O_EXCL: an existing file, even one created a moment ago, is never replaced.
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            kept.append(dest)
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if executable:
+            mode = dest.stat().st_mode
+            dest.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        created.append(dest)
+    if paths.config in kept:
+        found = ()  # an existing looop.toml is never touched, so nothing was offered
+    return InitResult(paths.root, tuple(created), tuple(kept), found)
+
+
+def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """The starter looop.toml plus a commented, ready block per agent CLI on PATH."""
+    from looop_py.deciders import presets
+
+    found = presets.detect()
+    text = presets.apply(template.decode("utf-8"), found)
+    return text.encode("utf-8"), tuple(p.cli for p, _ in found)

@@ -1,0 +1,225 @@
+"""Worker runtimes: how each agent CLI is launched, the worker contract, usage in its output.
+
+A runtime is one bash command line holding `{{prompt_file}}`. Workers run
+detached with no terminal, so every built-in uses its CLI's non-interactive
+mode, and reads the prompt from a file (argv is capped at 128 KiB on Linux).
+`[runtimes.NAME]` in looop.toml overrides a built-in or adds a new one.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import ConfigError, WorkerRefused
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from looop_py.workdir.config import Config
+
+PLACEHOLDER = "{{prompt_file}}"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    command: str  # bash, with {{prompt_file}}
+    usage: str = ""  # which JSON stream to read usage from ("" = the worker reports it)
+    script: bool = False  # the prompt is itself a bash script: the contract goes in as comments
+    read_only: str = ""  # the command in the CLI's read-only mode ("" = it has none)
+
+    def launch_template(self, read_only: bool) -> str:
+        """The command to run; an L1 worker gets the read-only mode when the CLI has one."""
+        return self.read_only if read_only and self.read_only else self.command
+
+
+BUILTINS: dict[str, Runtime] = {
+    # Headless mode; stream-json ends with a `result` line carrying usage and cost.
+    "claude": Runtime(
+        "claude",
+        "claude -p --output-format stream-json --verbose --dangerously-skip-permissions"
+        " < {{prompt_file}}",
+        usage="claude",
+        # plan mode: reads and searches only, no edits and no commands.
+        read_only="claude -p --output-format stream-json --verbose --permission-mode plan"
+        " < {{prompt_file}}",
+    ),
+    # `codex exec -` reads the prompt from stdin; --json prints turn.completed usage events.
+    "codex": Runtime(
+        "codex",
+        "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -"
+        " < {{prompt_file}}",
+        usage="codex",
+        read_only="codex exec --json --skip-git-repo-check --sandbox read-only - < {{prompt_file}}",
+    ),
+    # `@file` puts the file into the first prompt; --print runs once and exits.
+    "pi": Runtime("pi", "pi --print --mode json @{{prompt_file}}"),
+    # --message-file runs one instruction and exits; --yes-always answers its confirmations.
+    "aider": Runtime(
+        "aider",
+        "aider --yes-always --no-pretty --message-file {{prompt_file}}",
+        read_only="aider --dry-run --yes-always --no-pretty --message-file {{prompt_file}}",
+    ),
+    # The offline default: the prompt is a bash script.
+    "shell": Runtime("shell", "bash {{prompt_file}}", script=True),
+}
+
+USAGE_KINDS = ("", "claude", "codex")
+
+
+def known(config: Config) -> list[str]:
+    return sorted({*BUILTINS, *config.runtimes})
+
+
+def resolve(config: Config, name: str | None) -> Runtime:
+    """The runtime called `name` (default: [workers] default_runtime), config over built-in."""
+    name = name or config.workers.default_runtime
+    base = BUILTINS.get(name)
+    custom = config.runtimes.get(name)
+    if base is None and custom is None:
+        raise WorkerRefused(
+            f"unknown runtime {name!r}",
+            f"use one of {', '.join(known(config))}, or add [runtimes.{name}] to looop.toml",
+        )
+    if custom is None:
+        assert base is not None
+        return base
+    command = custom.command or (base.command if base else "")
+    where = f"looop.toml [runtimes.{name}]"
+    if not command:
+        raise ConfigError(f"{where} has no command", f'add: command = "mytool {PLACEHOLDER}"')
+    if PLACEHOLDER not in command:
+        raise ConfigError(
+            f"{where} command does not hold {PLACEHOLDER}",
+            "the worker reads its prompt from that file; put the placeholder where the path goes",
+        )
+    if custom.usage not in USAGE_KINDS:
+        raise ConfigError(f"{where} usage should be one of {USAGE_KINDS}, got {custom.usage!r}")
+    # An override keeps what the name implies: claude's stream, shell's script.
+    usage = custom.usage or (base.usage if base else "")
+    read_only = custom.read_only or (base.read_only if base and not custom.command else "")
+    if read_only and PLACEHOLDER not in read_only:
+        raise ConfigError(f"{where} read_only does not hold {PLACEHOLDER}")
+    return Runtime(
+        name, command, usage=usage, script=base.script if base else False, read_only=read_only
+    )
+
+
+def launch_command(runtime: Runtime, prompt_file: Path, *, read_only: bool = False) -> str:
+    """The command with the prompt path shell-quoted (also where the template quoted it)."""
+    quoted = shlex.quote(str(prompt_file))
+    command = runtime.launch_template(read_only)
+    for already in (f"'{PLACEHOLDER}'", f'"{PLACEHOLDER}"'):
+        command = command.replace(already, quoted)
+    return command.replace(PLACEHOLDER, quoted)
+
+
+# -- the worker contract ---------------------------------------------------------
+
+
+def contract(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
+    """What every worker is told before its task: how to ask, claim, deliver and finish."""
+    lines = [
+        f"LOOOP WORKER CONTRACT (session {session_id}, runtime {runtime.name})",
+        "You are a worker started by looop. Your task follows this contract.",
+        "- Ask, never guess: for a human decision run",
+        '    answer=$("$LOOOP_BIN" ask --prompt "what you need to know")',
+        "  It blocks until a human answers and prints only the answer. Stay alive while waiting.",
+        '- Claims: before touching a shared target run `"$LOOOP_BIN" claim NAME`.',
+        "  Exit 0: it is yours, and stdout is its epoch (a fencing token for what you write).",
+        "  Non-zero: someone else holds it; do not proceed. Release it with",
+        '  `"$LOOOP_BIN" unclaim NAME` as soon as you are done; never sit on a claim.',
+        f'- Deliverables for humans go to "$LOOOP_REPORTS_DIR" (e.g. {session_id}.md there).',
+        "- Never edit PLAYBOOK.md, goals/ or sensors/ in the work dir; propose a change in a",
+        "  report and ask.",
+        "- Finish by reporting how it went; exiting 0 alone never counts as success:",
+        '    "$LOOOP_BIN" done --status done|done-with-concerns|blocked --summary "one line"',
+        "  (add --tokens N --cost-usd X if you know what you spent).",
+        "- Environment: LOOOP_SESSION_ID, LOOOP_BIN, LOOOP_DIR, LOOOP_CLAIMS_DIR,",
+        "  LOOOP_REPORTS_DIR.",
+    ]
+    if workspace is not None:
+        lines += [
+            f"- Workspace: a git worktree at {workspace} on branch looop/{session_id}; you start",
+            "  there. Commit what should last: a worktree without new commits is removed when",
+            "  the session ends, one with commits is kept.",
+        ]
+    return "\n".join(lines)
+
+
+def prompt_text(session_id: str, runtime: Runtime, prompt: str, workspace: Path | None) -> str:
+    """prompt.md: the contract, then the task. For a script runtime the contract is comments."""
+    text = contract(session_id, runtime, workspace)
+    if runtime.script:
+        header = "\n".join(f"# {line}".rstrip() for line in text.splitlines())
+        return f"{header}\n\n{prompt.rstrip()}\n"
+    return f"{text}\n\n---\n\n{prompt.rstrip()}\n"
+
+
+# -- usage from a runtime's JSON stream -----------------------------------------------
+
+
+def usage_from_output(kind: str, log: Path) -> dict[str, Any] | None:
+    """Tokens and cost a runtime printed in its JSON stream; None when it printed none."""
+    if kind not in ("claude", "codex"):
+        return None
+    try:
+        f = log.open("rb")
+    except FileNotFoundError:
+        return None
+    found: dict[str, Any] | None = None
+    with f:
+        for line in f:
+            if b'"usage"' not in line and b"total_cost_usd" not in line:
+                continue
+            try:
+                event = jsonio.loads(line)
+            except jsonio.JSONDecodeError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            if kind == "claude" and event.get("type") == "result":
+                found = _claude_usage(event)  # the last result line wins
+            elif kind == "codex" and event.get("type") == "turn.completed":
+                found = _add(found, event.get("usage"))
+    return found
+
+
+def _claude_usage(event: dict[str, Any]) -> dict[str, Any]:
+    u = _dict(event.get("usage"))
+    inp = sum(
+        _int(u.get(k))
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    out = _int(u.get("output_tokens"))
+    cost = event.get("total_cost_usd", event.get("cost_usd"))
+    return {
+        "input_tokens": inp,
+        "output_tokens": out,
+        "total_tokens": inp + out,
+        "cost_usd": float(cost) if isinstance(cost, int | float) else None,
+        "source": "stream",
+    }
+
+
+def _add(acc: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
+    if not isinstance(usage, dict):
+        return acc
+    acc = acc or {"input_tokens": 0, "output_tokens": 0, "cost_usd": None, "source": "stream"}
+    acc["input_tokens"] += _int(usage.get("input_tokens"))
+    acc["output_tokens"] += _int(usage.get("output_tokens"))
+    acc["total_tokens"] = acc["input_tokens"] + acc["output_tokens"]
+    return acc
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0

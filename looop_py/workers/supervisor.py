@@ -1,0 +1,133 @@
+"""The supervisor of one worker: starts it detached, waits for it, records how it ended.
+
+`looop worker start` runs this in a new session and returns as soon as it
+reports the worker's pid; from then on the two outlive any looop process.
+
+    1. fork once more and let the first process exit, so whoever started us
+       can reap it at once and we are adopted by init;
+    2. fork the worker into its own session (so its own process group), held
+       at a gate until its pid and create time are in meta.json, so anything
+       it runs (`looop claim` …) finds its session already on record;
+    3. wait for it; write status.json with its exit code; end whatever it
+       left behind in its group (SIGTERM, then SIGKILL after the grace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.workers import sessions
+
+# typing is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    d = Path(argv[0])
+    if os.fork() > 0:
+        os._exit(0)
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)  # no terminal, no Ctrl-C: only kill ends us
+    try:
+        meta: dict[str, Any] = jsonio.read_json(d / sessions.META)
+        command, cwd = str(meta["command"]), str(meta["cwd"])
+    except Exception as exc:
+        _ready({"error": f"unreadable {sessions.META}: {exc}"})
+        return 1
+    gate_r, gate_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        _exec_worker(gate_r, gate_w, d, command, cwd)
+    os.close(gate_r)
+    me = os.getpid()
+    created = sessions.create_time(pid)
+    meta.update(
+        pid=pid,
+        create_time=created,
+        supervisor_pid=me,
+        supervisor_create_time=sessions.create_time(me),
+    )
+    jsonio.write_json(d / sessions.META, meta)
+    jsonio.write_json(d / sessions.STATUS, {"state": "running", "exit_code": None})
+    _ready({"pid": pid, "create_time": created, "supervisor_pid": me})
+    os.close(gate_w)  # the gate opens: the worker runs
+    _, wait_status = os.waitpid(pid, 0)
+    ended = time.time()
+    killed = (d / sessions.KILL).exists()
+    code = os.waitstatus_to_exitcode(wait_status)
+    status: dict[str, Any] = {
+        "state": "killed" if killed else "exited",
+        "exit_code": 128 - code if code < 0 else code,  # a signal death is 128+N, as in a shell
+        "signal": -code if code < 0 else None,
+        "ended_at": ended,
+    }
+    jsonio.write_json(d / sessions.STATUS, status)  # first: the exit is news at once
+    if not killed:  # `looop worker kill` ends the whole tree itself
+        grace = sessions._dict(meta.get("limits")).get("kill_grace_s")
+        _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
+    return 0
+
+
+def _ready(message: dict[str, Any]) -> None:
+    """One line to the waiting `looop worker start`, then stdout goes to /dev/null."""
+    with contextlib.suppress(OSError):
+        os.write(1, jsonio.dumps(message) + b"\n")
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
+
+
+def _exec_worker(gate_r: int, gate_w: int, d: Path, command: str, cwd: str) -> None:
+    try:
+        os.setsid()
+        os.close(gate_w)
+        os.read(gate_r, 1)  # returns when the supervisor closes its end
+        os.close(gate_r)
+        # Python ignores SIGPIPE and friends; a shell script expects the defaults.
+        for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        out = os.open(d / sessions.OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.closerange(3, 1024)
+        os.chdir(cwd)
+        os.execvp("bash", ["bash", "-c", command])  # noqa: S606 - bash is the shell
+    except BaseException:
+        with contextlib.suppress(Exception):
+            os.write(2, traceback.format_exc().encode())
+    finally:
+        os._exit(127)
+
+
+def _end_stragglers(pgid: int, grace_s: float) -> None:
+    """End what the worker left running in its group: SIGTERM, then SIGKILL after the grace.
+
+    The leader is reaped, but its group id stays taken while any member lives,
+    so the id cannot name someone else's group here.
+    """
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return  # nothing left
+    deadline = time.monotonic() + grace_s
+    while sessions.group_members(pgid):
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))
