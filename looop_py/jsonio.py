@@ -159,7 +159,7 @@ def json_files(directory: Path, *, skip: set[str] | None = None) -> list[tuple[s
     A file that is not valid JSON maps to None; hidden files, temp files and
     names in `skip` (file names) are left out; a missing directory is empty.
     """
-    from looop_py.workdir.paths import is_safe_segment
+    from looop_py.ids import is_safe_segment
 
     try:
         names = sorted(os.listdir(directory))

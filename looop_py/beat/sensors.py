@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio, procs
-from looop_py.workdir.paths import Paths, is_safe_segment
+from looop_py.ids import is_safe_segment
+from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False

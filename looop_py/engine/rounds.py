@@ -49,7 +49,7 @@ from looop_py.engine.ports import (
 from looop_py.engine.report import RoundOutcome, RoundReport
 from looop_py.engine.spec import LoopSpec
 from looop_py.errors import CorruptFile, UsageError
-from looop_py.workdir.paths import check_segment, is_safe_segment
+from looop_py.ids import check_segment, is_safe_segment
 
 # typing is not imported at run time: the pulse advances rounds every beat.
 TYPE_CHECKING = False

@@ -32,7 +32,8 @@ from pathlib import Path
 from looop_py.engine.budget import BudgetError, TokenBudget
 from looop_py.engine.levels import LoopLevel
 from looop_py.errors import UsageError
-from looop_py.workdir.paths import Paths, is_safe_segment
+from looop_py.ids import is_safe_segment
+from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False

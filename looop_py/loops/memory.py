@@ -12,7 +12,7 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.engine.ports import MemoryEntry
-from looop_py.workdir.paths import check_segment
+from looop_py.ids import check_segment
 
 _DEDUPE_WINDOW = 20  # lines searched for an entry of the same round
 

@@ -19,7 +19,7 @@ from looop_py import jsonio
 from looop_py.engine.cadence import Schedule
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import CorruptFile, UsageError
-from looop_py.workdir.paths import is_safe_segment
+from looop_py.ids import is_safe_segment
 
 # typing is not imported at run time: the pulse loads this module every beat.
 TYPE_CHECKING = False

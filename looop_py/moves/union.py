@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py.errors import LooopError
-from looop_py.workdir.paths import is_safe_segment
+from looop_py.ids import is_safe_segment
 
 NEXT_INTERVAL_MIN_S = 5
 NEXT_INTERVAL_MAX_S = 300

@@ -219,7 +219,7 @@ def build(cls: type[Any], table: Any, where: str) -> Any:
 
 def _build_tables(cls: type[Any], table: Any, where: str) -> dict[str, Any]:
     """A table of named tables, e.g. [runtimes.NAME]: each name must be a safe segment."""
-    from looop_py.workdir.paths import is_safe_segment
+    from looop_py.ids import is_safe_segment
 
     if not isinstance(table, dict):
         raise ConfigError(f"[{where}] should be a table of tables, e.g. [{where}.NAME]")

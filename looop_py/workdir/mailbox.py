@@ -18,7 +18,8 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import LooopError, UsageError
-from looop_py.workdir.paths import Paths, check_segment
+from looop_py.ids import check_segment
+from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False

@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py.errors import NotAWorkDir, UsageError
+from looop_py.errors import NotAWorkDir
+from looop_py.ids import check_segment as check_segment  # noqa: PLC0414 - re-export until the workers split lands
+from looop_py.ids import is_safe_segment as is_safe_segment  # noqa: PLC0414
 
 CONFIG_NAME = "looop.toml"
-
-# Ids and names become path segments: letters, digits, '.', '_', '-', no leading dot.
-_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
-
-
-def is_safe_segment(name: str) -> bool:
-    return bool(_SAFE_SEGMENT.fullmatch(name)) and ".." not in name
-
-
-def check_segment(name: str, what: str = "name") -> str:
-    if not is_safe_segment(name):
-        raise UsageError(
-            f"unsafe {what} {name!r}",
-            "use letters, digits, '.', '_' and '-' (at most 128, no leading dot, no '..')",
-        )
-    return name
 
 
 @dataclass(frozen=True)
