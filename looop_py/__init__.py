@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "ActionError": "looop_py.engine.actions",
     "ApprovalOnlyExecutor": "looop_py.engine.actions",
     "CallbackActionExecutor": "looop_py.engine.actions",
-    "CommandActionExecutor": "looop_py.engine.actions",
+    "CommandActionExecutor": "looop_py.loops.executor",
     "HumanGate": "looop_py.engine.protocols",
     "ActionExecutor": "looop_py.engine.protocols",
     "LoopSink": "looop_py.engine.protocols",

@@ -13,7 +13,6 @@ from looop_py import (
     ActionError,
     AllowlistGate,
     ApprovalOnlyExecutor,
-    CommandActionExecutor,
     LoopEngine,
     LoopLevel,
     LoopSpec,
@@ -24,6 +23,7 @@ from looop_py import (
 from looop_py.engine.actions import ActionCommand, action_commands
 from looop_py.engine.inproc import ScriptedWorkers, SharedWorkspace, done
 from looop_py.errors import ConfigError
+from looop_py.loops.executor import CommandActionExecutor
 
 SPEC = LoopSpec("pr-bot", "open PRs for verified fixes", LoopLevel.L3_UNATTENDED)
 ACTION = ProposedAction("open-pr", "Fix the flaky test\n\nIt raced on the clock.", True)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from looop_py import LoopLevel, LoopSpec, Schedule, TokenBudget, patterns
+from looop_py import LoopLevel, Schedule, TokenBudget, patterns
 from looop_py.errors import UsageError
+from looop_py.loops.index import goal_text, spec_from_goal
 
 ORDER = [
     "daily-triage",
@@ -77,10 +78,10 @@ def test_by_name_and_a_goal_file_that_reads_back(tmp_path: Path) -> None:
         patterns.by_name("nope")
     for spec in patterns.catalogue():
         path = tmp_path / f"{spec.name}.md"
-        path.write_text(patterns.goal_text(spec))
-        assert LoopSpec.from_goal(path) == spec
+        path.write_text(goal_text(spec))
+        assert spec_from_goal(path) == spec
     custom = patterns.ci_sweeper().with_on("ci").with_allow("apply-patch").with_target("repo")
     custom = custom.with_budget(TokenBudget.iters(3).with_max_wall_s(60))
     path = tmp_path / "ci-sweeper.md"
-    path.write_text(patterns.goal_text(custom))
-    assert LoopSpec.from_goal(path) == custom
+    path.write_text(goal_text(custom))
+    assert spec_from_goal(path) == custom

@@ -22,6 +22,7 @@ from looop_py import (
 from looop_py.engine.budget import BudgetError
 from looop_py.engine.spec import LoopSpecError, is_loop
 from looop_py.errors import UsageError
+from looop_py.loops.index import spec_from_goal
 from looop_py.workdir.goals import GoalError, frontmatter
 
 # -- levels ------------------------------------------------------------------------
@@ -254,7 +255,7 @@ Free-form notes.
 def test_spec_from_goal_reads_the_frontmatter(tmp_path: Path) -> None:
     path = tmp_path / "ci-sweeper.md"
     path.write_text(GOAL)
-    spec = LoopSpec.from_goal(path)
+    spec = spec_from_goal(path)
     assert spec.name == "ci-sweeper"
     assert spec.intent.startswith("Keep the default branch green by")
     assert spec.level is LoopLevel.L2_ASSISTED and spec.cadence == "every 10m"
@@ -267,7 +268,7 @@ def test_spec_from_goal_reads_the_frontmatter(tmp_path: Path) -> None:
 def test_goal_intent_falls_back_to_goal_and_level_to_l1(tmp_path: Path) -> None:
     path = tmp_path / "tidy.md"
     path.write_text("---\ngoal: Keep it tidy\ncadence: daily 07:00\n---\nbody\n")
-    spec = LoopSpec.from_goal(path)
+    spec = spec_from_goal(path)
     assert spec.intent == "Keep it tidy" and spec.level is LoopLevel.L1_REPORT
 
 
@@ -288,7 +289,7 @@ def test_bad_goal_loops_are_errors_that_say_why(tmp_path: Path, front: str, need
     path = tmp_path / "bad.md"
     path.write_text(f"---\n{front}---\n")
     with pytest.raises(LoopSpecError) as info:
-        LoopSpec.from_goal(path)
+        spec_from_goal(path)
     assert needle in str(info.value)
 
 
@@ -297,7 +298,7 @@ def test_a_goal_without_loop_keys_is_not_a_loop(tmp_path: Path) -> None:
     path.write_text("---\ngoal: Keep healthy\non: [disk]\n---\nbody\n")
     assert not is_loop(frontmatter(path.read_text())[0])
     with pytest.raises(LoopSpecError, match="not a loop"):
-        LoopSpec.from_goal(path)
+        spec_from_goal(path)
 
 
 def test_frontmatter_split() -> None:
@@ -311,7 +312,7 @@ def test_frontmatter_split() -> None:
 
 
 def test_load_loops_lists_loops_and_names_broken_ones(tmp_path: Path) -> None:
-    from looop_py.engine.spec import load_loops
+    from looop_py.loops.index import load_loops
     from looop_py.workdir.paths import Paths
 
     paths = Paths(tmp_path)

@@ -32,8 +32,9 @@ from looop_py.engine.inproc import (
     done,
 )
 from looop_py.engine.ports import Approval, MemoryEntry, WorkerRequest, WorkerResult, WorkerStatus
-from looop_py.engine.rounds import Phase, RoundState, RoundStore, advance, new_round
-from looop_py.loops.memory import JsonlMemory
+from looop_py.engine.rounds import Phase, RoundState, new_round
+from looop_py.engine.steps import advance
+from looop_py.loops.store import JsonlMemory, RoundFiles
 
 
 class Clock:
@@ -334,7 +335,7 @@ def test_run_once_never_raises_even_when_the_store_cannot_be_written(tmp_path: P
     report = engine(
         spec(LoopLevel.L1_REPORT),
         ScriptedWorkers([done("m"), done("c")]),
-        store=RoundStore(blocker),
+        store=RoundFiles(blocker),
     ).run_once()
     assert report.outcome is RoundOutcome.FAILED and report.error
 
@@ -381,7 +382,7 @@ def test_advance_is_one_step_and_returns_the_same_state_while_waiting() -> None:
 
 
 def test_round_state_round_trips_through_json(tmp_path: Path) -> None:
-    store = RoundStore(tmp_path / "rounds")
+    store = RoundFiles(tmp_path / "rounds")
     eng = engine(
         spec(LoopLevel.L3_UNATTENDED, allow=["commit"], target="repo"),
         ScriptedWorkers([done("m", 1, 2), WorkerResult(WorkerStatus.DONE, "c", 3, 4, iters=2)]),
@@ -461,7 +462,7 @@ def test_a_persisted_round_resumes_after_a_restart(tmp_path: Path) -> None:
             workers,
             clock,
             claims=claims,
-            store=RoundStore(tmp_path / "rounds"),
+            store=RoundFiles(tmp_path / "rounds"),
             memory=JsonlMemory(tmp_path / "memory"),
         )
 
@@ -497,12 +498,12 @@ def test_a_crash_while_acting_is_reported_never_repeated(tmp_path: Path) -> None
             ScriptedWorkers([done("m"), done("c")]),
             gate=AllowlistGate(["commit"]),
             executor=executor,
-            store=RoundStore(tmp_path / "rounds"),
+            store=RoundFiles(tmp_path / "rounds"),
         )
 
     with pytest.raises(Crash):
         build(CallbackActionExecutor(crashing)).run_once()
-    (live,) = RoundStore(tmp_path / "rounds").live()
+    (live,) = RoundFiles(tmp_path / "rounds").live()
     assert live.phase is Phase.ACTING
 
     again = CountingExecutor()

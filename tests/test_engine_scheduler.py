@@ -20,10 +20,18 @@ from looop_py import (
 )
 from looop_py.engine.cadence import ScheduleError
 from looop_py.engine.inproc import InMemoryEscalations, InProcessWorkers, done
-from looop_py.engine.rounds import Phase, RoundStore
+from looop_py.engine.rounds import Phase
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import UsageError
-from looop_py.loops.schedule import due_loops, mark_fired, rounds_snapshot, schedules_snapshot
+from looop_py.loops.schedule import (
+    BookFile,
+    due_loops,
+    load_book,
+    mark_fired,
+    schedules_snapshot,
+)
+from looop_py.loops.store import RoundFiles
+from looop_py.loops.store import probe as rounds_snapshot
 
 T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
 
@@ -43,7 +51,7 @@ def make_engine(
     cadence: str,
     level: LoopLevel = LoopLevel.L1_REPORT,
     *,
-    store: RoundStore | None = None,
+    store: RoundFiles | None = None,
     polls: int = 0,
     **kw: object,
 ) -> tuple[LoopEngine, InProcessWorkers]:
@@ -89,9 +97,9 @@ def test_book_survives_a_damaged_entry_and_a_corrupt_file(tmp_path: Path) -> Non
     path = tmp_path / "schedules.json"
     damaged = {"a": {"cadence": "every 1m"}, "b": {"cadence": "every 1m", "next_at": 5}}
     path.write_text(json.dumps({"v": 1, "loops": damaged}))
-    assert set(ScheduleBook.load(path).loops) == {"b"}
+    assert set(load_book(path).loops) == {"b"}
     path.write_text("{not json")
-    assert ScheduleBook.load(path) == ScheduleBook()
+    assert load_book(path) == ScheduleBook()
 
 
 # -- the scheduler ------------------------------------------------------------------------
@@ -103,7 +111,7 @@ def test_scheduler_persists_so_a_restart_does_not_refire(tmp_path: Path) -> None
     def scheduler() -> tuple[LoopScheduler, Sink, InProcessWorkers]:
         sink = Sink()
         eng, workers = make_engine("tick", "every 60s")
-        return LoopScheduler(state, sink=sink).register(eng), sink, workers
+        return LoopScheduler(BookFile(state), sink=sink).register(eng), sink, workers
 
     sched, sink, _ = scheduler()
     assert sched.tick_once(T0) == 0  # first sight: waits for the first slot
@@ -119,7 +127,7 @@ def test_scheduler_persists_so_a_restart_does_not_refire(tmp_path: Path) -> None
 
 def test_fire_new_runs_a_new_loop_at_once_like_the_reference(tmp_path: Path) -> None:
     eng, _ = make_engine("daily", "daily 09:00")
-    sched = LoopScheduler(tmp_path / "s.json", sink=Sink(), fire_new=True).register(eng)
+    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=Sink(), fire_new=True).register(eng)
     assert sched.tick_once(T0) == 1 and sched.tick_once(T0 + 1) == 0
 
 
@@ -139,11 +147,11 @@ def test_only_reports_worth_reading_are_delivered(tmp_path: Path) -> None:
 def test_a_loop_never_has_two_live_rounds(tmp_path: Path) -> None:
     sink = Sink()
     escalations = InMemoryEscalations()
-    store = RoundStore(tmp_path / "rounds")
+    store = RoundFiles(tmp_path / "rounds")
     eng, workers = make_engine(
         "assisted", "every 60s", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
     )
-    sched = LoopScheduler(tmp_path / "s.json", sink=sink, fire_new=True).register(eng)
+    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, fire_new=True).register(eng)
     assert sched.tick_once(T0) == 1
     (live,) = store.live()
     assert live.phase is Phase.AWAITING_APPROVAL
@@ -160,10 +168,10 @@ def test_a_loop_never_has_two_live_rounds(tmp_path: Path) -> None:
 
 
 def test_non_blocking_ticks_advance_rounds_across_ticks(tmp_path: Path) -> None:
-    store = RoundStore(tmp_path / "rounds")
+    store = RoundFiles(tmp_path / "rounds")
     eng, _ = make_engine("slow", "every 1h", store=store, polls=2)
     sink = Sink()
-    sched = LoopScheduler(tmp_path / "s.json", sink=sink, fire_new=True).register(eng)
+    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, fire_new=True).register(eng)
     assert sched.tick_once(T0, blocking=False) == 1
     phases = [store.live()[0].phase]
     for i in range(1, 6):
@@ -190,7 +198,7 @@ def test_register_rejects_bad_cadences_and_duplicates() -> None:
 def test_spawned_scheduler_runs_until_stopped(tmp_path: Path) -> None:
     sink = Sink()
     eng, _ = make_engine("bg", "every 1h")
-    sched = LoopScheduler(tmp_path / "s.json", sink=sink, tick_s=0.05, fire_new=True)
+    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, tick_s=0.05, fire_new=True)
     thread, stop = sched.register(eng).spawn(time.time)
     assert sink.got.wait(5)
     stop.set()
@@ -218,7 +226,7 @@ def test_schedule_signal_changes_only_when_a_loop_falls_due_or_fires(tmp_path: P
 
 
 def test_rounds_signal_shows_each_live_rounds_phase(tmp_path: Path) -> None:
-    store = RoundStore(tmp_path / "rounds")
+    store = RoundFiles(tmp_path / "rounds")
     escalations = InMemoryEscalations()
     waiting, _ = make_engine(
         "assisted", "every 1h", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
@@ -239,8 +247,8 @@ def test_the_pulse_side_reads_load_no_round_machinery() -> None:
 
     code = (
         "import sys, looop_py.loops.schedule\n"
-        "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec', 'yaml',"
-        " 'typing') if m in sys.modules]\n"
+        "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec',"
+        " 'looop_py.engine.loop', 'yaml', 'typing') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

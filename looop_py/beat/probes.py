@@ -143,9 +143,9 @@ def schedules(paths: Paths, now: float) -> Snapshot:
 
     due = loopindex.cadences(loopindex.index(paths))
     if due:
-        from looop_py.loops import schedule as signals
+        from looop_py.loops import schedule
 
-        book = signals.schedules_snapshot(loopindex.schedule_book(paths), due, now)
+        book = schedule.schedules_snapshot(paths.loop_schedule, due, now)
         for name, value in book["signal"].items():
             snap["signal"][f"loop:{name}"] = value
         for name, value in book["detail"].items():
@@ -157,9 +157,9 @@ def rounds(paths: Paths, now: float) -> Snapshot:
     """Each live loop round's phase, so a round that escalates or ends wakes the loop."""
     if _empty_dir(paths.rounds):
         return {"signal": {}, "detail": {}}
-    from looop_py.loops import schedule as signals
+    from looop_py.loops import store
 
-    return signals.rounds_snapshot(paths.rounds)
+    return store.probe(paths.rounds)
 
 
 PROBES: tuple[tuple[str, Probe], ...] = (

@@ -325,9 +325,9 @@ def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
 
     if not loopindex.index(paths) and not _has_entries(paths.rounds):
         return  # no loops and no rounds: nothing heavy to import
-    from looop_py.loops import adapters as loops
+    from looop_py.loops import advance
 
-    _emit_steps(paths, now, "advance_failed", lambda: loops.advance(paths, cfg, now))
+    _emit_steps(paths, now, "advance_failed", lambda: advance.advance(paths, cfg, now))
 
 
 def _emit_steps(

@@ -929,18 +929,16 @@ def loops(state: State, as_json: bool) -> None:
 
     view = overview(state.paths, time.time())
     if as_json:
-        json_out(view)
+        json_out(view.to_json())
         return
-    if not view["loops"] and not view["errors"]:
+    if not view.loops and not view.errors:
         echo("no loops yet: `looop patterns` lists ready-made ones, `looop new NAME` writes one")
-    for lp in view["loops"]:
-        nxt = lp["next_fire"] or "-"
-        last = lp["last_outcome"] or "-"
+    for lp in view.loops:
         echo(
-            f"{lp['name']:<22} {lp['level']:<14} {lp['cadence']:<18} next {nxt:<20}"
-            f" last {last:<16} {lp['tokens']} tokens"
+            f"{lp.name:<22} {lp.level:<14} {lp.cadence:<18} next {lp.next_fire or '-':<20}"
+            f" last {lp.last_outcome or '-':<16} {lp.tokens} tokens"
         )
-    for goal, err in view["errors"].items():
+    for goal, err in view.errors.items():
         echo(f"✗ goals/{goal}.md: {err}", err=True)
 
 
@@ -960,11 +958,11 @@ def run_loop(state: State, loop: str, wait: bool, as_json: bool) -> None:
       looop run daily-triage
       looop run ci-sweeper --json | jq .outcome
     """
-    from looop_py.loops import adapters as loops_mod
+    from looop_py.loops import advance
     from looop_py.workdir import config as config_mod
 
     cfg = config_mod.load(state.paths.config, state.paths.config_cache)
-    report = loops_mod.run(state.paths, cfg, loop, wait_for_human=wait)
+    report = advance.run(state.paths, cfg, loop, wait_for_human=wait)
     if as_json:
         json_out(report.to_dict())
     else:
@@ -989,15 +987,14 @@ def rounds(state: State, show_all: bool, as_json: bool) -> None:
 
     rows = list_rounds(state.paths, include_done=show_all)
     if as_json:
-        json_out({"rounds": rows})
+        json_out({"rounds": [r.to_json() for r in rows]})
         return
     if not rows:
         echo("no live rounds" + ("" if show_all else " (--all shows finished ones)"))
     for r in rows:
-        outcome = r["outcome"] or "-"
-        echo(f"{r['id']:<40} {r['phase']:<18} {outcome:<16} {r['tokens']} tokens")
-        if r.get("ask"):
-            echo(f"    waiting on a human: looop approve {r['ask']}  /  looop deny {r['ask']}")
+        echo(f"{r.id:<40} {r.phase:<18} {r.outcome or '-':<16} {r.tokens} tokens")
+        if r.ask:
+            echo(f"    waiting on a human: looop approve {r.ask}  /  looop deny {r.ask}")
 
 
 @cli.command()
@@ -1038,6 +1035,7 @@ def new(state: State, pattern: str, name: str | None) -> None:
 
     from looop_py.engine import patterns as catalogue
     from looop_py.errors import UsageError
+    from looop_py.loops.index import goal_text
 
     spec = catalogue.by_name(pattern)
     if name:
@@ -1048,7 +1046,7 @@ def new(state: State, pattern: str, name: str | None) -> None:
     except FileExistsError:
         raise UsageError(f"{path} already exists", "pick another id with --name") from None
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(catalogue.goal_text(spec))
+        f.write(goal_text(spec))
     echo(f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence}); edit it, then")
     echo(f"try it: looop run {spec.name}")
 

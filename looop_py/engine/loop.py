@@ -1,7 +1,7 @@
 """LoopEngine: a spec bound to the live pieces a round needs, and a driver for its rounds.
 
-The round itself is rounds.advance; the engine only supplies the dependencies,
-saves each new state (rounds/<id>.json when given a RoundStore) and decides how
+The round itself is steps.advance; the engine only supplies the dependencies,
+saves each new state (through a RoundStore when given one) and decides how
 long to keep stepping:
 
     settle()    step until the round must wait (the pulse: never blocks)
@@ -23,16 +23,9 @@ from looop_py.engine.actions import ApprovalOnlyExecutor
 from looop_py.engine.inproc import InMemoryClaims, InMemoryEscalations, NullMemory, SharedWorkspace
 from looop_py.engine.levels import gate_for_allowlist
 from looop_py.engine.report import RoundOutcome, RoundReport
-from looop_py.engine.rounds import (
-    Phase,
-    RoundDeps,
-    RoundState,
-    RoundStore,
-    advance,
-    new_round,
-    round_id_for,
-)
+from looop_py.engine.rounds import Phase, RoundDeps, RoundState, new_round, round_id_for
 from looop_py.engine.spec import LoopSpec
+from looop_py.engine.steps import advance
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False
@@ -43,6 +36,7 @@ if TYPE_CHECKING:
         Escalations,
         HumanGate,
         Memory,
+        RoundStore,
         WorkerRunner,
         Workspaces,
     )

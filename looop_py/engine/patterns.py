@@ -182,10 +182,8 @@ def by_name(name: str) -> LoopSpec:
     raise UsageError(f"no pattern named {name!r}", f"patterns: {names}")
 
 
-def goal_text(spec: LoopSpec) -> str:
-    """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
-    from looop_py.workdir.goals import render_frontmatter
-
+def goal_frontmatter(spec: LoopSpec) -> dict[str, object]:
+    """The frontmatter of a goal file that defines this loop (loops/index.py writes it)."""
     meta: dict[str, object] = {
         "intent": spec.intent,
         "level": spec.level.label,
@@ -203,11 +201,15 @@ def goal_text(spec: LoopSpec) -> str:
             meta[key] = value
     meta["maker"] = spec.maker_prompt
     meta["checker"] = spec.checker_prompt
-    body = (
+    return meta
+
+
+def goal_body(spec: LoopSpec) -> str:
+    """The short markdown body under that frontmatter."""
+    return (
         f"# {spec.name}\n\n"
         f"{spec.intent}\n\n"
         "This goal is a loop: the frontmatter above sets its level, cadence, budget and\n"
         "prompts. Start at the level given and raise it as the loop earns trust; at\n"
         "L3-unattended only the action kinds listed under `allow:` run without a human.\n"
     )
-    return render_frontmatter(meta, body)

@@ -17,6 +17,8 @@ from looop_py.engine.actions import ActionReceipt
 from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
 from looop_py.engine.ports import Answer, ApprovalRequest, MemoryEntry, WorkerRequest, WorkerResult
 from looop_py.engine.report import RoundReport
+from looop_py.engine.rounds import RoundState
+from looop_py.engine.scheduler import ScheduleBook
 from looop_py.engine.spec import LoopSpec
 
 
@@ -117,3 +119,31 @@ class LoopSink(Protocol):
     """Where the scheduler delivers reports worth a human's attention."""
 
     def deliver(self, report: RoundReport) -> None: ...
+
+
+@runtime_checkable
+class RoundStore(Protocol):
+    """Where rounds are saved between steps, so a restart resumes them."""
+
+    def save(self, state: RoundState) -> None: ...
+
+    def load(self, round_id: str) -> RoundState:
+        """The saved round; raises LooopError when there is none or it cannot be read."""
+        ...
+
+    def live(self, loop: str | None = None) -> list[RoundState]:
+        """Rounds not yet done (of one loop, or all), oldest first."""
+        ...
+
+    def new_id(self, loop: str, now: float) -> str:
+        """An id no saved round has."""
+        ...
+
+
+@runtime_checkable
+class BookStore(Protocol):
+    """Where the scheduler keeps its ScheduleBook, so a restart fires nothing early."""
+
+    def load(self) -> ScheduleBook: ...
+
+    def save(self, book: ScheduleBook) -> None: ...

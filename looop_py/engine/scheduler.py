@@ -1,6 +1,7 @@
 """Which loops are due, remembered across restarts; and a scheduler that runs them.
 
-`ScheduleBook` is the policy, pure and persisted (state/schedules.json):
+`ScheduleBook` is the policy, pure data (a BookStore persists it; in a work dir
+looop_py/loops/schedule.py keeps it in state/loop-schedule.json):
 
 - a loop seen for the first time is due at its first slot after that moment
   (not at once: restarting looop, or adding a daily loop at noon, fires nothing);
@@ -21,11 +22,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
-from looop_py import jsonio
 from looop_py.engine.cadence import Schedule
-from looop_py.errors import CorruptFile, UsageError
+from looop_py.errors import UsageError
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.engine.loop import LoopEngine
-    from looop_py.engine.protocols import LoopSink
+    from looop_py.engine.protocols import BookStore, LoopSink
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
 
@@ -138,17 +137,6 @@ class ScheduleBook:
                 continue  # one damaged entry is rescheduled, the rest are kept
         return cls(loops)
 
-    @classmethod
-    def load(cls, path: Path) -> ScheduleBook:
-        try:
-            return cls.from_dict(jsonio.read_json(path, None))
-        except CorruptFile:
-            return cls()  # rebuilt from the cadences: at worst each loop waits one slot
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        jsonio.write_json(path, self.to_dict())
-
 
 class StdoutSink:
     """Prints each delivered report."""
@@ -158,7 +146,7 @@ class StdoutSink:
 
 
 class LoopScheduler:
-    """Runs registered loops on their cadences; state in `state_path` survives restarts.
+    """Runs registered loops on their cadences; the book in `store` survives restarts.
 
     Rounds run one after another in registration order. `tick_once(now,
     blocking=False)` never waits for a worker: it starts and advances rounds
@@ -167,7 +155,7 @@ class LoopScheduler:
 
     def __init__(
         self,
-        state_path: Path | None = None,
+        store: BookStore | None = None,
         *,
         tick_s: float = DEFAULT_TICK_S,
         sink: LoopSink | None = None,
@@ -175,12 +163,13 @@ class LoopScheduler:
     ) -> None:
         if tick_s <= 0:
             raise UsageError(f"the scheduler tick must be positive, got {tick_s}")
-        self.state_path = state_path
+        self.store = store
         self.tick_s = tick_s
         self.sink: LoopSink = sink if sink is not None else StdoutSink()
         self.fire_new = fire_new
         self._entries: dict[str, tuple[LoopEngine, Schedule]] = {}
-        self._book = ScheduleBook.load(state_path) if state_path is not None else ScheduleBook()
+        self._book = store.load() if store is not None else ScheduleBook()
+        self._saved = False
 
     def register(self, engine: LoopEngine) -> LoopScheduler:
         """Add a loop. A cadence that does not parse is an error here, not a silent drop."""
@@ -208,13 +197,14 @@ class LoopScheduler:
         return self._book.sync(cadences, now, fire_new=self.fire_new)
 
     def _save(self) -> None:
-        if self.state_path is not None:
-            self._book.save(self.state_path)
+        if self.store is not None:
+            self.store.save(self._book)
+        self._saved = True
 
     def tick_once(self, now: float, *, blocking: bool = True) -> int:
         """Advance live rounds, fire due loops; returns how many rounds were started."""
         synced = self._synced(now)
-        if synced != self._book or (self.state_path and not self.state_path.exists()):
+        if synced != self._book or not self._saved:
             self._book = synced
             self._save()
         started = 0

@@ -27,13 +27,11 @@ In a work dir a loop is a goal file whose YAML frontmatter carries loop fields:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from looop_py.engine.budget import BudgetError, TokenBudget
 from looop_py.engine.levels import LoopLevel
 from looop_py.errors import UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False
@@ -168,17 +166,17 @@ class LoopSpec:
         )
 
     def to_json(self) -> str:
-        from looop_py import jsonio
+        import json  # the engine is pure: the standard library's codec, not looop's file I/O
 
-        return jsonio.dumps(self.to_dict()).decode()
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> LoopSpec:
-        from looop_py import jsonio
+        import json
 
-        return cls.from_dict(jsonio.loads(text))
+        return cls.from_dict(json.loads(text))
 
-    # -- goal files -------------------------------------------------------------
+    # -- goal frontmatter -------------------------------------------------------------
 
     @classmethod
     def from_frontmatter(cls, name: str, meta: dict[str, Any]) -> LoopSpec:
@@ -215,25 +213,6 @@ class LoopSpec:
         spec.check()
         return spec
 
-    @classmethod
-    def from_goal(cls, path: str | Path) -> LoopSpec:
-        """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop."""
-        from looop_py.workdir.goals import frontmatter
-
-        path = Path(path)
-        goal_id = path.name.removesuffix(".md")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise LoopSpecError(f"cannot read goal {path}: {exc}") from None
-        meta, _body = frontmatter(text)
-        if not is_loop(meta):
-            raise LoopSpecError(
-                f"goal {goal_id} is not a loop: its frontmatter has none of the loop keys",
-                f"add some of: {', '.join(sorted(LOOP_KEYS))}",
-            )
-        return cls.from_frontmatter(goal_id, meta)
-
     def check(self) -> None:
         """Raise LoopSpecError if the cadence or any name would break a round."""
         from looop_py.engine.cadence import Schedule
@@ -254,37 +233,6 @@ class LoopSpec:
                 )
         if not self.intent.strip():
             raise LoopSpecError(f"loop {self.name} has an empty intent")
-
-
-def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
-    """Every loop among goals/*.md, and a message for each goal that tries to be one and fails.
-
-    A goal without loop keys is simply not listed; a broken loop is reported
-    by goal id rather than stopping the others.
-    """
-    from looop_py.workdir.goals import frontmatter, goal_paths
-
-    specs: list[LoopSpec] = []
-    errors: dict[str, str] = {}
-    names: dict[str, str] = {}
-    for goal_id, path in goal_paths(paths):
-        try:
-            meta, _body = frontmatter(path.read_text(encoding="utf-8"))
-            if not is_loop(meta):
-                continue
-            spec = LoopSpec.from_frontmatter(goal_id, meta)
-        except (OSError, UnicodeDecodeError) as exc:
-            errors[goal_id] = f"cannot read goal {goal_id}: {exc}"
-            continue
-        except UsageError as exc:
-            errors[goal_id] = str(exc)
-            continue
-        if spec.name in names:
-            errors[goal_id] = f"loop name {spec.name!r} is already used by goal {names[spec.name]}"
-            continue
-        names[spec.name] = goal_id
-        specs.append(spec)
-    return specs, errors
 
 
 def is_loop(meta: dict[str, Any]) -> bool:

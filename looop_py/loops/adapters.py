@@ -1,31 +1,27 @@
-"""The loop engine bound to a work dir: real workers, claims, mailbox, memory, workspaces.
+"""The engine's ports, implemented with looop's own pieces.
 
 The engine (looop_py/engine/) knows rounds, gates and budgets but not this
-work dir; the adapters here give it looop's own pieces:
+work dir; these adapters give it the real thing:
 
-  SessionWorkers   maker and checker run as detached workers (sessions.py)
+  SessionWorkers   maker and checker run as detached workers (looop_py/workers/)
   RoundClaims      a round holds its target as a claim with no process behind it
   MailboxApprovals an escalation is an approval ask; `looop approve/deny` answer it
   RoundWorkspaces  L2/L3 rounds work in a git worktree of their own when there is a repo
 
-`advance` is the pulse's ADVANCE step: live rounds move as far as they can
-without waiting, and loops whose cadence fell due start a round. It calls no
-model. Loop cadences are indexed by goal-file stat, so a quiet beat never
-parses YAML.
+The store (rounds/, memory/), the schedule book and the action executor are
+in store.py, schedule.py and executor.py beside this one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import ClaimHeld, CorruptFile, LooopError, UsageError
-from looop_py.loops.index import cadences, index, schedule_book
+from looop_py.errors import ClaimHeld, LooopError, UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
@@ -34,25 +30,10 @@ from looop_py.workers import sessions
 # typing is not imported at run time: the pulse loads this module when loops exist.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
-    from looop_py.engine.loop import LoopEngine
     from looop_py.engine.ports import Answer, ApprovalRequest, WorkerRequest, WorkerResult
-    from looop_py.engine.report import RoundReport
-    from looop_py.engine.rounds import RoundState
     from looop_py.engine.spec import LoopSpec
 
 OUTPUT_TAIL = 2000
-
-
-def load_spec(paths: Paths, loop: str) -> LoopSpec:
-    from looop_py.engine.spec import LoopSpec
-
-    path = paths.goal(loop)
-    if not path.exists():
-        raise UsageError(f"no loop {loop!r}: goals/{loop}.md does not exist", "see `looop loops`")
-    spec = LoopSpec.from_goal(path)
-    return spec
 
 
 # -- adapters -------------------------------------------------------------------------------
@@ -243,132 +224,3 @@ class RoundWorkspaces:
             return workspaces.repo_for(self.paths, self.config.workers)
         except LooopError:
             return None
-
-
-# -- the engine for one loop ------------------------------------------------------------------
-
-
-def engine_for(
-    paths: Paths, config: Config, spec: LoopSpec, clock: Callable[[], float] = time.time
-) -> LoopEngine:
-    from looop_py.engine.actions import CommandActionExecutor, action_commands
-    from looop_py.engine.loop import LoopEngine
-    from looop_py.engine.rounds import RoundStore
-    from looop_py.loops.memory import JsonlMemory
-    from looop_py.workdir.environ import child_env
-
-    return LoopEngine(
-        spec,
-        SessionWorkers(paths, config, clock),
-        executor=CommandActionExecutor(
-            action_commands(config.actions), cwd=paths.root, env=child_env(paths)
-        ),
-        memory=JsonlMemory(paths.memory),
-        claims=RoundClaims(paths, clock),
-        escalations=MailboxApprovals(paths, clock),
-        workspaces=RoundWorkspaces(paths, config),
-        store=RoundStore(paths.rounds),
-        clock=clock,
-    )
-
-
-def start_round(
-    paths: Paths,
-    config: Config,
-    loop: str,
-    *,
-    now: float,
-    trigger: str,
-    target: str | None = None,
-) -> RoundState:
-    """Begin a round of `loop` and take its first steps (it never waits here)."""
-    spec = load_spec(paths, loop)
-    if target is not None:
-        spec = spec.with_target(target)
-    engine = engine_for(paths, config, spec, clock=lambda: now)
-    live = engine.live_rounds()
-    if live:
-        raise UsageError(
-            f"loop {loop} already has a live round ({live[0].id}, {live[0].phase.value})",
-            "wait for it to finish; `looop rounds` shows where it is",
-        )
-    state = engine.start_round(trigger=trigger, now=now)
-    return engine.settle(state, now)
-
-
-def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
-    """ADVANCE: step every live round; start the rounds whose cadence fell due."""
-    events: list[dict[str, Any]] = []
-    from looop_py.engine.rounds import RoundStore
-
-    store = RoundStore(paths.rounds)
-    for state in store.live():
-        try:
-            spec = state.spec
-            engine = engine_for(paths, config, spec, clock=lambda: now)
-            new = engine.settle(state, now)
-        except Exception as exc:  # one broken round must not stop the beat
-            events.append({"event": "round_error", "round": state.id, "message": repr(exc)})
-            continue
-        if new.phase != state.phase:
-            events.append(_round_event(new))
-    archive_done(paths, now)
-    due_loops = cadences(index(paths))
-    if due_loops:
-        from looop_py.loops import schedule as signals
-
-        for loop in signals.due_loops(schedule_book(paths), due_loops, now):
-            if store.live(loop):
-                continue  # stays due; fires once its live round ends
-            # The slot is spent either way: a loop that cannot start is not retried every beat.
-            signals.mark_fired(schedule_book(paths), loop, due_loops[loop], now)
-            try:
-                state = start_round(paths, config, loop, now=now, trigger="cadence")
-            except LooopError as exc:
-                events.append({"event": "round_not_started", "loop": loop, "message": str(exc)})
-                continue
-            events.append(
-                {"event": "round_started", "loop": loop, "round": state.id, "by": "cadence"}
-            )
-            if state.phase.value != "recall":
-                events.append(_round_event(state))
-    return events
-
-
-DONE_KEEP_S = 3600.0  # a finished round stays in rounds/ this long, then moves to rounds/done/
-
-
-def archive_done(paths: Paths, now: float) -> int:
-    """Move rounds that ended a while ago to rounds/done/, so each beat reads only live ones."""
-    moved = 0
-    done_dir = paths.rounds / "done"
-    with contextlib.suppress(FileNotFoundError), os.scandir(paths.rounds) as it:
-        entries = [e for e in it if e.name.endswith(".json") and e.is_file()]
-    for entry in entries:
-        try:
-            data = jsonio.read_json(Path(entry.path))
-        except CorruptFile:
-            continue
-        ended = data.get("ended_at") if isinstance(data, dict) else None
-        if (
-            data.get("phase") == "done"
-            and isinstance(ended, int | float)
-            and now - ended > DONE_KEEP_S
-        ):
-            done_dir.mkdir(exist_ok=True)
-            os.replace(entry.path, done_dir / entry.name)
-            moved += 1
-    return moved
-
-
-def _round_event(state: RoundState) -> dict[str, Any]:
-    event: dict[str, Any] = {"event": "round_step", "round": state.id, "phase": state.phase.value}
-    if state.outcome is not None:
-        event["outcome"] = state.outcome.value
-    return event
-
-
-def run(paths: Paths, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:
-    """`looop run`: one round in the foreground, driven to its end (or to a human)."""
-    spec = load_spec(paths, loop)
-    return engine_for(paths, config, spec).run_once(wait_for_human=wait_for_human)

@@ -1,25 +1,22 @@
-"""What the pulse's system probes and its ADVANCE step need from the engine, cheaply.
+"""state/loop-schedule.json: when each loop is due, kept across restarts.
 
-The pulse runs these on every beat, quiet ones included, so this module loads
-only the cadence parser and the schedule book: rounds are read as raw JSON,
-never as RoundState objects.
+The pulse reads it on every beat that has loops (ADVANCE and the sys-schedules
+probe), so this module loads only the cadence parser and the schedule book.
 
-    sys-rounds     signal {round id: phase} of each live round
     sys-schedules  signal {loop: {"due": bool, "fired": n}}; it changes when a
                    loop falls due or fires, so time wakes the loop only then
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.engine.cadence import Schedule
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import CorruptFile, UsageError
-from looop_py.ids import is_safe_segment
 
 # typing is not imported at run time: the pulse loads this module every beat.
 TYPE_CHECKING = False
@@ -27,40 +24,38 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def rounds_snapshot(directory: Path) -> dict[str, Any]:
-    """Each live round's phase in the signal; loop, start, tokens and ask in detail."""
-    signal: dict[str, str] = {}
-    detail: dict[str, Any] = {}
+def load_book(path: Path) -> ScheduleBook:
+    """The book saved at `path`; an unreadable one is rebuilt from the cadences (at
+    worst each loop waits one slot)."""
     try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        names = []
-    for name in names:
-        rid = name.removesuffix(".json")
-        if rid == name or not is_safe_segment(rid):
-            continue
-        try:
-            data = jsonio.read_json(directory / name)
-        except (CorruptFile, OSError):
-            signal[rid] = "unreadable"
-            continue
-        if not isinstance(data, dict) or data.get("phase") == "done":
-            continue
-        signal[rid] = str(data.get("phase"))
-        detail[rid] = {
-            "loop": data.get("loop"),
-            "started_at": data.get("started_at"),
-            "tokens": (data.get("input_tokens") or 0) + (data.get("output_tokens") or 0),
-            "ask": data.get("ask"),
-        }
-    return {"signal": signal, "detail": detail}
+        return ScheduleBook.from_dict(jsonio.read_json(path, None))
+    except CorruptFile:
+        return ScheduleBook()
+
+
+def save_book(path: Path, book: ScheduleBook) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    jsonio.write_json(path, book.to_dict())
+
+
+@dataclass(frozen=True)
+class BookFile:
+    """A ScheduleBook kept in one file: the engine's BookStore in a work dir."""
+
+    path: Path
+
+    def load(self) -> ScheduleBook:
+        return load_book(self.path)
+
+    def save(self, book: ScheduleBook) -> None:
+        save_book(self.path, book)
 
 
 def _sync_file(
     state_path: Path, cadences: Mapping[str, str], now: float
 ) -> tuple[ScheduleBook, dict[str, Schedule], dict[str, str]]:
     """Load the book, match it to these cadences, save it if that changed anything."""
-    book = ScheduleBook.load(state_path)
+    book = load_book(state_path)
     parsed: dict[str, Schedule] = {}
     invalid: dict[str, str] = {}
     for name, text in cadences.items():
@@ -70,7 +65,7 @@ def _sync_file(
             invalid[name] = exc.message
     synced = book.sync(parsed, now)
     if synced != book:
-        synced.save(state_path)
+        save_book(state_path, synced)
     return synced, parsed, invalid
 
 
@@ -81,8 +76,8 @@ def due_loops(state_path: Path, cadences: Mapping[str, str], now: float) -> list
 
 def mark_fired(state_path: Path, name: str, cadence: str, now: float) -> None:
     """Record that `name` fired at `now`: its missed slots are spent, the next is after now."""
-    book = ScheduleBook.load(state_path)
-    book.fired(name, Schedule.parse(cadence), now).save(state_path)
+    book = load_book(state_path)
+    save_book(state_path, book.fired(name, Schedule.parse(cadence), now))
 
 
 def schedules_snapshot(state_path: Path, cadences: Mapping[str, str], now: float) -> dict[str, Any]:

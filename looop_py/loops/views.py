@@ -1,88 +1,89 @@
-"""What `looop loops` and `looop rounds` report, as plain data."""
+"""What `looop loops` and `looop rounds` report, as typed views."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
-from looop_py import jsonio
-from looop_py.errors import CorruptFile
+from looop_py.loops import schedule, store
+from looop_py.loops.index import load_loops
+from looop_py.loops.store import RoundRow
 from looop_py.workdir.paths import Paths
 
-
-def _round_files(paths: Paths, include_done: bool) -> list[Path]:
-    dirs = [paths.rounds] + ([paths.rounds / "done"] if include_done else [])
-    found: list[Path] = []
-    for d in dirs:
-        try:
-            with os.scandir(d) as it:
-                found += [Path(e.path) for e in it if e.name.endswith(".json") and e.is_file()]
-        except FileNotFoundError:
-            continue
-    return found
+# typing is not imported at run time: views are built on demand, but cheaply.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
-def _rows(paths: Paths, include_done: bool) -> list[dict[str, Any]]:
-    rows = []
-    for path in _round_files(paths, include_done):
-        try:
-            data = jsonio.read_json(path)
-        except CorruptFile:
-            continue
-        if not isinstance(data, dict) or (data.get("phase") == "done" and not include_done):
-            continue
-        rows.append(
-            {
-                "id": data.get("id"),
-                "loop": data.get("loop") or (data.get("spec") or {}).get("name"),
-                "phase": data.get("phase"),
-                "outcome": data.get("outcome"),
-                "trigger": data.get("trigger"),
-                "started_at": data.get("started_at"),
-                "ended_at": data.get("ended_at"),
-                "tokens": int(data.get("input_tokens") or 0) + int(data.get("output_tokens") or 0),
-                "ask": data.get("ask") if data.get("phase") == "awaiting-approval" else None,
-                "error": data.get("error"),
-            }
-        )
-    rows.sort(key=lambda r: (r["started_at"] or 0, r["id"] or ""))
-    return rows
+@dataclass(frozen=True)
+class LoopRow:
+    """One loop as `looop loops` shows it."""
+
+    name: str
+    level: str
+    cadence: str
+    action: str
+    next_fire_ts: float | None
+    last_outcome: str | None
+    live_round: str | None
+    rounds: int
+    tokens: int
+
+    @property
+    def next_fire(self) -> str | None:
+        if self.next_fire_ts is None:
+            return None
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.next_fire_ts))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "level": self.level,
+            "cadence": self.cadence,
+            "action": self.action,
+            "next_fire": self.next_fire,
+            "next_fire_ts": self.next_fire_ts,
+            "last_outcome": self.last_outcome,
+            "live_round": self.live_round,
+            "rounds": self.rounds,
+            "tokens": self.tokens,
+        }
 
 
-def list_rounds(paths: Paths, *, include_done: bool) -> list[dict[str, Any]]:
-    return _rows(paths, include_done)
+@dataclass(frozen=True)
+class LoopsView:
+    loops: tuple[LoopRow, ...]
+    errors: dict[str, str]  # goal id → why it is not a usable loop
+
+    def to_json(self) -> dict[str, Any]:
+        return {"loops": [lp.to_json() for lp in self.loops], "errors": self.errors}
 
 
-def overview(paths: Paths, now: float) -> dict[str, Any]:
-    from looop_py.engine.scheduler import ScheduleBook
-    from looop_py.engine.spec import load_loops
-    from looop_py.loops import index as loopindex
+def list_rounds(paths: Paths, *, include_done: bool) -> list[RoundRow]:
+    return store.rows(paths.rounds, include_done=include_done)
 
+
+def overview(paths: Paths, now: float) -> LoopsView:
     specs, errors = load_loops(paths)
-    book = ScheduleBook.load(loopindex.schedule_book(paths))
-    rounds = _rows(paths, include_done=True)
+    book = schedule.load_book(paths.loop_schedule)
+    rounds = store.rows(paths.rounds, include_done=True)
     out = []
     for spec in specs:
-        mine = [r for r in rounds if r["loop"] == spec.name]
-        last = next((r for r in reversed(mine) if r["outcome"]), None)
+        mine = [r for r in rounds if r.loop == spec.name]
+        last = next((r for r in reversed(mine) if r.outcome), None)
         timing = book.loops.get(spec.name)
-        next_at = timing.next_at if timing else None
         out.append(
-            {
-                "name": spec.name,
-                "level": spec.level.label,
-                "cadence": spec.cadence,
-                "action": spec.action_kind,
-                "next_fire": time.strftime("%Y-%m-%d %H:%M", time.localtime(next_at))
-                if next_at
-                else None,
-                "next_fire_ts": next_at,
-                "last_outcome": last["outcome"] if last else None,
-                "live_round": next((r["id"] for r in mine if r["phase"] != "done"), None),
-                "rounds": len(mine),
-                "tokens": sum(r["tokens"] for r in mine),
-            }
+            LoopRow(
+                name=spec.name,
+                level=spec.level.label,
+                cadence=spec.cadence,
+                action=spec.action_kind,
+                next_fire_ts=timing.next_at if timing else None,
+                last_outcome=last.outcome if last else None,
+                live_round=next((r.id for r in mine if r.live), None),
+                rounds=len(mine),
+                tokens=sum(r.tokens for r in mine),
+            )
         )
-    return {"loops": out, "errors": errors}
+    return LoopsView(tuple(out), errors)

@@ -32,16 +32,15 @@ def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
 
 def _settle_round(paths: Paths, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
-    from looop_py.engine.rounds import RoundStore
-    from looop_py.loops import adapters as loops
+    from looop_py.loops import advance, store
 
     cfg = config_mod.load(paths.config, paths.config_cache)
     lock = PulseLock(paths.pulse_lock)
     if not lock.acquire(timeout_s=LOCK_WAIT_S):
         return "the next beat carries it on"
     try:
-        state = RoundStore(paths.rounds).load(round_id)
-        state = loops.engine_for(paths, cfg, state.spec, clock=lambda: now).settle(state, now)
+        state = store.RoundFiles(paths.rounds).load(round_id)
+        state = advance.engine_for(paths, cfg, state.spec, clock=lambda: now).settle(state, now)
     finally:
         lock.release()
     outcome = state.outcome.value if state.outcome else state.phase.value

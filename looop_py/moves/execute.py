@@ -248,10 +248,10 @@ def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
 
 
 def _start_round(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    from looop_py.loops import adapters as loops
+    from looop_py.loops import advance
 
     a = move.action
     assert isinstance(a, StartRound)
-    state = loops.start_round(paths, cfg, a.loop, now=now, trigger="move", target=a.target)
+    state = advance.start_round(paths, cfg, a.loop, now=now, trigger="move", target=a.target)
     stamp_goal(paths, a.loop, now)
     return Outcome(True, f"round {state.id} ({state.phase.value})")

@@ -122,6 +122,14 @@ class Paths:
         return self.state / "schedules"
 
     @property
+    def loops_index(self) -> Path:
+        return self.state / "loops-index.json"
+
+    @property
+    def loop_schedule(self) -> Path:
+        return self.state / "loop-schedule.json"
+
+    @property
     def error_log(self) -> Path:
         return self.state / "errors.log"
 

@@ -1,0 +1,133 @@
+"""ADVANCE, the pulse's loop step, and the other ways a round starts and runs.
+
+    engine_for   a LoopEngine for one loop, wired to this work dir
+    advance      ADVANCE: step every live round as far as it can go without
+                 waiting, then start a round for each loop whose cadence fell due
+    start_round  begin a round now (a `start_round` move, the rules decider)
+    run          `looop run`: one round in the foreground
+
+None of them calls a model. Loop cadences are indexed by goal-file stat, so a
+quiet beat never parses YAML.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from looop_py.errors import LooopError, UsageError
+from looop_py.loops import schedule, store
+from looop_py.loops.index import cadences, index, load_spec
+from looop_py.workdir.config import Config
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: the pulse loads this module when loops exist.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from looop_py.engine.loop import LoopEngine
+    from looop_py.engine.report import RoundReport
+    from looop_py.engine.rounds import RoundState
+    from looop_py.engine.spec import LoopSpec
+
+
+def engine_for(
+    paths: Paths, config: Config, spec: LoopSpec, clock: Callable[[], float] = time.time
+) -> LoopEngine:
+    from looop_py.engine.actions import action_commands
+    from looop_py.engine.loop import LoopEngine
+    from looop_py.loops.adapters import (
+        MailboxApprovals,
+        RoundClaims,
+        RoundWorkspaces,
+        SessionWorkers,
+    )
+    from looop_py.loops.executor import CommandActionExecutor
+    from looop_py.workdir.environ import child_env
+
+    return LoopEngine(
+        spec,
+        SessionWorkers(paths, config, clock),
+        executor=CommandActionExecutor(
+            action_commands(config.actions), cwd=paths.root, env=child_env(paths)
+        ),
+        memory=store.JsonlMemory(paths.memory),
+        claims=RoundClaims(paths, clock),
+        escalations=MailboxApprovals(paths, clock),
+        workspaces=RoundWorkspaces(paths, config),
+        store=store.RoundFiles(paths.rounds),
+        clock=clock,
+    )
+
+
+def start_round(
+    paths: Paths,
+    config: Config,
+    loop: str,
+    *,
+    now: float,
+    trigger: str,
+    target: str | None = None,
+) -> RoundState:
+    """Begin a round of `loop` and take its first steps (it never waits here)."""
+    spec = load_spec(paths, loop)
+    if target is not None:
+        spec = spec.with_target(target)
+    engine = engine_for(paths, config, spec, clock=lambda: now)
+    live = engine.live_rounds()
+    if live:
+        raise UsageError(
+            f"loop {loop} already has a live round ({live[0].id}, {live[0].phase.value})",
+            "wait for it to finish; `looop rounds` shows where it is",
+        )
+    state = engine.start_round(trigger=trigger, now=now)
+    return engine.settle(state, now)
+
+
+def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
+    """ADVANCE: step every live round; start the rounds whose cadence fell due."""
+    events: list[dict[str, Any]] = []
+    rounds = store.RoundFiles(paths.rounds)
+    for state in rounds.live():
+        try:
+            spec = state.spec
+            engine = engine_for(paths, config, spec, clock=lambda: now)
+            new = engine.settle(state, now)
+        except Exception as exc:  # one broken round must not stop the beat
+            events.append({"event": "round_error", "round": state.id, "message": repr(exc)})
+            continue
+        if new.phase != state.phase:
+            events.append(_round_event(new))
+    store.archive_done(paths.rounds, now)
+    due_loops = cadences(index(paths))
+    if due_loops:
+        for loop in schedule.due_loops(paths.loop_schedule, due_loops, now):
+            if rounds.live(loop):
+                continue  # stays due; fires once its live round ends
+            # The slot is spent either way: a loop that cannot start is not retried every beat.
+            schedule.mark_fired(paths.loop_schedule, loop, due_loops[loop], now)
+            try:
+                state = start_round(paths, config, loop, now=now, trigger="cadence")
+            except LooopError as exc:
+                events.append({"event": "round_not_started", "loop": loop, "message": str(exc)})
+                continue
+            events.append(
+                {"event": "round_started", "loop": loop, "round": state.id, "by": "cadence"}
+            )
+            if state.phase.value != "recall":
+                events.append(_round_event(state))
+    return events
+
+
+def _round_event(state: RoundState) -> dict[str, Any]:
+    event: dict[str, Any] = {"event": "round_step", "round": state.id, "phase": state.phase.value}
+    if state.outcome is not None:
+        event["outcome"] = state.outcome.value
+    return event
+
+
+def run(paths: Paths, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:
+    """`looop run`: one round in the foreground, driven to its end (or to a human)."""
+    spec = load_spec(paths, loop)
+    return engine_for(paths, config, spec).run_once(wait_for_human=wait_for_human)
