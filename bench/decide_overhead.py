@@ -16,7 +16,8 @@ from pathlib import Path
 from _common import add_sensor, cleanup, fresh_workdir
 
 from looop_py.beat.decide import gather_prompt
-from looop_py.beat.pulse import beat, sense
+from looop_py.beat.pulse import beat
+from looop_py.beat.sense import sense
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.moves import execute as actions
 from looop_py.moves import union as moves
@@ -59,7 +60,7 @@ def main() -> None:
             paths,
             cfg,
             now=now,
-            snapshots=world.snapshots,
+            seen=world,
             changed=(),
             forced_by="bench",
             flapping=[],

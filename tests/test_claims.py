@@ -199,7 +199,9 @@ def test_recycled_pid_is_dead(wd: Paths) -> None:
     assert not sessions.is_alive(ghost.pid, ghost.create_time)
     claims.claim(wd, "repo", ghost, now=time.time())
     assert [v.live for v in claims.list_claims(wd, time.time())] == [False]
-    assert probes.claims(wd, time.time())["signal"] == []  # sys-claims shows only the live set
+    assert (
+        probes.claims(probes.Seen(wd, time.time(), ()))["signal"] == []
+    )  # sys-claims shows only the live set
     taken = claims.claim(wd, "repo", me, now=time.time())
     assert taken.action == "acquired" and taken.claim.epoch == 2
 
@@ -246,7 +248,9 @@ def test_sigkilled_holder_loses_its_claim_on_the_next_beat(wd: Paths) -> None:
         epoch = wd.root / "epoch"
         wait_for(lambda: epoch.exists() and epoch.read_text().strip(), what="the claim")
         assert (wd.root / "epoch").read_text().strip() == "1"
-        assert probes.claims(wd, time.time())["signal"] == [{"name": "repo", "session": None}]
+        assert probes.claims(probes.Seen(wd, time.time(), ()))["signal"] == [
+            {"name": "repo", "session": None}
+        ]
         refused = run_looop("-C", str(wd.root), "claim", "repo")
         assert refused.returncode == 4 and f"pid {holder.pid}" in refused.stderr
     finally:

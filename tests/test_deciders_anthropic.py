@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from looop_py.deciders.anthropic import API_VERSION, TOOL_NAME, AnthropicDecider
-from looop_py.deciders.base import DecideError, DecideRequest
+from looop_py.deciders.base import DecideError, DecideRequest, request_in
 from looop_py.errors import ConfigError
 from looop_py.moves import union as moves
 from looop_py.workdir.config import DeciderConfig
@@ -33,7 +33,7 @@ def ok(move: Any = MOVE) -> Reply:
 
 
 def request(wd: Paths, prompt: str = "THE PROMPT") -> DecideRequest:
-    return DecideRequest(wd, 0.0, {}, (), {}, prompt=prompt)
+    return request_in(wd, 0.0, prompt=prompt)
 
 
 def make(api: FakeAPI, sleeps: list[float] | None = None, **kw: Any) -> AnthropicDecider:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from looop_py.deciders import BACKENDS, load, presets
+from looop_py.deciders import BACKENDS, load
 from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
+from looop_py.workdir import presets
 from looop_py.workdir.config import Config, DeciderConfig
 from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop

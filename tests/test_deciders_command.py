@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from looop_py.beat.pulse import beat
-from looop_py.deciders.base import DecideError, DecideRequest, Decision
+from looop_py.deciders.base import DecideError, Decision, request_in
 from looop_py.deciders.command import CommandDecider, render
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
@@ -32,7 +32,7 @@ def fake_cli(tmp_path: Path, name: str, body: str) -> Path:
 
 def decide(wd: Paths, command: str, timeout_s: float = 10.0, **kw: Any) -> Decision:
     cfg = DeciderConfig(backend="command", command=command, timeout_s=timeout_s, **kw)
-    return CommandDecider(cfg).decide(DecideRequest(wd, 0.0, {}, (), {}, prompt=PROMPT))
+    return CommandDecider(cfg).decide(request_in(wd, 0.0, prompt=PROMPT))
 
 
 def stream_json(move: dict[str, object]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from looop_py.beat.pulse import beat
-from looop_py.deciders.base import DecideError, DecideRequest
+from looop_py.deciders.base import DecideError, DecideRequest, request_in
 from looop_py.deciders.openai import OpenAIDecider
 from looop_py.errors import ConfigError
 from looop_py.moves import union as moves
@@ -26,7 +26,7 @@ def ok(move: Any = MOVE, usage: dict[str, int] | None = USAGE) -> Reply:
 
 
 def request(wd: Paths, prompt: str = "THE PROMPT") -> DecideRequest:
-    return DecideRequest(wd, 0.0, {}, (), {}, prompt=prompt)
+    return request_in(wd, 0.0, prompt=prompt)
 
 
 def make(api: FakeAPI, sleeps: list[float] | None = None, **kw: Any) -> OpenAIDecider:

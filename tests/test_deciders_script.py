@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from looop_py import jsonio
-from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
+from looop_py.deciders.base import DecideError, Decision, Usage, request_in
 from looop_py.deciders.script import ScriptDecider
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
@@ -26,7 +26,7 @@ def decider(script: str = "moves.jsonl") -> ScriptDecider:
 
 
 def ask(d: ScriptDecider, wd: Paths) -> Decision:
-    return d.decide(DecideRequest(wd, 0.0, {}, (), {}))
+    return d.decide(request_in(wd, 0.0))
 
 
 def test_each_decide_takes_the_next_move_across_instances_then_noops(wd: Paths) -> None:

@@ -3,16 +3,21 @@ from __future__ import annotations
 import time
 
 from looop_py import jsonio
-from looop_py.beat.probes import claims, goals, run_probes, sessions
+from looop_py.beat.probes import Seen, claims, goals, run_probes, sessions
 from looop_py.claims.lease import own_holder
+from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
+
+
+def seen(wd: Paths, now: float) -> Seen:
+    return Seen(wd, now, tuple(g.id for g in read_goals(wd)))
 
 
 def test_empty_states(wd: Paths) -> None:
     now = time.time()
-    assert sessions(wd, now) == {"signal": [], "detail": {"count": 0}}
-    assert claims(wd, now) == {"signal": [], "detail": {"count": 0}}
-    g = goals(wd, now)
+    assert sessions(seen(wd, now)) == {"signal": [], "detail": {"count": 0}}
+    assert claims(seen(wd, now)) == {"signal": [], "detail": {"count": 0}}
+    g = goals(seen(wd, now))
     assert g["signal"] == {} and g["detail"]["goals"]["welcome"] == {
         "last_acted": None,
         "age_s": None,
@@ -33,13 +38,13 @@ def test_sessions_and_claims_are_sorted_and_carry_only_wake_fields(wd: Paths) ->
     )
     jsonio.write_json(wd.claims / "repo.json", {"name": "repo", "session": "a-worker", "epoch": 3})
     jsonio.write_json(wd.claims / "docs.json", {"name": "docs", "session": "b-worker"})
-    s = sessions(wd, time.time())
+    s = sessions(seen(wd, time.time()))
     assert s["signal"] == [
         {"id": "a-worker", "state": "running", "exit_code": None, "health": "busy"},
         {"id": "b-worker", "state": "exited", "exit_code": 0, "health": "dead"},
     ]
     assert s["detail"]["live"] == 1 and s["detail"]["workers"]["a-worker"]["pid"] == me.pid
-    assert claims(wd, time.time())["signal"] == [
+    assert claims(seen(wd, time.time()))["signal"] == [
         {"name": "docs", "session": "b-worker"},
         {"name": "repo", "session": "a-worker"},
     ]
@@ -48,7 +53,7 @@ def test_sessions_and_claims_are_sorted_and_carry_only_wake_fields(wd: Paths) ->
 def test_goal_ages_live_in_detail_only(wd: Paths) -> None:
     now = 1_000_000.0
     jsonio.write_json(wd.goal_activity, {"goals": {"welcome": now - 90}})
-    g = goals(wd, now)
+    g = goals(seen(wd, now))
     assert g["signal"] == {}
     assert g["detail"]["goals"]["welcome"] == {"last_acted": now - 90, "age_s": 90}
 
@@ -58,7 +63,7 @@ def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
     (wd.sessions / "x").mkdir()
     (wd.sessions / "x" / "status.json").write_text("nope")
     wd.goal_activity.write_text("[")
-    out = dict(run_probes(wd, time.time()))
+    out = dict(run_probes(wd, time.time(), goals=read_goals(wd)))
     assert out["sys-claims"]["signal"] == [{"name": "torn", "session": None}]
     assert out["sys-sessions"]["signal"][0]["state"] == "unreadable"
     assert out["sys-goals"]["signal"] == {}

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from looop_py.beat.worldhash import Change, build_items, diff, world_hash
+from looop_py.world import Change, build_items, diff, world_hash
 
 
 def test_items_order_and_values() -> None:

@@ -14,17 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from looop_py import world as worldhash
 from looop_py.beat import limits as budget
 from looop_py.beat import prompt as prompt_mod
-from looop_py.beat import worldhash
-from looop_py.beat.worldhash import Change
-from looop_py.deciders.base import DecideError, Decider, DecideRequest
+from looop_py.beat.sense import World
+from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import execute as actions
 from looop_py.moves import union as moves
 from looop_py.workdir import journal, mailbox, runs
 from looop_py.workdir.config import Config
-from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
+from looop_py.world import Change
 
 
 @dataclass(frozen=True)
@@ -49,17 +49,16 @@ def gather_prompt(
     cfg: Config,
     *,
     now: float,
-    snapshots: dict[str, dict[str, Any]],
+    seen: World,
     changed: tuple[Change, ...],
     forced_by: str | None,
     flapping: list[str],
     last_failure: str | None,
 ) -> str:
-    try:
-        playbook: str | None = paths.playbook.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        playbook = None
-    goals = [(g.id, g.body.decode("utf-8", "replace")) for g in read_goals(paths)]
+    """The decide prompt, with PLAYBOOK and goals exactly as this beat hashed them."""
+    snapshots = seen.snapshots
+    playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
+    goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
     dead = {
         r.get("id")
         for r in (snapshots.get("sys-sessions") or {}).get("signal") or []
@@ -99,8 +98,7 @@ def decide_and_act(
     paths: Paths,
     cfg: Config,
     *,
-    items: dict[str, str],
-    snapshots: dict[str, dict[str, Any]],
+    seen: World,
     changed: tuple[Change, ...],
     now: float,
     clock: Callable[[], float],
@@ -110,6 +108,7 @@ def decide_and_act(
 ) -> Verdict:
     lim = cfg.limits
     ledgers = budget.load(paths)
+    items = seen.items
     policy = policy_hash(items)
     block = budget.decide_block(ledgers, now=now, policy=policy, limits=lim)
     if block is not None:
@@ -126,7 +125,7 @@ def decide_and_act(
         paths,
         cfg,
         now=now,
-        snapshots=snapshots,
+        seen=seen,
         changed=changed,
         forced_by=forced_by,
         flapping=budget.flapping(flap_state, lim.flap_streak),
@@ -145,8 +144,15 @@ def decide_and_act(
         runs.prune(paths, lim.runs_keep)
         return Verdict("failed", reason=reason, stats=stats)
 
-    request = DecideRequest(
-        paths, now, items, changed, snapshots, forced=forced_by is not None, prompt=text
+    request = request_in(
+        paths,
+        now,
+        items=items,
+        changed=changed,
+        snapshots=seen.snapshots,
+        goals=seen.goals,
+        forced=forced_by is not None,
+        prompt=text,
     )
     try:
         decision = backend.decide(request)

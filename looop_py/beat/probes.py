@@ -7,12 +7,12 @@ how they ended, who holds which claim); counters and ages go to detail.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
-from looop_py.workdir.goals import goal_paths
+from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -21,15 +21,32 @@ if TYPE_CHECKING:
     from typing import Any
 
     Snapshot = dict[str, Any]
-    Probe = Callable[[Paths, float], Snapshot]
 
 
-def sessions(paths: Paths, now: float) -> Snapshot:
+class Seen:
+    """What every probe is given: the work dir, the beat's time, the goal ids it read."""
+
+    __slots__ = ("goal_ids", "now", "paths", "persist")
+
+    def __init__(
+        self, paths: Paths, now: float, goal_ids: tuple[str, ...], persist: bool = True
+    ) -> None:
+        self.paths = paths
+        self.now = now
+        self.goal_ids = goal_ids
+        self.persist = persist  # False: save nothing under state/ (`looop sense`)
+
+
+Probe = Callable[[Seen], "Snapshot"]
+
+
+def sessions(seen: Seen) -> Snapshot:
     """Worker sessions: id, state, exit code, health and verify verdict of each.
 
     Ages (idle, uptime) and outputs go to detail, so only a real change wakes
     the loop: a worker ending, getting stuck, asking, or failing its verify.
     """
+    paths, now = seen.paths, seen.now
     try:
         with os.scandir(paths.sessions) as it:
             if not any(e.is_dir() for e in it):
@@ -62,8 +79,9 @@ def sessions(paths: Paths, now: float) -> Snapshot:
     }
 
 
-def claims(paths: Paths, now: float) -> Snapshot:
+def claims(seen: Seen) -> Snapshot:
     """The live leases: which session holds which name (epochs and expiries in detail)."""
+    paths, now = seen.paths, seen.now
     if not _json_files_exist(paths.claims):
         return {"signal": [], "detail": {"count": 0}}
     from looop_py.claims import lease as claims_mod
@@ -86,15 +104,16 @@ def _json_files_exist(directory: Path) -> bool:
         return False
 
 
-def goals(paths: Paths, now: float) -> Snapshot:
+def goals(seen: Seen) -> Snapshot:
     """Per-goal age since last acted on: detail only, so fairness never wakes the loop."""
+    paths, now = seen.paths, seen.now
     try:
         ledger = jsonio.read_json(paths.goal_activity, {})
     except CorruptFile:
         ledger = {}
     acted = ledger.get("goals", {}) if isinstance(ledger, dict) else {}
     detail: dict[str, Any] = {}
-    for goal_id, _ in goal_paths(paths):
+    for goal_id in seen.goal_ids:
         last = acted.get(goal_id)
         last = float(last) if isinstance(last, int | float) else None
         detail[goal_id] = {
@@ -112,8 +131,9 @@ def _empty_dir(path: Path) -> bool:
         return True
 
 
-def asks(paths: Paths, now: float) -> Snapshot:
+def asks(seen: Seen) -> Snapshot:
     """Pending asks: a new one wakes the loop once; ages stay in detail."""
+    paths, now = seen.paths, seen.now
     if _empty_dir(paths.asks):
         return {"signal": {"pending": []}, "detail": {}}
     from looop_py.workdir import mailbox
@@ -128,12 +148,13 @@ def asks(paths: Paths, now: float) -> Snapshot:
     }
 
 
-def schedules(paths: Paths, now: float) -> Snapshot:
+def schedules(seen: Seen) -> Snapshot:
     """Timers set by write_schedule and loop cadences (as `loop:<name>`).
 
     The signal moves only when a timer or a loop comes due, never with the
     seconds in between.
     """
+    paths, now = seen.paths, seen.now
     snap: Snapshot = {"signal": {}, "detail": {}}
     if not _empty_dir(paths.timers):
         from looop_py.moves import timers
@@ -141,11 +162,11 @@ def schedules(paths: Paths, now: float) -> Snapshot:
         snap = timers.probe(paths, now)
     from looop_py.loops import index as loopindex
 
-    due = loopindex.cadences(loopindex.index(paths))
+    due = loopindex.cadences(loopindex.index(paths, save=seen.persist))
     if due:
         from looop_py.loops import schedule
 
-        book = schedule.schedules_snapshot(paths.loop_schedule, due, now)
+        book = schedule.schedules_snapshot(paths.loop_schedule, due, now, save=seen.persist)
         for name, value in book["signal"].items():
             snap["signal"][f"loop:{name}"] = value
         for name, value in book["detail"].items():
@@ -153,8 +174,9 @@ def schedules(paths: Paths, now: float) -> Snapshot:
     return snap
 
 
-def rounds(paths: Paths, now: float) -> Snapshot:
+def rounds(seen: Seen) -> Snapshot:
     """Each live loop round's phase, so a round that escalates or ends wakes the loop."""
+    paths = seen.paths
     if _empty_dir(paths.rounds):
         return {"signal": {}, "detail": {}}
     from looop_py.loops import store
@@ -172,12 +194,19 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 )
 
 
-def run_probes(paths: Paths, now: float) -> list[tuple[str, Snapshot]]:
-    """Every probe's snapshot; a probe that breaks reports the error as its signal."""
+def run_probes(
+    paths: Paths, now: float, *, goals: Sequence[GoalFile], persist: bool = True
+) -> list[tuple[str, Snapshot]]:
+    """Every probe's snapshot; a probe that breaks reports the error as its signal.
+
+    `goals` are the goal files this beat read (the probes list no directory
+    twice); `persist=False` keeps the probes from saving anything under state/.
+    """
+    seen = Seen(paths, now, tuple(g.id for g in goals), persist)
     out: list[tuple[str, Snapshot]] = []
     for stem, probe in PROBES:
         try:
-            snap = probe(paths, now)
+            snap = probe(seen)
         except Exception as exc:  # a probe bug must not stop the beat
             snap = {"signal": {"error": "probe-failed"}, "detail": {"message": str(exc)}}
         out.append((stem, snap))

@@ -23,15 +23,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from looop_py import jsonio, procs
-from looop_py.beat import probes, sensors, worldhash
-from looop_py.beat.worldhash import Change
+from looop_py.beat import sensors
+from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.locks import PulseLock
 from looop_py.moves import wal
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
-from looop_py.workdir.environ import child_env
-from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
+from looop_py.world import Change, diff
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -39,27 +38,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class World:
-    """Everything one SENSE step saw."""
-
-    items: dict[str, str]
-    hash: str
-    readings: tuple[sensors.Reading, ...]
-    snapshots: dict[str, dict[str, Any]]  # stem → snapshot, sensors and probes
-
-
-@dataclass(frozen=True)
-class Committed:
-    """The world as of the last usable decision."""
-
-    hash: str | None = None
-    items: dict[str, str] = field(default_factory=dict)
-    at: float | None = None
-    action: str | None = None  # the move that decision made
-    next_wake: float | None = None  # a durable next_interval_s: re-decide at this time
 
 
 @dataclass(frozen=True)
@@ -109,62 +87,6 @@ def _error_fields(reading: sensors.Reading) -> dict[str, Any]:
 
 
 # -- steps ---------------------------------------------------------------------
-
-
-def sense(paths: Paths, cfg: config_mod.Config, now: float) -> World:
-    """SENSE: run sensors and probes, write every snapshot, hash the world."""
-    paths.snapshots.mkdir(exist_ok=True)
-    found = sensors.discover(paths, cfg.sensors.timeout_s)
-    readings = sensors.sense(
-        paths,
-        found,
-        env=child_env(paths),
-        cap=cfg.sensors.max_bytes,
-        concurrency=cfg.sensors.concurrency,
-        now=now,
-    )
-    snapshots = {r.stem: r.snapshot for r in readings}
-    for stem, snap in probes.run_probes(paths, now):
-        jsonio.write_json_if_changed(paths.snapshot(stem), snap)
-        snapshots[stem] = snap
-    try:
-        playbook: bytes | None = paths.playbook.read_bytes()
-    except FileNotFoundError:
-        playbook = None
-    items = worldhash.build_items(
-        playbook,
-        ((g.id, g.body) for g in read_goals(paths)),
-        ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
-    )
-    return World(items, worldhash.world_hash(items), tuple(readings), snapshots)
-
-
-def load_committed(paths: Paths) -> Committed:
-    data = jsonio.read_json(paths.last_world, None)
-    if not isinstance(data, dict):
-        return Committed()
-    items = data.get("items")
-    return Committed(
-        data.get("hash"),
-        dict(items) if isinstance(items, dict) else {},
-        data.get("committed_at"),
-        data.get("action"),
-        data.get("next_wake"),
-    )
-
-
-def commit(
-    paths: Paths, world: World, now: float, action: str | None, next_wake: float | None
-) -> None:
-    record = {
-        "v": 1,
-        "hash": world.hash,
-        "items": world.items,
-        "committed_at": now,
-        "action": action,
-        "next_wake": next_wake,
-    }
-    jsonio.write_json(paths.last_world, record)
 
 
 def why_decide(
@@ -247,7 +169,7 @@ def _beat_locked(
 
     # 2. DIFF
     last = load_committed(paths)
-    changed = tuple(worldhash.diff(last.items, world.items))
+    changed = tuple(diff(last.items, world.items))
     reason = why_decide(last, world, force=force, now=now, noop_ttl_s=cfg.limits.noop_ttl_s)
     forced_by = None if reason == "changed" else reason
     base = BeatResult(
@@ -271,8 +193,7 @@ def _beat_locked(
     verdict = decide_and_act(
         paths,
         cfg,
-        items=world.items,
-        snapshots=world.snapshots,
+        seen=world,
         changed=changed,
         now=now,
         clock=clock,
@@ -362,7 +283,7 @@ def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
     """`looop sense`: a SENSE and a DIFF with no decide and no commit."""
     from looop_py.errors import Busy
 
-    cfg = config_mod.load(paths.config, paths.config_cache)
+    cfg = config_mod.load(paths.config)  # no cache: `looop sense` writes nothing to state/
     paths.state.mkdir(exist_ok=True)
     lock = PulseLock(paths.pulse_lock)
     # Sensing writes snapshots, so wait for a running beat rather than race it.
@@ -370,7 +291,7 @@ def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
         raise Busy("a pulse has held the lock for too long", "try again in a minute")
     try:
         with _terminate_cleanly():
-            world = sense(paths, cfg, clock())
+            world = sense(paths, cfg, clock(), persist=False)
     finally:
         procs.kill_running()
         lock.release()
@@ -379,7 +300,7 @@ def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
         "world_hash": world.hash,
         "committed_hash": last.hash,
         "would_wake": world.hash != last.hash,
-        "changed": [c.to_json() for c in worldhash.diff(last.items, world.items)],
+        "changed": [c.to_json() for c in diff(last.items, world.items)],
         "snapshots": world.snapshots,
         "failed": [r.stem for r in world.readings if not r.ok],
         "sensors": {

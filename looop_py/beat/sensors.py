@@ -19,6 +19,7 @@ from pathlib import Path
 from looop_py import jsonio, procs
 from looop_py.ids import is_safe_segment
 from looop_py.workdir.paths import Paths
+from looop_py.world import is_error_signal
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -68,10 +69,6 @@ class Reading:
         if not self.ok:
             return "error"
         return "cached" if self.cached else "ok"
-
-
-def is_error_signal(signal_value: Any) -> bool:
-    return isinstance(signal_value, dict) and bool(signal_value.get("error"))
 
 
 # -- discovery -----------------------------------------------------------------

@@ -7,12 +7,12 @@ import time
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.beat import sensors
 from looop_py.errors import CorruptFile
 from looop_py.locks import PulseLock
 from looop_py.workdir import journal
-from looop_py.workdir.goals import goal_paths
+from looop_py.workdir.goals import goal_paths, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
+from looop_py.world import is_error_signal
 
 
 def _count_entries(directory: os.PathLike[str], *, dirs: bool = False, suffix: str = "") -> int:
@@ -45,25 +45,21 @@ def sensor_health(paths: Paths) -> dict[str, list[str]]:
         except (CorruptFile, OSError):
             snap = {"signal": {"error": "unreadable"}}
         signal = snap.get("signal") if isinstance(snap, dict) else None
-        (failed if sensors.is_error_signal(signal) else ok).append(name)
+        (failed if is_error_signal(signal) else ok).append(name)
     return {"ok": ok, "failed": failed}
 
 
 def limits(paths: Paths, now: float) -> dict[str, Any]:
     """Every spend limit and guard, as it stands now."""
+    from looop_py import world as worldhash
     from looop_py.beat import limits as budget
-    from looop_py.beat import worldhash
     from looop_py.beat.decide import policy_hash
     from looop_py.workdir import config, mailbox
-    from looop_py.workdir.goals import read_goals
 
     cfg = config.load(paths.config, paths.config_cache)
     lim = cfg.limits
     led = budget.load(paths)
-    try:
-        playbook: bytes | None = paths.playbook.read_bytes()
-    except FileNotFoundError:
-        playbook = None
+    playbook = read_playbook(paths)
     policy = policy_hash(
         worldhash.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
     )

@@ -1,18 +1,23 @@
 """The Decider protocol: a world goes in, one proposed move comes out.
 
 A decider only proposes. Validation and execution belong to looop
-(moves.py, actions.py), never to the backend.
+(looop_py/moves/), never to the backend. A request carries what a backend may
+use — the prompt, the world, the goals as they were hashed, a directory for its
+own state and the environment for a child process — not the whole work dir.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-from looop_py.beat.worldhash import Change
 from looop_py.errors import LooopError
+from looop_py.workdir.environ import child_env
+from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths
+from looop_py.world import Change
 
 
 class DecideError(LooopError):
@@ -34,13 +39,21 @@ class Usage:
 
 @dataclass(frozen=True)
 class DecideRequest:
-    paths: Paths
     now: float
-    items: Mapping[str, str]
-    changed: tuple[Change, ...]
-    snapshots: Mapping[str, Mapping[str, Any]]  # stem → {signal, detail}
+    workdir: Path  # where a command backend runs
+    state_dir: Path  # where a backend may keep state of its own (a cursor, a queue)
+    env: Mapping[str, str]  # the environment a child process gets (LOOOP_DIR, LOOOP_BIN …)
+    items: Mapping[str, str] = field(default_factory=dict)
+    changed: tuple[Change, ...] = ()
+    snapshots: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # stem → snapshot
+    goals: tuple[GoalFile, ...] = ()  # the goal files exactly as this beat hashed them
     forced: bool = False
-    prompt: str = ""  # the full decide prompt (prompt.py); LLM backends send only this
+    prompt: str = ""  # the full decide prompt (beat/prompt.py); LLM backends send only this
+
+
+def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:
+    """A request for a backend working in this work dir."""
+    return DecideRequest(now, paths.root, paths.state, child_env(paths), **fields)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from looop_py.deciders import load
-from looop_py.deciders.base import DecideError, DecideRequest
+from looop_py.deciders.base import DecideError, request_in
 from looop_py.moves import union as moves
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.paths import Paths
@@ -22,7 +22,7 @@ Reply with exactly one JSON object and nothing else. It must be this looop move:
 def run_test(paths: Paths, now: float) -> dict[str, Any]:
     cfg = config_mod.load(paths.config, paths.config_cache)
     backend = load(cfg)
-    request = DecideRequest(paths, now, {}, (), {}, forced=True, prompt=TEST_PROMPT)
+    request = request_in(paths, now, forced=True, prompt=TEST_PROMPT)
     view: dict[str, Any] = {
         "backend": cfg.decider.backend,
         "ok": False,

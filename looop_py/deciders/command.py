@@ -22,7 +22,6 @@ from looop_py.deciders import parse, pricing
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
-from looop_py.workdir.environ import child_env
 
 PLACEHOLDER = "{{prompt_file}}"
 STDOUT_CAP = 4 * 1024 * 1024
@@ -60,8 +59,8 @@ class CommandDecider:
             started = time.monotonic()
             result = procs.run(
                 ["bash", "-c", script],
-                cwd=request.paths.root,
-                env=child_env(request.paths, {"LOOOP_DECIDE": "1"}),
+                cwd=request.workdir,
+                env={**request.env, "LOOOP_DECIDE": "1"},
                 timeout_s=self.cfg.timeout_s,
                 cap=STDOUT_CAP,
                 stdin=stdin,

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.beat.sensors import is_error_signal
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import frontmatter, read_goals
+from looop_py.workdir.goals import frontmatter
+from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5
 
@@ -84,13 +84,13 @@ class RulesDecider:
     def _triggered_goal(self, request: DecideRequest) -> dict[str, Any] | None:
         changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
         specs: dict[str, tuple[dict[str, Any], str]] = {}
-        for goal in read_goals(request.paths):
+        for goal in request.goals:
             try:
                 meta, body = frontmatter(goal.body.decode("utf-8", "replace"))
             except LooopError:
                 continue
             specs[goal.id] = (meta, body)
-        state_path = request.paths.state / "rules-pending.json"
+        state_path = request.state_dir / "rules-pending.json"
         try:
             stored = jsonio.read_json(state_path, {})
         except LooopError:

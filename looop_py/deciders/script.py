@@ -23,7 +23,6 @@ from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
 from looop_py.locks import PulseLock
 from looop_py.workdir.config import DeciderConfig
-from looop_py.workdir.paths import Paths
 
 CURSOR = "script-cursor.json"
 
@@ -39,14 +38,13 @@ class ScriptDecider:
             )
         self.cfg = cfg
 
-    def path(self, paths: Paths) -> Path:
-        return (paths.root / Path(self.cfg.script).expanduser()).resolve()
+    def path(self, workdir: Path) -> Path:
+        return (workdir / Path(self.cfg.script).expanduser()).resolve()
 
     def decide(self, request: DecideRequest) -> Decision:
-        paths = request.paths
-        path = self.path(paths)
+        path = self.path(request.workdir)
         entries = load_entries(path)
-        index = take(paths, str(path), len(entries))
+        index = take(request.state_dir, str(path), len(entries))
         if index is None:
             reason = f"script {self.cfg.script} exhausted: all {len(entries)} move(s) replayed"
             return Decision({"action": "noop", "reason": reason}, raw="", usage=Usage(0, 0, 0.0))
@@ -82,11 +80,11 @@ def load_entries(path: Path) -> list[bytes | str]:
     return [line for line in lines if line and not line.startswith(b"#")]
 
 
-def take(paths: Paths, key: str, count: int) -> int | None:
+def take(state_dir: Path, key: str, count: int) -> int | None:
     """Claim the next index for script `key`, or None when all are used."""
-    cursor_path = paths.state / CURSOR
-    paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.state / "script-cursor.lock")
+    cursor_path = state_dir / CURSOR
+    state_dir.mkdir(exist_ok=True)
+    lock = PulseLock(state_dir / "script-cursor.lock")
     if not lock.acquire(timeout_s=10):
         raise DecideError("the script cursor stayed locked by another process for 10s")
     with lock:

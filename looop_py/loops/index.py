@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from looop_py.engine.spec import LoopSpec
 
 
-def index(paths: Paths) -> dict[str, dict[str, Any]]:
+def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
     """{goal id: {"cadence": str|None, "error": str|None}} for every goal that is a loop.
 
     Goals are parsed only when their file changed since the last call.
@@ -49,7 +49,7 @@ def index(paths: Paths) -> dict[str, dict[str, Any]]:
             entry = {"stamp": stamp, **_describe(goal_id, path)}
             changed = True
         fresh[goal_id] = entry
-    if changed or set(fresh) != set(entries):
+    if save and (changed or set(fresh) != set(entries)):
         with contextlib.suppress(OSError):
             jsonio.write_json(paths.loops_index, {"v": 1, "goals": fresh})
     return {g: e for g, e in fresh.items() if e.get("loop")}

@@ -52,7 +52,7 @@ class BookFile:
 
 
 def _sync_file(
-    state_path: Path, cadences: Mapping[str, str], now: float
+    state_path: Path, cadences: Mapping[str, str], now: float, *, save: bool = True
 ) -> tuple[ScheduleBook, dict[str, Schedule], dict[str, str]]:
     """Load the book, match it to these cadences, save it if that changed anything."""
     book = load_book(state_path)
@@ -64,7 +64,7 @@ def _sync_file(
         except UsageError as exc:
             invalid[name] = exc.message
     synced = book.sync(parsed, now)
-    if synced != book:
+    if save and synced != book:
         save_book(state_path, synced)
     return synced, parsed, invalid
 
@@ -80,13 +80,15 @@ def mark_fired(state_path: Path, name: str, cadence: str, now: float) -> None:
     save_book(state_path, book.fired(name, Schedule.parse(cadence), now))
 
 
-def schedules_snapshot(state_path: Path, cadences: Mapping[str, str], now: float) -> dict[str, Any]:
+def schedules_snapshot(
+    state_path: Path, cadences: Mapping[str, str], now: float, *, save: bool = True
+) -> dict[str, Any]:
     """For the sys-schedules probe: each loop's due flag and fire count; bad cadences named.
 
     The signal changes when a loop falls due or fires, so time wakes the loop
     through this probe only when something is actually due.
     """
-    synced, _parsed, invalid = _sync_file(state_path, cadences, now)
+    synced, _parsed, invalid = _sync_file(state_path, cadences, now, save=save)
     signal: dict[str, Any] = dict(synced.signal(now))
     detail = synced.detail(now)
     for name, message in invalid.items():

@@ -40,6 +40,14 @@ def goal_paths(paths: Paths) -> list[tuple[str, Path]]:
     return found
 
 
+def read_playbook(paths: Paths) -> bytes | None:
+    """PLAYBOOK.md's bytes; None when there is none."""
+    try:
+        return paths.playbook.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def read_goals(paths: Paths) -> list[GoalFile]:
     goals: list[GoalFile] = []
     for goal_id, path in goal_paths(paths):

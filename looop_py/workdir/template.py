@@ -86,7 +86,7 @@ def init(target: Path) -> InitResult:
 
 def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:
     """The starter looop.toml plus a commented, ready block per agent CLI on PATH."""
-    from looop_py.deciders import presets
+    from looop_py.workdir import presets
 
     found = presets.detect()
     text = presets.apply(template.decode("utf-8"), found)

@@ -1,4 +1,4 @@
-"""The world hash and its item map (design.md §3). Pure: bytes and values in, strings out.
+"""The world as the loop sees it (design.md §3): the item map, its hash, the diff. Pure.
 
 Items, in this fixed order:
   playbook        → xxh3 of PLAYBOOK.md
@@ -82,3 +82,8 @@ def diff(old: Mapping[str, str], new: Mapping[str, str]) -> list[Change]:
     changes = [Change(k, old.get(k), v) for k, v in new.items() if old.get(k) != v]
     changes += [Change(k, v, None) for k, v in old.items() if k not in new]
     return changes
+
+
+def is_error_signal(signal_value: Any) -> bool:
+    """A broken sensor's signal: `{"error": …}` (a non-zero exit, too large, not UTF-8)."""
+    return isinstance(signal_value, dict) and bool(signal_value.get("error"))

@@ -1,0 +1,103 @@
+"""SENSE, and the world the last usable decision committed.
+
+SENSE runs every sensor and probe, writes their snapshots, and reads
+PLAYBOOK.md and the goals once: the World it returns carries those bytes, so
+the DIFF hashes and the prompt shows exactly the same text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from looop_py import jsonio, world
+from looop_py.beat import probes, sensors
+from looop_py.workdir.config import Config
+from looop_py.workdir.environ import child_env
+from looop_py.workdir.goals import GoalFile, read_goals, read_playbook
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything one SENSE step saw."""
+
+    items: dict[str, str]
+    hash: str
+    readings: tuple[sensors.Reading, ...]
+    snapshots: dict[str, dict[str, Any]]  # stem → snapshot, sensors and probes
+    playbook: bytes | None = None  # PLAYBOOK.md as hashed (None: there is none)
+    goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The world as of the last usable decision."""
+
+    hash: str | None = None
+    items: dict[str, str] = field(default_factory=dict)
+    at: float | None = None
+    action: str | None = None  # the move that decision made
+    next_wake: float | None = None  # a durable next_interval_s: re-decide at this time
+
+
+def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> World:
+    """Run sensors and probes, write every snapshot, hash the world.
+
+    `persist=False` (`looop sense`) still writes the snapshots it reads but
+    nothing under state/: the probes leave the loop index and schedule book alone.
+    """
+    paths.snapshots.mkdir(exist_ok=True)
+    found = sensors.discover(paths, cfg.sensors.timeout_s)
+    readings = sensors.sense(
+        paths,
+        found,
+        env=child_env(paths),
+        cap=cfg.sensors.max_bytes,
+        concurrency=cfg.sensors.concurrency,
+        now=now,
+    )
+    goals = tuple(read_goals(paths))
+    snapshots = {r.stem: r.snapshot for r in readings}
+    for stem, snap in probes.run_probes(paths, now, goals=goals, persist=persist):
+        jsonio.write_json_if_changed(paths.snapshot(stem), snap)
+        snapshots[stem] = snap
+    playbook = read_playbook(paths)
+    items = world.build_items(
+        playbook,
+        ((g.id, g.body) for g in goals),
+        ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
+    )
+    return World(items, world.world_hash(items), tuple(readings), snapshots, playbook, goals)
+
+
+def load_committed(paths: Paths) -> Committed:
+    data = jsonio.read_json(paths.last_world, None)
+    if not isinstance(data, dict):
+        return Committed()
+    items = data.get("items")
+    return Committed(
+        data.get("hash"),
+        dict(items) if isinstance(items, dict) else {},
+        data.get("committed_at"),
+        data.get("action"),
+        data.get("next_wake"),
+    )
+
+
+def commit(
+    paths: Paths, seen: World, now: float, action: str | None, next_wake: float | None
+) -> None:
+    record = {
+        "v": 1,
+        "hash": seen.hash,
+        "items": seen.items,
+        "committed_at": now,
+        "action": action,
+        "next_wake": next_wake,
+    }
+    jsonio.write_json(paths.last_world, record)
