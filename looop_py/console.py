@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.beat.pulse import BeatResult
+    from looop_py.beat.result import BeatResult
 
 EX_SOFTWARE = 70
 

@@ -17,6 +17,7 @@ from typing import Any
 from looop_py import world as worldhash
 from looop_py.beat import limits as budget
 from looop_py.beat import prompt as prompt_mod
+from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import execute as actions
@@ -29,7 +30,7 @@ from looop_py.world import Change
 
 @dataclass(frozen=True)
 class Verdict:
-    outcome: str  # decided | failed | held
+    outcome: BeatOutcome  # DECIDED, FAILED or HELD
     move: dict[str, Any] | None = None
     journal: str | None = None
     reason: str | None = None
@@ -112,7 +113,7 @@ def decide_and_act(
     policy = policy_hash(items)
     block = budget.decide_block(ledgers, now=now, policy=policy, limits=lim)
     if block is not None:
-        return Verdict("held", reason=block)
+        return Verdict(BeatOutcome.HELD, reason=block)
 
     flap_state, _ = budget.flap_update(budget.load_flap(paths), items)
     budget.save_flap(paths, flap_state)
@@ -142,7 +143,7 @@ def decide_and_act(
         runs.write(run, "error.txt", reason)
         journal.write(paths, f"✗ {reason}", clock())
         runs.prune(paths, lim.runs_keep)
-        return Verdict("failed", reason=reason, stats=stats)
+        return Verdict(BeatOutcome.FAILED, reason=reason, stats=stats)
 
     request = request_in(
         paths,
@@ -194,4 +195,4 @@ def decide_and_act(
     line = journal.write(paths, text_line, clock())
     runs.prune(paths, lim.runs_keep)
     wake = now + move.next_interval_s if move.next_interval_s is not None else None
-    return Verdict("decided", move.to_json(), line, next_wake=wake, stats=stats)
+    return Verdict(BeatOutcome.DECIDED, move.to_json(), line, next_wake=wake, stats=stats)

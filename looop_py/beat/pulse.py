@@ -19,18 +19,18 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from looop_py import jsonio, procs
-from looop_py.beat import sensors
+from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.locks import PulseLock
 from looop_py.moves import wal
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from looop_py.world import Change, diff
+from looop_py.world import diff
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -38,52 +38,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class BeatResult:
-    outcome: str  # skipped | decided | failed | locked
-    world_hash: str | None = None
-    prev_hash: str | None = None
-    changed: tuple[Change, ...] = ()
-    readings: tuple[sensors.Reading, ...] = ()
-    duration_s: float = 0.0
-    move: Any = None
-    journal: str | None = None
-    reason: str | None = None
-    forced: bool = False
-    forced_by: str | None = None  # force | next-interval | noop-ttl
-    decide: dict[str, Any] = field(default_factory=dict)  # backend, ms, tokens, cost, run
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "world_hash": self.world_hash,
-            "prev_hash": self.prev_hash,
-            "forced": self.forced,
-            "forced_by": self.forced_by,
-            "changed": [c.to_json() for c in self.changed],
-            "sensors": {
-                r.stem.removeprefix("sensor-"): {
-                    "status": r.status,
-                    "ms": round(r.duration_s * 1000, 1),
-                    **_error_fields(r),
-                }
-                for r in self.readings
-            },
-            "move": self.move,
-            "journal": self.journal,
-            "reason": self.reason,
-            "decide": self.decide,
-            "ms": round(self.duration_s * 1000, 1),
-        }
-
-
-def _error_fields(reading: sensors.Reading) -> dict[str, Any]:
-    if reading.ok:
-        return {}
-    sig = reading.snapshot.get("signal", {})
-    return {"error": sig.get("exit_code", sig.get("error"))}
 
 
 # -- steps ---------------------------------------------------------------------
@@ -139,8 +93,8 @@ def beat(
     paths.state.mkdir(exist_ok=True)
     lock = PulseLock(paths.pulse_lock)
     if not lock.acquire():
-        result = BeatResult("locked", reason="another pulse is running")
-        journal.emit(paths, "beat", clock(), outcome="locked")
+        result = BeatResult(BeatOutcome.LOCKED, reason="another pulse is running")
+        journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value)
         return result
     try:
         with _terminate_cleanly():
@@ -173,7 +127,7 @@ def _beat_locked(
     reason = why_decide(last, world, force=force, now=now, noop_ttl_s=cfg.limits.noop_ttl_s)
     forced_by = None if reason == "changed" else reason
     base = BeatResult(
-        "skipped",
+        BeatOutcome.SKIPPED,
         world_hash=world.hash,
         prev_hash=last.hash,
         changed=changed,
@@ -209,7 +163,7 @@ def _beat_locked(
         reason=verdict.reason,
         decide=verdict.stats,
     )
-    if verdict.outcome == "decided":
+    if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
         commit(paths, world, now, action, verdict.next_wake)
     return _finish(paths, result, started, clock)

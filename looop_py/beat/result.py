@@ -1,0 +1,70 @@
+"""What one beat returns: its outcome, what changed, how each sensor did."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from looop_py.beat.sensors import Reading
+from looop_py.world import Change
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class BeatOutcome(enum.StrEnum):
+    """How a beat ended. Exit code 1 only for FAILED; cron is quiet unless it acted."""
+
+    SKIPPED = "skipped"  # the world is unchanged: no decider call, no cost
+    DECIDED = "decided"  # a move was made and the world committed
+    FAILED = "failed"  # the decide or the move failed; the next beat tries again
+    HELD = "held"  # a spend limit or backoff kept the decider from being called
+    LOCKED = "locked"  # another pulse is running; this one stepped aside
+
+
+@dataclass(frozen=True)
+class BeatResult:
+    outcome: BeatOutcome
+    world_hash: str | None = None
+    prev_hash: str | None = None
+    changed: tuple[Change, ...] = ()
+    readings: tuple[Reading, ...] = ()
+    duration_s: float = 0.0
+    move: Any = None
+    journal: str | None = None
+    reason: str | None = None
+    forced: bool = False
+    forced_by: str | None = None  # force | next-interval | noop-ttl
+    decide: dict[str, Any] = field(default_factory=dict)  # backend, ms, tokens, cost, run
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "world_hash": self.world_hash,
+            "prev_hash": self.prev_hash,
+            "forced": self.forced,
+            "forced_by": self.forced_by,
+            "changed": [c.to_json() for c in self.changed],
+            "sensors": {
+                r.stem.removeprefix("sensor-"): {
+                    "status": r.status,
+                    "ms": round(r.duration_s * 1000, 1),
+                    **_error_fields(r),
+                }
+                for r in self.readings
+            },
+            "move": self.move,
+            "journal": self.journal,
+            "reason": self.reason,
+            "decide": self.decide,
+            "ms": round(self.duration_s * 1000, 1),
+        }
+
+
+def _error_fields(reading: Reading) -> dict[str, Any]:
+    if reading.ok:
+        return {}
+    sig = reading.snapshot.get("signal", {})
+    return {"error": sig.get("exit_code", sig.get("error"))}
