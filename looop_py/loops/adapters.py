@@ -164,7 +164,7 @@ class MailboxApprovals:
             prompt=request.question,
             asker=f"loop-{request.loop}",
             now=self.clock(),
-            kind="approval",
+            kind=mailbox.AskKind.APPROVAL,
             hold={"round": request.round_id, "key": request.key, **request.to_dict()},
         )
         return ask.id

@@ -21,7 +21,7 @@ LOCK_WAIT_S = 120.0
 
 def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
     ask = mailbox.get_ask(paths, ask_id)
-    if ask.kind != "approval":
+    if ask.kind is not mailbox.AskKind.APPROVAL:
         raise UsageError(
             f"{ask_id} is a question, not an approval", f"answer it: looop answer {ask_id} TEXT"
         )

@@ -173,7 +173,7 @@ def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, *, approved: b
             f"Reason given: {move.action.reason or '(none)'}\nWhy it waits: {verdict.reason}.",
             asker="decider",
             now=now,
-            kind="approval",
+            kind=mailbox.AskKind.APPROVAL,
             hold={"move": move.to_json()},
         )
         return Outcome(True, f"held for approval as {ask.id} ({verdict.reason})", held=ask.id)

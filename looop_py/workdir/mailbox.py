@@ -10,6 +10,7 @@ never sees half a record.
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import threading
 import time
@@ -29,6 +30,19 @@ if TYPE_CHECKING:
 POLL_S = 0.2
 
 
+class AskKind(enum.StrEnum):
+    QUESTION = "question"  # answered with text (`looop answer`)
+    APPROVAL = "approval"  # a held move or round action: `looop approve` or `looop deny`
+
+    @classmethod
+    def parse(cls, value: Any) -> AskKind:
+        """An unknown kind on disk reads as an approval: it never runs without a verdict."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.APPROVAL
+
+
 class AskError(LooopError):
     """An ask that cannot be answered as requested."""
 
@@ -36,7 +50,7 @@ class AskError(LooopError):
 @dataclass(frozen=True)
 class Ask:
     id: str
-    kind: str  # question | approval
+    kind: AskKind
     prompt: str
     asker: str  # a worker session id, "decider", "human" or "loop:<name>"
     created_at: float
@@ -61,7 +75,7 @@ class Ask:
     def from_json(data: dict[str, Any]) -> Ask:
         return Ask(
             id=str(data["id"]),
-            kind=str(data.get("kind", "question")),
+            kind=AskKind.parse(data.get("kind", "question")),
             prompt=str(data.get("prompt", "")),
             asker=str(data.get("asker", "?")),
             created_at=float(data.get("created_at", 0)),
@@ -113,7 +127,7 @@ def open_ask(
     prompt: str,
     asker: str,
     now: float,
-    kind: str = "question",
+    kind: AskKind = AskKind.QUESTION,
     options: tuple[str, ...] = (),
     ref: str | None = None,
     hold: dict[str, Any] | None = None,
@@ -179,7 +193,7 @@ def answer(
 ) -> Answer:
     """Answer an ask exactly once (or again with force)."""
     ask = get_ask(paths, ask_id)
-    if ask.kind == "approval" and verdict is None:
+    if ask.kind is AskKind.APPROVAL and verdict is None:
         raise UsageError(
             f"{ask_id} is an approval, not a question",
             f"use `looop approve {ask_id}` or `looop deny {ask_id}`",
