@@ -23,9 +23,9 @@ from looop_py.engine.actions import ApprovalOnlyExecutor
 from looop_py.engine.inproc import InMemoryClaims, InMemoryEscalations, NullMemory, SharedWorkspace
 from looop_py.engine.levels import gate_for_allowlist
 from looop_py.engine.report import RoundOutcome, RoundReport
-from looop_py.engine.rounds import Phase, RoundDeps, RoundState, new_round, round_id_for
+from looop_py.engine.rounds import Phase, RoundState, new_round, round_id_for
 from looop_py.engine.spec import LoopSpec
-from looop_py.engine.steps import advance
+from looop_py.engine.steps import RoundDeps, advance
 
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False

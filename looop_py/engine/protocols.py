@@ -18,7 +18,6 @@ from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
 from looop_py.engine.ports import Answer, ApprovalRequest, MemoryEntry, WorkerRequest, WorkerResult
 from looop_py.engine.report import RoundReport
 from looop_py.engine.rounds import RoundState
-from looop_py.engine.scheduler import ScheduleBook
 from looop_py.engine.spec import LoopSpec
 
 
@@ -138,12 +137,3 @@ class RoundStore(Protocol):
     def new_id(self, loop: str, now: float) -> str:
         """An id no saved round has."""
         ...
-
-
-@runtime_checkable
-class BookStore(Protocol):
-    """Where the scheduler keeps its ScheduleBook, so a restart fires nothing early."""
-
-    def load(self) -> ScheduleBook: ...
-
-    def save(self, book: ScheduleBook) -> None: ...

@@ -36,15 +36,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.engine.protocols import (
-        ActionExecutor,
-        Claims,
-        Escalations,
-        HumanGate,
-        Memory,
-        WorkerRunner,
-        Workspaces,
-    )
 
 RECALL_K = 5
 MEMORY_TEXT_CAP = 1000  # characters of a round's text kept in its memory entry
@@ -84,21 +75,6 @@ WALL_PHASES = frozenset(
 WAITING_PHASES = frozenset(
     {Phase.CLAIM, Phase.MAKER_RUNNING, Phase.CHECKER_RUNNING, Phase.AWAITING_APPROVAL}
 )
-
-
-@dataclass(frozen=True)
-class RoundDeps:
-    """The live pieces a round is advanced with (none of them is persisted)."""
-
-    workers: WorkerRunner
-    claims: Claims
-    escalations: Escalations
-    memory: Memory
-    workspaces: Workspaces
-    gate: HumanGate
-    executor: ActionExecutor
-    # Saves a state before the executor runs, so a crash mid-action is seen, never repeated.
-    persist: Callable[[RoundState], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,17 @@ from looop_py.errors import UsageError
 # typing is not imported at run time: the pulse may load this module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
     from looop_py.engine.loop import LoopEngine
-    from looop_py.engine.protocols import BookStore, LoopSink
+    from looop_py.engine.protocols import LoopSink
+
+    class BookStore(Protocol):
+        """Where the scheduler keeps its book, so a restart fires nothing early."""
+
+        def load(self) -> ScheduleBook: ...
+
+        def save(self, book: ScheduleBook) -> None: ...
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from looop_py.engine import prompts
 from looop_py.engine.budget import BudgetLimit, BudgetState
@@ -33,7 +33,6 @@ from looop_py.engine.rounds import (
     RECALL_K,
     WALL_PHASES,
     Phase,
-    RoundDeps,
     RoundState,
 )
 
@@ -41,6 +40,31 @@ from looop_py.engine.rounds import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.engine.protocols import (
+        ActionExecutor,
+        Claims,
+        Escalations,
+        HumanGate,
+        Memory,
+        WorkerRunner,
+        Workspaces,
+    )
+
+
+@dataclass(frozen=True)
+class RoundDeps:
+    """The live pieces a round is advanced with (none of them is persisted)."""
+
+    workers: WorkerRunner
+    claims: Claims
+    escalations: Escalations
+    memory: Memory
+    workspaces: Workspaces
+    gate: HumanGate
+    executor: ActionExecutor
+    # Saves a state before the executor runs, so a crash mid-action is seen, never repeated.
+    persist: Callable[[RoundState], None] | None = None
 
 
 def advance(state: RoundState, deps: RoundDeps, now: float) -> RoundState:
