@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.beat import probes
 from looop_py.beat.pulse import beat
 from looop_py.claims import lease as claims
@@ -27,7 +27,6 @@ from looop_py.errors import ClaimHeld
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from looop_py.workers import sessions
 from tests.conftest import run_looop, wait_for
 
 PROCS, NAMES, ROUNDS = 32, ("alpha", "beta", "gamma", "delta"), 100
@@ -194,9 +193,9 @@ def test_ttl_expires_without_renew_and_renew_extends(wd: Paths) -> None:
 
 def test_recycled_pid_is_dead(wd: Paths) -> None:
     me = claims.own_holder("me")
-    assert sessions.is_alive(me.pid, me.create_time)
+    assert identity.is_alive(me.pid, me.create_time)
     ghost = claims.Holder("ghost", me.pid, me.create_time - 500)  # same pid, older process
-    assert not sessions.is_alive(ghost.pid, ghost.create_time)
+    assert not identity.is_alive(ghost.pid, ghost.create_time)
     claims.claim(wd, "repo", ghost, now=time.time())
     assert [v.live for v in claims.list_claims(wd, time.time())] == [False]
     assert probes.claims(wd, time.time())["signal"] == []  # sys-claims shows only the live set
@@ -229,9 +228,9 @@ def test_liveness_errors_count_as_alive(
             def __init__(self, pid: int) -> None:
                 raise psutil.AccessDenied(pid)
 
-        monkeypatch.setattr(sessions, "_PROC", False)
+        monkeypatch.setattr(identity, "_PROC", False)
         monkeypatch.setattr(psutil, "Process", Denied)
-    assert sessions.is_alive(me.pid, me.create_time - 500)
+    assert identity.is_alive(me.pid, me.create_time - 500)
     assert claims.reap(wd, time.time()) == []
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "repo", me, now=time.time())

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.beat.pulse import beat
 from looop_py.claims.lease import own_holder
 from looop_py.cli.app import cli
@@ -67,7 +67,7 @@ def test_worker_outlives_the_looop_process_that_started_it(wwd: Paths) -> None:
     assert r.returncode == 0, r.stderr
     info = jsonio.loads(r.stdout)
     # The `looop` process has exited; the worker runs on, in its own session and group.
-    assert sessions.is_alive(info["pid"], info["create_time"])
+    assert identity.is_alive(info["pid"], info["create_time"])
     assert os.getsid(info["pid"]) == info["pid"] == os.getpgid(info["pid"])
     assert status(wwd, "w1")["state"] == "running"
     meta = jsonio.read_json(wwd.sessions / "w1" / "meta.json")
@@ -95,7 +95,7 @@ def test_what_a_worker_leaves_running_is_ended_after_its_exit(wwd: Paths) -> Non
     start(wwd, "messy", 'sleep 30 &\necho $! > "$LOOOP_DIR/bg.pid"\nexit 5')
     assert wait_ended(wwd, "messy")["exit_code"] == 5
     bg = int((wwd.root / "bg.pid").read_text())
-    wait_for(lambda: sessions.create_time(bg) is None, 5, "the background job to be ended")
+    wait_for(lambda: identity.create_time(bg) is None, 5, "the background job to be ended")
 
 
 def test_logs_follow_until_the_worker_ends(wwd: Paths) -> None:
@@ -128,7 +128,7 @@ def test_kill_ends_a_child_that_ignores_sigterm(wwd: Paths) -> None:
     pid_file = wwd.root / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the child")
     child = int(pid_file.read_text())
-    child_created = sessions.create_time(child)
+    child_created = identity.create_time(child)
     assert child_created is not None
     t0 = time.monotonic()
     r = run_looop("-C", str(wwd.root), "worker", "kill", "stubborn", "--json")
@@ -136,8 +136,8 @@ def test_kill_ends_a_child_that_ignores_sigterm(wwd: Paths) -> None:
     result = jsonio.loads(r.stdout)
     assert result["was_alive"] and result["forced"] and result["state"] == "killed"
     assert time.monotonic() - t0 < 8
-    assert not sessions.is_alive(child, child_created)
-    assert not sessions.is_alive(started.pid, started.create_time)
+    assert not identity.is_alive(child, child_created)
+    assert not identity.is_alive(started.pid, started.create_time)
     assert jsonio.read_json(wwd.sessions / "stubborn" / "kill.json")["reason"] is None
     again = sessions.kill(wwd, "stubborn")  # killing a dead worker is harmless
     assert not again.was_alive and again.state == "killed"

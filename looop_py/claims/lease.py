@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.workdir.paths import Paths, check_segment, is_safe_segment
 from looop_py.workers import sessions
@@ -98,7 +98,7 @@ class Claim:
             self.session == holder.session
             and self.pid == holder.pid
             and self.create_time is not None
-            and abs(self.create_time - holder.create_time) <= sessions.CREATE_TIME_SLACK_S
+            and abs(self.create_time - holder.create_time) <= identity.CREATE_TIME_SLACK_S
         )
 
     def expired(self, now: float) -> bool:
@@ -107,7 +107,7 @@ class Claim:
     def holder_alive(self) -> bool:
         if self.pid is None:
             return True  # nobody to look at: fail closed (the reaper clears such debris)
-        return sessions.is_alive(self.pid, self.create_time)
+        return identity.is_alive(self.pid, self.create_time)
 
     def live(self, now: float) -> bool:
         return not self.expired(now) and self.holder_alive()
@@ -196,7 +196,7 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
         if pid is None:
             meta = sessions._read(paths.sessions / session / sessions.META)
             if isinstance(meta.get("pid"), int):
-                if not sessions.is_alive(meta["pid"], meta.get("create_time")):
+                if not identity.is_alive(meta["pid"], meta.get("create_time")):
                     raise UsageError(
                         f"worker {session} is not alive, so it cannot hold a claim",
                         "claims follow their holder's life; start the worker again",
@@ -204,7 +204,7 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
                 return Holder(session, meta["pid"], float(meta["create_time"]))
     if pid is None:
         pid = os.getppid()
-    created = sessions.create_time(pid)
+    created = identity.create_time(pid)
     if created is None:
         raise UsageError(f"process {pid} is not running", "pass the pid of a live process")
     return Holder(session, pid, created)
@@ -229,7 +229,7 @@ def _round_live(paths: Paths, session: str) -> bool:
 def own_holder(session: str | None = None) -> Holder:
     """This very process as a holder (for code calling the API in process)."""
     pid = os.getpid()
-    created = sessions.create_time(pid)
+    created = identity.create_time(pid)
     assert created is not None
     return Holder(session, pid, created)
 

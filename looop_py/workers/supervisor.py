@@ -22,7 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.workers import sessions
 
 # typing is not imported at run time.
@@ -49,12 +49,12 @@ def main(argv: list[str]) -> int:
         _exec_worker(gate_r, gate_w, d, command, cwd)
     os.close(gate_r)
     me = os.getpid()
-    created = sessions.create_time(pid)
+    created = identity.create_time(pid)
     meta.update(
         pid=pid,
         create_time=created,
         supervisor_pid=me,
-        supervisor_create_time=sessions.create_time(me),
+        supervisor_create_time=identity.create_time(me),
     )
     jsonio.write_json(d / sessions.META, meta)
     jsonio.write_json(d / sessions.STATUS, {"state": "running", "exit_code": None})
@@ -121,7 +121,7 @@ def _end_stragglers(pgid: int, grace_s: float) -> None:
     except (ProcessLookupError, PermissionError):
         return  # nothing left
     deadline = time.monotonic() + grace_s
-    while sessions.group_members(pgid):
+    while identity.group_members(pgid):
         if time.monotonic() >= deadline:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
