@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from looop_py.beat.pulse import beat
 from looop_py.claims import lease as claims
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
+from looop_py.loops.liveness import round_live
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
@@ -176,8 +178,8 @@ def test_ttl_expires_without_renew_and_renew_extends(wd: Paths) -> None:
     assert renewed.action == "renewed" and renewed.claim.expires_at == 1018.0
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "deploy", other, now=1015.0)  # still within the renewed ttl
-    assert claims.reap(wd, 1017.0) == []
-    events = claims.reap(wd, 1019.0)
+    assert claims.reap(wd, 1017.0, partial(round_live, wd)) == []
+    events = claims.reap(wd, 1019.0, partial(round_live, wd))
     assert events == [
         {
             "event": "claim_reaped",
@@ -211,7 +213,7 @@ def test_liveness_errors_count_as_alive(
 
     me = claims.own_holder("me")
     claims.claim(wd, "repo", claims.Holder("x", me.pid, me.create_time - 500), now=time.time())
-    assert claims.reap(wd, time.time())  # really dead: reaped
+    assert claims.reap(wd, time.time(), partial(round_live, wd))  # really dead: reaped
     claims.claim(wd, "repo", claims.Holder("x", me.pid, me.create_time - 500), now=time.time())
     if via_proc:  # /proc cannot be read
         real_open = open
@@ -231,7 +233,7 @@ def test_liveness_errors_count_as_alive(
         monkeypatch.setattr(identity, "_PROC", False)
         monkeypatch.setattr(psutil, "Process", Denied)
     assert identity.is_alive(me.pid, me.create_time - 500)
-    assert claims.reap(wd, time.time()) == []
+    assert claims.reap(wd, time.time(), partial(round_live, wd)) == []
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "repo", me, now=time.time())
 
@@ -258,6 +260,23 @@ def test_sigkilled_holder_loses_its_claim_on_the_next_beat(wd: Paths) -> None:
     assert reaped and reaped[0]["name"] == "repo" and reaped[0]["reason"] == "holder-dead"
     again = run_looop("-C", str(wd.root), "claim", "repo")
     assert again.returncode == 0 and again.stdout.strip() == "2"
+
+
+def test_a_rounds_claim_lives_as_long_as_its_round(wd: Paths) -> None:
+    from looop_py.beat.pulse import housekeep
+    from looop_py.workdir import config
+
+    claims.claim(wd, "repo", claims.round_holder("r1"), now=time.time())
+    wd.rounds.mkdir(exist_ok=True)
+    (wd.rounds / "r1.json").write_text("{not json")  # cannot tell: fail closed, kept
+    assert claims.reap(wd, time.time(), partial(round_live, wd)) == []
+    jsonio.write_json(wd.rounds / "r1.json", {"phase": "work"})
+    assert claims.reap(wd, time.time(), partial(round_live, wd)) == []
+    jsonio.write_json(wd.rounds / "r1.json", {"phase": "done"})
+    housekeep(wd, config.load(wd.config, wd.config_cache), time.time())  # the beat's step
+    assert claims_on_disk(wd) == []
+    reaped = [e for e in journal.recent_events(wd) if e["event"] == "claim_reaped"]
+    assert [(e["name"], e["reason"]) for e in reaped] == [("repo", "round-ended")]
 
 
 def test_cli_claim_prints_the_epoch_and_lists(wd: Paths) -> None:

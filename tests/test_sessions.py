@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,11 @@ from click.testing import CliRunner
 
 from looop_py import identity, jsonio
 from looop_py.beat.pulse import beat
-from looop_py.claims.lease import own_holder
+from looop_py.claims.lease import own_holder, reap
 from looop_py.cli.app import cli
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import WorkerRefused
+from looop_py.loops.liveness import round_live
 from looop_py.workdir import config, journal
 from looop_py.workdir.paths import Paths
 from looop_py.workers import sessions
@@ -111,7 +113,7 @@ def test_a_workers_claim_follows_the_worker(wwd: Paths) -> None:
     body = jsonio.read_json(wwd.claims / "repo.json")
     assert (body["session"], body["pid"], body["epoch"]) == ("holder", w.pid, 1)
     sessions.kill(wwd, "holder")
-    reaped = sessions.housekeeping(wwd, cfg(wwd), time.time())[-1]
+    reaped = reap(wwd, time.time(), partial(round_live, wwd))[-1]
     assert (reaped["event"], reaped["name"], reaped["reason"]) == (
         "claim_reaped",
         "repo",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +44,7 @@ class Holder:
 
     A loop round holds its target across many beats and processes, so it is a
     holder without a process (`round_holder`): its claim lives as long as the
-    round file says the round does.
+    round does (`reap` is told how to ask).
     """
 
     session: str | None
@@ -214,16 +214,8 @@ ROUND_PREFIX = "round."
 
 
 def round_holder(round_id: str) -> Holder:
-    """A loop round as a holder: no process, alive while rounds/<id>.json is a live round."""
+    """A loop round as a holder: no process; the reaper asks whether the round is still live."""
     return Holder(ROUND_PREFIX + check_segment(round_id, "round id"), None, None)
-
-
-def _round_live(paths: Paths, session: str) -> bool:
-    try:
-        data = jsonio.read_json(paths.rounds / f"{session.removeprefix(ROUND_PREFIX)}.json")
-    except (CorruptFile, OSError):
-        return True  # cannot tell: fail closed
-    return isinstance(data, dict) and data.get("phase") != "done"
 
 
 def own_holder(session: str | None = None) -> Holder:
@@ -357,16 +349,20 @@ def list_claims(paths: Paths, now: float) -> list[ClaimView]:
     return views
 
 
-def reap(paths: Paths, now: float) -> list[dict[str, Any]]:
-    """Remove claims whose holder is dead or whose ttl passed; one event dict per claim."""
+def reap(paths: Paths, now: float, round_live: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """Remove claims whose holder is dead or whose ttl passed; one event dict per claim.
+
+    A round's claim has no process to look at: it goes when `round_live(round id)`
+    says the round has ended (the caller asks the loops side; claims never read rounds/).
+    """
     events: list[dict[str, Any]] = []
     for name, path in _claim_files(paths):
-        reason = _reap_reason(path, now)
+        reason = _reap_reason(path, now, round_live)
         if reason is None:
             continue  # live: no lock needed to leave it alone
         with _locked(paths, name):
             cur, _ = _read(path)
-            if _reap_reason(path, now) is None:
+            if _reap_reason(path, now, round_live) is None:
                 continue  # taken over while we waited for the lock
             _release(paths, name, cur)
         event: dict[str, Any] = {"event": "claim_reaped", "name": name, "reason": reason}
@@ -376,13 +372,13 @@ def reap(paths: Paths, now: float) -> list[dict[str, Any]]:
     return events
 
 
-def _reap_reason(path: Path, now: float) -> str | None:
+def _reap_reason(path: Path, now: float, round_live: Callable[[str], bool]) -> str | None:
     cur, unreadable = _read(path)
     if cur is not None and cur.pid is None and (cur.session or "").startswith(ROUND_PREFIX):
         if cur.expired(now):
             return "expired"
-        paths = Paths(path.parent.parent)
-        return None if _round_live(paths, cur.session or "") else "round-ended"
+        round_id = (cur.session or "").removeprefix(ROUND_PREFIX)
+        return None if round_live(round_id) else "round-ended"
     if cur is None or cur.pid is None:
         if not unreadable and cur is None:
             return None  # gone already

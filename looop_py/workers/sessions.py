@@ -578,7 +578,7 @@ def report(
 
 
 def housekeeping(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
-    """Record lost workers, verify and settle dead ones, prune old records, reap claims.
+    """Record lost workers, verify and settle dead ones, prune old records.
 
     Returns one event dict per thing done ({"event": name, ...}); the pulse logs them.
     """
@@ -588,19 +588,7 @@ def housekeeping(paths: Paths, config: Config, now: float) -> list[dict[str, Any
         budget_end = time.monotonic() + config.workers.verify_budget_s
         for d in dirs:
             events += _housekeep_one(paths, config, d, now, budget_end)
-    if _has_json(paths.claims):
-        from looop_py.claims import lease as claims
-
-        events += claims.reap(paths, now)
     return events
-
-
-def _has_json(directory: Path) -> bool:
-    try:
-        with os.scandir(directory) as it:
-            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in it)
-    except FileNotFoundError:
-        return False
 
 
 def _housekeep_one(
