@@ -36,9 +36,9 @@ def sessions(paths: Paths, now: float) -> Snapshot:
                 return {"signal": [], "detail": {"count": 0}}
     except FileNotFoundError:
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.workers import sessions as sessions_mod
+    from looop_py.workers import records
 
-    views = sessions_mod.list_sessions(paths, now)
+    views = records.list_sessions(paths, now)
     workers: dict[str, Any] = {}
     for v in views:
         row: dict[str, Any] = {

@@ -314,11 +314,9 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
     """Reap dead sessions, verify ended workers, then reap dead claims; one event line each."""
     # The usual quiet beat has neither: nothing to look at, nothing to import.
     if _has_entries(paths.sessions):
-        from looop_py.workers import sessions
+        from looop_py.workers import reap
 
-        _emit_steps(
-            paths, now, "housekeeping_failed", lambda: sessions.housekeeping(paths, cfg, now)
-        )
+        _emit_steps(paths, now, "housekeeping_failed", lambda: reap.housekeeping(paths, cfg, now))
     if _has_entries(paths.claims):
         from functools import partial
 

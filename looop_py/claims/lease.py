@@ -24,7 +24,7 @@ from pathlib import Path
 from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.workdir.paths import Paths, check_segment, is_safe_segment
-from looop_py.workers import sessions
+from looop_py.workers import records
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -194,7 +194,7 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
     if session is not None:
         check_segment(session, "session id")
         if pid is None:
-            meta = sessions._read(paths.sessions / session / sessions.META)
+            meta = records.read_meta(paths, session)
             if isinstance(meta.get("pid"), int):
                 if not identity.is_alive(meta["pid"], meta.get("create_time")):
                     raise UsageError(

@@ -3,7 +3,7 @@
 The engine (looop_py/engine/) knows rounds, gates and budgets but not this
 work dir; the adapters here give it looop's own pieces:
 
-  SessionWorkers   maker and checker run as detached workers (sessions.py)
+  SessionWorkers   maker and checker run as detached workers (looop_py.workers)
   RoundClaims      a round holds its target as a claim with no process behind it
   MailboxApprovals an escalation is an approval ask; `looop approve/deny` answer it
   RoundWorkspaces  L2/L3 rounds work in a git worktree of their own when there is a repo
@@ -29,7 +29,7 @@ from looop_py.loops.index import cadences, index, schedule_book
 from looop_py.workdir import mailbox
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
-from looop_py.workers import sessions
+from looop_py.workers import kill, launch, records
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
 TYPE_CHECKING = False
@@ -87,12 +87,12 @@ class SessionWorkers:
     def start(self, request: WorkerRequest) -> str:
         from looop_py.workers import runtimes
 
-        meta = sessions._read(sessions.session_dir(self.paths, request.id) / sessions.META)
+        meta = records.read_meta(self.paths, request.id)
         if meta.get("round") == request.round_id:
             return request.id  # started before this process died: never twice
         runtime = runtimes.resolve(self.config, request.runtime)
         prompt = script_prompt(request.prompt) if runtime.script else request.prompt
-        sessions.start(
+        launch.start(
             self.paths,
             self.config,
             request.id,
@@ -109,7 +109,7 @@ class SessionWorkers:
         from looop_py.engine.ports import WorkerResult, WorkerStatus
 
         try:
-            view = sessions.get(self.paths, handle, self.clock())
+            view = records.get(self.paths, handle, self.clock())
         except (UsageError, ValueError):
             return WorkerResult(WorkerStatus.FAILED, f"worker session {handle} is gone")
         if view.alive:
@@ -135,11 +135,11 @@ class SessionWorkers:
 
     def cancel(self, handle: str) -> None:
         with contextlib.suppress(UsageError):
-            sessions.kill(self.paths, handle, reason="the round ran out of wall-clock time")
+            kill.kill(self.paths, handle, reason="the round ran out of wall-clock time")
 
 
 def _output_tail(paths: Paths, handle: str) -> str:
-    lines = jsonio.tail_lines(sessions.session_dir(paths, handle) / "output.log", 40)
+    lines = jsonio.tail_lines(records.session_dir(paths, handle) / "output.log", 40)
     text = b"\n".join(lines).decode("utf-8", "replace")
     return text[-OUTPUT_TAIL:].strip()
 
