@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from looop_py import identity, jsonio
 from looop_py.beat.pulse import beat
-from looop_py.claims.lease import own_holder
-from looop_py.claims.lease import reap as reap_claims
+from looop_py.claims.holders import own_holder
+from looop_py.claims.reaper import reap as reap_claims
 from looop_py.cli.app import cli
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import WorkerRefused

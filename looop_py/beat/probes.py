@@ -66,9 +66,9 @@ def claims(paths: Paths, now: float) -> Snapshot:
     """The live leases: which session holds which name (epochs and expiries in detail)."""
     if not _json_files_exist(paths.claims):
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.claims import lease as claims_mod
+    from looop_py.claims import reaper
 
-    live = [v for v in claims_mod.list_claims(paths, now) if v.live]
+    live = [v for v in reaper.list_claims(paths, now) if v.live]
     rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
     detail = {
         v.name: {k: v.claim.to_json()[k] for k in ("pid", "epoch", "acquired_at", "expires_at")}

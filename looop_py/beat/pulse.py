@@ -320,11 +320,11 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
     if _has_entries(paths.claims):
         from functools import partial
 
-        from looop_py.claims import lease as claims
+        from looop_py.claims import reaper
         from looop_py.loops import liveness
 
         round_live = partial(liveness.round_live, paths)
-        _emit_steps(paths, now, "housekeeping_failed", lambda: claims.reap(paths, now, round_live))
+        _emit_steps(paths, now, "housekeeping_failed", lambda: reaper.reap(paths, now, round_live))
 
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:

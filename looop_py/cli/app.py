@@ -619,10 +619,11 @@ def claim(
     """
     import time
 
+    from looop_py.claims import holders
     from looop_py.claims import lease as claims
 
     paths = state.paths
-    holder = claims.resolve_holder(paths, session or None, pid)
+    holder = holders.resolve_holder(paths, session or None, pid)
     outcome = claims.claim(paths, name, holder, ttl_s=ttl, renew=renew, now=time.time())
     if as_json:
         json_out({**outcome.claim.to_json(), "action": outcome.action})
@@ -645,10 +646,11 @@ def unclaim(state: State, name: str, session: str | None, pid: int | None, as_js
     """
     import time
 
+    from looop_py.claims import holders
     from looop_py.claims import lease as claims
 
     paths = state.paths
-    holder = claims.resolve_holder(paths, session or None, pid)
+    holder = holders.resolve_holder(paths, session or None, pid)
     released = claims.unclaim(paths, name, holder, now=time.time())
     if as_json:
         json_out({"name": name, "released": released.to_json() if released else None})
@@ -766,10 +768,10 @@ def claims(state: State, as_json: bool) -> None:
     """
     import time
 
-    from looop_py.claims import lease as claims_mod
+    from looop_py.claims import reaper
 
     now = time.time()
-    views = claims_mod.list_claims(state.paths, now)
+    views = reaper.list_claims(state.paths, now)
     if as_json:
         json_out({"claims": [v.to_json() for v in views]})
         return

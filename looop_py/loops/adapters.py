@@ -152,19 +152,21 @@ class RoundClaims:
     clock: Callable[[], float] = time.time
 
     def acquire(self, name: str, owner: str) -> int | None:
+        from looop_py.claims import holders
         from looop_py.claims import lease as claims
 
         try:
-            got = claims.claim(self.paths, name, claims.round_holder(owner), now=self.clock())
+            got = claims.claim(self.paths, name, holders.round_holder(owner), now=self.clock())
         except ClaimHeld:
             return None
         return got.claim.epoch
 
     def release(self, name: str, owner: str) -> None:
+        from looop_py.claims import holders
         from looop_py.claims import lease as claims
 
         with contextlib.suppress(ClaimHeld):
-            claims.unclaim(self.paths, name, claims.round_holder(owner), now=self.clock())
+            claims.unclaim(self.paths, name, holders.round_holder(owner), now=self.clock())
 
 
 @dataclass
