@@ -169,7 +169,7 @@ def start(
 
 def _spawn_supervisor(d: Path, env: dict[str, str]) -> dict[str, Any]:
     """Start the detached supervisor and wait for the line that says the worker runs."""
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parents[2])  # the dir holding looop_py/
     code = (
         f"import sys; sys.path.insert(0, {package_parent!r}); "
         "from looop_py.workers.supervisor import main; sys.exit(main(sys.argv[1:]))"
