@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import cleanup, looop_cmd
 
 from looop_py import jsonio
+from looop_py.claims import holders
 from looop_py.claims import lease as claims
 from looop_py.errors import ClaimHeld
 from looop_py.workdir.paths import Paths
@@ -41,7 +42,7 @@ NAMES = ("alpha", "beta", "gamma", "delta")
 def contender(root: str, rounds: int, seed: int, refused: multiprocessing.Value) -> None:  # type: ignore[valid-type]
     rng = random.Random(seed)
     paths = Paths(Path(root))
-    holder = claims.own_holder(f"p{os.getpid()}")
+    holder = holders.own_holder(f"p{os.getpid()}")
     order = list(NAMES)
     misses = 0
     for _ in range(rounds):
@@ -63,7 +64,7 @@ def contender(root: str, rounds: int, seed: int, refused: multiprocessing.Value)
 
 def contention(root: Path, procs: int, rounds: int) -> None:
     # Warm up here, so forked children share the imports (filelock, psutil) rather than redo them.
-    warm = claims.own_holder("warm-up")
+    warm = holders.own_holder("warm-up")
     claims.claim(Paths(root), "warm-up", warm, now=time.time())
     claims.unclaim(Paths(root), "warm-up", warm, now=time.time())
     ctx = multiprocessing.get_context("fork")
@@ -84,7 +85,7 @@ def contention(root: Path, procs: int, rounds: int) -> None:
         f"({refused.value:,} refused attempts retried)"
     )
     single = Paths(root)
-    me = claims.own_holder("solo")
+    me = holders.own_holder("solo")
     n = 2000
     start = time.perf_counter()
     for _ in range(n):

@@ -13,21 +13,23 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.beat import probes
 from looop_py.beat.pulse import beat
+from looop_py.claims import holders, reaper
 from looop_py.claims import lease as claims
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
+from looop_py.loops.store import is_live
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from looop_py.workers import sessions
 from tests.conftest import run_looop, wait_for
 
 PROCS, NAMES, ROUNDS = 32, ("alpha", "beta", "gamma", "delta"), 100
@@ -52,7 +54,7 @@ def _ledger(fd: int, line: str) -> None:
 def _contender(root: str, ledger: str, seed: int) -> None:
     rng = random.Random(seed)
     paths = Paths(Path(root))
-    holder = claims.own_holder(f"p{os.getpid()}")
+    holder = holders.own_holder(f"p{os.getpid()}")
     fd = os.open(ledger, os.O_WRONLY | os.O_APPEND)
     order = list(NAMES)
     for _ in range(ROUNDS):
@@ -92,7 +94,7 @@ def test_contention_one_holder_at_a_time_and_epochs_only_grow(
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
     # Import filelock and psutil here once, rather than in each forked child.
-    warm = claims.own_holder("warm-up")
+    warm = holders.own_holder("warm-up")
     claims.claim(wd, "warm-up", warm, now=time.time())
     claims.unclaim(wd, "warm-up", warm, now=time.time())
     ctx = multiprocessing.get_context("fork")
@@ -130,7 +132,7 @@ def test_threads_of_one_process_exclude_each_other(wd: Paths) -> None:
     inside, overlaps, acquired = [0], [0], [0]
 
     def run(label: str) -> None:
-        holder = claims.own_holder(label)
+        holder = holders.own_holder(label)
         for _ in range(50):
             try:
                 claims.claim(wd, "shared", holder, now=time.time())
@@ -153,12 +155,12 @@ def test_threads_of_one_process_exclude_each_other(wd: Paths) -> None:
 
 
 def test_owner_reclaim_is_idempotent_and_others_are_refused(wd: Paths) -> None:
-    me = claims.own_holder("me")
+    me = holders.own_holder("me")
     first = claims.claim(wd, "repo", me, now=100.0)
     again = claims.claim(wd, "repo", me, now=101.0)
     assert (first.action, again.action) == ("acquired", "held")
     assert again.claim == first.claim and first.claim.epoch == 1
-    other = claims.Holder("other", me.pid, me.create_time)  # another session label
+    other = holders.Holder("other", me.pid, me.create_time)  # another session label
     with pytest.raises(ClaimHeld, match="held by session me") as info:
         claims.claim(wd, "repo", other, now=102.0)
     assert info.value.exit_code == 4
@@ -171,14 +173,14 @@ def test_owner_reclaim_is_idempotent_and_others_are_refused(wd: Paths) -> None:
 
 
 def test_ttl_expires_without_renew_and_renew_extends(wd: Paths) -> None:
-    me, other = claims.own_holder("me"), claims.own_holder("other")
+    me, other = holders.own_holder("me"), holders.own_holder("other")
     claims.claim(wd, "deploy", me, ttl_s=10, now=1000.0)
     renewed = claims.claim(wd, "deploy", me, renew=True, now=1008.0)
     assert renewed.action == "renewed" and renewed.claim.expires_at == 1018.0
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "deploy", other, now=1015.0)  # still within the renewed ttl
-    assert claims.reap(wd, 1017.0) == []
-    events = claims.reap(wd, 1019.0)
+    assert reaper.reap(wd, 1017.0, partial(is_live, wd.rounds)) == []
+    events = reaper.reap(wd, 1019.0, partial(is_live, wd.rounds))
     assert events == [
         {
             "event": "claim_reaped",
@@ -193,15 +195,13 @@ def test_ttl_expires_without_renew_and_renew_extends(wd: Paths) -> None:
 
 
 def test_recycled_pid_is_dead(wd: Paths) -> None:
-    me = claims.own_holder("me")
-    assert sessions.is_alive(me.pid, me.create_time)
-    ghost = claims.Holder("ghost", me.pid, me.create_time - 500)  # same pid, older process
-    assert not sessions.is_alive(ghost.pid, ghost.create_time)
+    me = holders.own_holder("me")
+    assert identity.is_alive(me.pid, me.create_time)
+    ghost = holders.Holder("ghost", me.pid, me.create_time - 500)  # same pid, older process
+    assert not identity.is_alive(ghost.pid, ghost.create_time)
     claims.claim(wd, "repo", ghost, now=time.time())
-    assert [v.live for v in claims.list_claims(wd, time.time())] == [False]
-    assert (
-        probes.claims(probes.Seen(wd, time.time(), ()))["signal"] == []
-    )  # sys-claims shows only the live set
+    assert [v.live for v in reaper.list_claims(wd, time.time())] == [False]
+    assert probes.claims(probes.Seen(wd, time.time(), ()))["signal"] == []  # only the live set
     taken = claims.claim(wd, "repo", me, now=time.time())
     assert taken.action == "acquired" and taken.claim.epoch == 2
 
@@ -212,10 +212,10 @@ def test_liveness_errors_count_as_alive(
 ) -> None:
     import psutil
 
-    me = claims.own_holder("me")
-    claims.claim(wd, "repo", claims.Holder("x", me.pid, me.create_time - 500), now=time.time())
-    assert claims.reap(wd, time.time())  # really dead: reaped
-    claims.claim(wd, "repo", claims.Holder("x", me.pid, me.create_time - 500), now=time.time())
+    me = holders.own_holder("me")
+    claims.claim(wd, "repo", holders.Holder("x", me.pid, me.create_time - 500), now=time.time())
+    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds))  # really dead: reaped
+    claims.claim(wd, "repo", holders.Holder("x", me.pid, me.create_time - 500), now=time.time())
     if via_proc:  # /proc cannot be read
         real_open = open
 
@@ -231,10 +231,10 @@ def test_liveness_errors_count_as_alive(
             def __init__(self, pid: int) -> None:
                 raise psutil.AccessDenied(pid)
 
-        monkeypatch.setattr(sessions, "_PROC", False)
+        monkeypatch.setattr(identity, "_PROC", False)
         monkeypatch.setattr(psutil, "Process", Denied)
-    assert sessions.is_alive(me.pid, me.create_time - 500)
-    assert claims.reap(wd, time.time()) == []
+    assert identity.is_alive(me.pid, me.create_time - 500)
+    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds)) == []
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "repo", me, now=time.time())
 
@@ -263,6 +263,23 @@ def test_sigkilled_holder_loses_its_claim_on_the_next_beat(wd: Paths) -> None:
     assert reaped and reaped[0]["name"] == "repo" and reaped[0]["reason"] == "holder-dead"
     again = run_looop("-C", str(wd.root), "claim", "repo")
     assert again.returncode == 0 and again.stdout.strip() == "2"
+
+
+def test_a_rounds_claim_lives_as_long_as_its_round(wd: Paths) -> None:
+    from looop_py.beat.pulse import housekeep
+    from looop_py.workdir import config
+
+    claims.claim(wd, "repo", holders.round_holder("r1"), now=time.time())
+    wd.rounds.mkdir(exist_ok=True)
+    (wd.rounds / "r1.json").write_text("{not json")  # cannot tell: fail closed, kept
+    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds)) == []
+    jsonio.write_json(wd.rounds / "r1.json", {"phase": "work"})
+    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds)) == []
+    jsonio.write_json(wd.rounds / "r1.json", {"phase": "done"})
+    housekeep(wd, config.load(wd.config, wd.config_cache), time.time())  # the beat's step
+    assert claims_on_disk(wd) == []
+    reaped = [e for e in journal.recent_events(wd) if e["event"] == "claim_reaped"]
+    assert [(e["name"], e["reason"]) for e in reaped] == [("repo", "round-ended")]
 
 
 def test_cli_claim_prints_the_epoch_and_lists(wd: Paths) -> None:

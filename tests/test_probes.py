@@ -4,7 +4,7 @@ import time
 
 from looop_py import jsonio
 from looop_py.beat.probes import Seen, claims, goals, run_probes, sessions
-from looop_py.claims.lease import own_holder
+from looop_py.claims.holders import own_holder
 from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
 

@@ -7,21 +7,24 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.beat.pulse import beat
-from looop_py.claims.lease import own_holder
+from looop_py.claims.holders import own_holder
+from looop_py.claims.reaper import reap as reap_claims
 from looop_py.cli.app import cli
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import WorkerRefused
+from looop_py.loops.store import is_live
 from looop_py.workdir import config, journal
 from looop_py.workdir.paths import Paths
-from looop_py.workers import sessions
+from looop_py.workers import kill, launch, reap, records
 from tests.conftest import run_looop, wait_for
 
 
@@ -37,17 +40,17 @@ def wwd(wd: Paths) -> Iterator[Paths]:
     """A work dir for workers: a short kill grace; every worker still alive is killed after."""
     wd.config.write_text("[workers]\nkill_grace_s = 0.3\n")
     yield wd
-    for view in sessions.list_sessions(wd, time.time()):
+    for view in records.list_sessions(wd, time.time()):
         if view.alive:
-            sessions.kill(wd, view.id)
+            kill.kill(wd, view.id)
 
 
 def cfg(wd: Paths) -> config.Config:
     return config.load(wd.config)
 
 
-def start(wd: Paths, sid: str, prompt: str, **kw: Any) -> sessions.Session:
-    return sessions.start(wd, cfg(wd), sid, prompt, now=time.time(), **kw)
+def start(wd: Paths, sid: str, prompt: str, **kw: Any) -> records.Session:
+    return launch.start(wd, cfg(wd), sid, prompt, now=time.time(), **kw)
 
 
 def status(wd: Paths, sid: str) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def test_worker_outlives_the_looop_process_that_started_it(wwd: Paths) -> None:
     assert r.returncode == 0, r.stderr
     info = jsonio.loads(r.stdout)
     # The `looop` process has exited; the worker runs on, in its own session and group.
-    assert sessions.is_alive(info["pid"], info["create_time"])
+    assert identity.is_alive(info["pid"], info["create_time"])
     assert os.getsid(info["pid"]) == info["pid"] == os.getpgid(info["pid"])
     assert status(wwd, "w1")["state"] == "running"
     meta = jsonio.read_json(wwd.sessions / "w1" / "meta.json")
@@ -75,7 +78,7 @@ def test_worker_outlives_the_looop_process_that_started_it(wwd: Paths) -> None:
     assert (wwd.sessions / "w1" / "prompt.md").read_text().startswith("# LOOOP WORKER CONTRACT")
     ended = wait_ended(wwd, "w1")
     assert ended["state"] == "exited" and ended["exit_code"] == 7 and ended["ended_at"]
-    view = sessions.get(wwd, "w1", time.time())
+    view = records.get(wwd, "w1", time.time())
     assert (view.alive, view.health, view.exit_code) == (False, "dead", 7)
 
 
@@ -95,7 +98,7 @@ def test_what_a_worker_leaves_running_is_ended_after_its_exit(wwd: Paths) -> Non
     start(wwd, "messy", 'sleep 30 &\necho $! > "$LOOOP_DIR/bg.pid"\nexit 5')
     assert wait_ended(wwd, "messy")["exit_code"] == 5
     bg = int((wwd.root / "bg.pid").read_text())
-    wait_for(lambda: sessions.create_time(bg) is None, 5, "the background job to be ended")
+    wait_for(lambda: identity.create_time(bg) is None, 5, "the background job to be ended")
 
 
 def test_logs_follow_until_the_worker_ends(wwd: Paths) -> None:
@@ -110,8 +113,8 @@ def test_a_workers_claim_follows_the_worker(wwd: Paths) -> None:
     wait_for(lambda: epoch.exists() and epoch.read_text().strip(), what="the claim")
     body = jsonio.read_json(wwd.claims / "repo.json")
     assert (body["session"], body["pid"], body["epoch"]) == ("holder", w.pid, 1)
-    sessions.kill(wwd, "holder")
-    reaped = sessions.housekeeping(wwd, cfg(wwd), time.time())[-1]
+    kill.kill(wwd, "holder")
+    reaped = reap_claims(wwd, time.time(), partial(is_live, wwd.rounds))[-1]
     assert (reaped["event"], reaped["name"], reaped["reason"]) == (
         "claim_reaped",
         "repo",
@@ -128,7 +131,7 @@ def test_kill_ends_a_child_that_ignores_sigterm(wwd: Paths) -> None:
     pid_file = wwd.root / "child.pid"
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the child")
     child = int(pid_file.read_text())
-    child_created = sessions.create_time(child)
+    child_created = identity.create_time(child)
     assert child_created is not None
     t0 = time.monotonic()
     r = run_looop("-C", str(wwd.root), "worker", "kill", "stubborn", "--json")
@@ -136,10 +139,10 @@ def test_kill_ends_a_child_that_ignores_sigterm(wwd: Paths) -> None:
     result = jsonio.loads(r.stdout)
     assert result["was_alive"] and result["forced"] and result["state"] == "killed"
     assert time.monotonic() - t0 < 8
-    assert not sessions.is_alive(child, child_created)
-    assert not sessions.is_alive(started.pid, started.create_time)
+    assert not identity.is_alive(child, child_created)
+    assert not identity.is_alive(started.pid, started.create_time)
     assert jsonio.read_json(wwd.sessions / "stubborn" / "kill.json")["reason"] is None
-    again = sessions.kill(wwd, "stubborn")  # killing a dead worker is harmless
+    again = kill.kill(wwd, "stubborn")  # killing a dead worker is harmless
     assert not again.was_alive and again.state == "killed"
 
 
@@ -153,14 +156,14 @@ def test_fleet_cap_live_ids_and_reusing_a_dead_id(wwd: Paths) -> None:
         start(wwd, "a", "sleep 30")
     refused = run_looop("-C", str(wwd.root), "worker", "start", "c", "sleep 1")
     assert refused.returncode == 1 and "fleet cap" in refused.stderr
-    sessions.kill(wwd, "a")
+    kill.kill(wwd, "a")
     start(wwd, "c", "sleep 30")
-    sessions.kill(wwd, "b")
+    kill.kill(wwd, "b")
     start(wwd, "a", "echo second-generation\nsleep 30")  # a is dead: its leftovers go first
     wait_for(lambda: "second" in (wwd.sessions / "a" / "output.log").read_text())
     assert "first-generation" not in (wwd.sessions / "a" / "output.log").read_text()
     assert not (wwd.sessions / "a" / "kill.json").exists()
-    assert sessions.live_count(wwd, time.time()) == 2
+    assert records.live_count(wwd, time.time()) == 2
 
 
 def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) -> None:
@@ -173,13 +176,13 @@ def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) ->
     )
     jsonio.write_json(d / "status.json", {"state": "running", "exit_code": None})
     now = time.time()
-    view = sessions.get(wwd, "ghost", now)
+    view = records.get(wwd, "ghost", now)
     assert (view.alive, view.health, view.state, view.lost) == (False, "dead", "exited", True)
-    events = sessions.housekeeping(wwd, cfg(wwd), now)
+    events = reap.housekeeping(wwd, cfg(wwd), now)
     assert [e["event"] for e in events] == ["worker_lost", "worker_ended"]
     assert status(wwd, "ghost")["lost"] is True and status(wwd, "ghost")["finalized_at"] == now
-    assert sessions.housekeeping(wwd, cfg(wwd), now + 60) == []  # settled once only
-    pruned = sessions.housekeeping(wwd, cfg(wwd), now + 3 * 86400 + 1)
+    assert reap.housekeeping(wwd, cfg(wwd), now + 60) == []  # settled once only
+    pruned = reap.housekeeping(wwd, cfg(wwd), now + 3 * 86400 + 1)
     assert pruned == [{"event": "session_pruned", "id": "ghost"}]
     assert not d.exists()
 
@@ -187,14 +190,14 @@ def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) ->
 def test_health_busy_stuck_waiting_ask(wwd: Paths) -> None:
     start(wwd, "slow", "sleep 30")
     now = time.time()
-    assert sessions.get(wwd, "slow", now).health == "busy"
+    assert records.get(wwd, "slow", now).health == "busy"
     log = wwd.sessions / "slow" / "output.log"
     os.utime(log, (now - 901, now - 901))  # no output for 15 minutes
-    assert sessions.get(wwd, "slow", now).health == "stuck"
+    assert records.get(wwd, "slow", now).health == "stuck"
     jsonio.write_json(wwd.asks / "slow-1.json", {"id": "slow-1", "asker": "slow", "prompt": "?"})
-    assert sessions.get(wwd, "slow", now).health == "waiting-ask"
+    assert records.get(wwd, "slow", now).health == "waiting-ask"
     jsonio.write_json(wwd.answers / "slow-1.json", {"id": "slow-1", "answer": "yes"})
-    assert sessions.get(wwd, "slow", now).health == "stuck"
+    assert records.get(wwd, "slow", now).health == "stuck"
     listed = jsonio.loads(run_looop("-C", str(wwd.root), "workers", "--json").stdout)
     assert [(w["id"], w["alive"]) for w in listed["workers"]] == [("slow", True)]
     assert listed["live"] == 1 and listed["max_live"] == 8
@@ -241,7 +244,7 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
     start(wwd, "reporter", script)
     wait_ended(wwd, "metered")
     wait_ended(wwd, "reporter")
-    events = sessions.housekeeping(wwd, cfg(wwd), time.time())
+    events = reap.housekeeping(wwd, cfg(wwd), time.time())
     metered = next(e for e in events if e["id"] == "metered")
     assert metered["usage"] == {
         "input_tokens": 105,
@@ -250,7 +253,7 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
         "cost_usd": 0.25,
         "source": "stream",
     }
-    view = sessions.get(wwd, "reporter", time.time())
+    view = records.get(wwd, "reporter", time.time())
     assert view.result is not None and view.result["status"] == "done-with-concerns"
     assert view.usage == {"total_tokens": 500, "cost_usd": None, "source": "worker"}
     outside = run_looop("-C", str(wwd.root), "done", env={"LOOOP_SESSION_ID": ""})
@@ -276,7 +279,7 @@ def test_git_worktree_kept_when_it_holds_commits_else_removed(wwd: Paths, tmp_pa
     wait_ended(wwd, "keep")
     wait_ended(wwd, "drop")
     assert (wwd.reports / "keep.txt").read_text().strip() == str(wt_root / "keep")
-    events = {e["id"]: e for e in sessions.housekeeping(wwd, cfg(wwd), time.time())}
+    events = {e["id"]: e for e in reap.housekeeping(wwd, cfg(wwd), time.time())}
     assert events["keep"]["worktree"] == "kept" and events["drop"]["worktree"] == "removed"
     assert (wt_root / "keep").is_dir() and not (wt_root / "drop").exists()
     branches = subprocess.run(

@@ -53,9 +53,9 @@ def sessions(seen: Seen) -> Snapshot:
                 return {"signal": [], "detail": {"count": 0}}
     except FileNotFoundError:
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.workers import sessions as sessions_mod
+    from looop_py.workers import records
 
-    views = sessions_mod.list_sessions(paths, now)
+    views = records.list_sessions(paths, now)
     workers: dict[str, Any] = {}
     for v in views:
         row: dict[str, Any] = {
@@ -84,9 +84,9 @@ def claims(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     if not _json_files_exist(paths.claims):
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.claims import lease as claims_mod
+    from looop_py.claims import reaper
 
-    live = [v for v in claims_mod.list_claims(paths, now) if v.live]
+    live = [v for v in reaper.list_claims(paths, now) if v.live]
     rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
     detail = {
         v.name: {k: v.claim.to_json()[k] for k in ("pid", "epoch", "acquired_at", "expires_at")}

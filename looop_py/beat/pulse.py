@@ -186,12 +186,20 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
 
 
 def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
-    """Reap dead claims and sessions, verify ended workers; one event line per thing done."""
-    if not (_has_entries(paths.sessions) or _has_entries(paths.claims)):
-        return  # the usual quiet beat: nothing to look at, nothing to import
-    from looop_py.workers import sessions
+    """Reap dead sessions, verify ended workers, then reap dead claims; one event line each."""
+    # The usual quiet beat has neither: nothing to look at, nothing to import.
+    if _has_entries(paths.sessions):
+        from looop_py.workers import reap
 
-    _emit_steps(paths, now, "housekeeping_failed", lambda: sessions.housekeeping(paths, cfg, now))
+        _emit_steps(paths, now, "housekeeping_failed", lambda: reap.housekeeping(paths, cfg, now))
+    if _has_entries(paths.claims):
+        from functools import partial
+
+        from looop_py.claims import reaper
+        from looop_py.loops import store
+
+        round_live = partial(store.is_live, paths.rounds)
+        _emit_steps(paths, now, "housekeeping_failed", lambda: reaper.reap(paths, now, round_live))
 
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:

@@ -1,10 +1,10 @@
 """Claims: named leases with fencing epochs, so no two workers touch one target at once.
 
 `claims/<name>.json` = {name, session, pid, create_time, epoch, acquired_at,
-expires_at, ttl_s}. The holder is a process (for a worker, the worker's own
-pid, from its session record), so a claim dies with its holder: it is reaped
-when that process is gone (or its pid was recycled), or when its ttl passed
-without a renewal. A liveness check that errors counts as alive.
+expires_at, ttl_s}. The holder is a process (claims/holders.py), so a claim
+dies with its holder: it is reaped (claims/reaper.py) when that process is
+gone (or its pid was recycled), or when its ttl passed without a renewal.
+A liveness check that errors counts as alive.
 
 Every change to one name happens under a per-name lock file (filelock lives
 here) with compare-then-atomic-write, so acquiring is atomic across processes.
@@ -21,35 +21,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py import jsonio
+from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
-from looop_py.workdir.paths import Paths, check_segment, is_safe_segment
-from looop_py.workers import sessions
+from looop_py.ids import check_segment
+from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.claims.holders import Holder
+
 LOCKS = ".locks"
 RELEASED = ".released"
 LOCK_TIMEOUT_S = 10.0
 POLL_S = 0.002  # the per-name lock is held for well under a millisecond
-DEBRIS_GRACE_S = 10.0  # an unreadable claim file older than this is removed by the reaper
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who asks: a session label (optional) and the process whose life the claim follows.
-
-    A loop round holds its target across many beats and processes, so it is a
-    holder without a process (`round_holder`): its claim lives as long as the
-    round file says the round does.
-    """
-
-    session: str | None
-    pid: int | None
-    create_time: float | None
 
 
 @dataclass(frozen=True)
@@ -98,7 +85,7 @@ class Claim:
             self.session == holder.session
             and self.pid == holder.pid
             and self.create_time is not None
-            and abs(self.create_time - holder.create_time) <= sessions.CREATE_TIME_SLACK_S
+            and abs(self.create_time - holder.create_time) <= identity.CREATE_TIME_SLACK_S
         )
 
     def expired(self, now: float) -> bool:
@@ -107,7 +94,7 @@ class Claim:
     def holder_alive(self) -> bool:
         if self.pid is None:
             return True  # nobody to look at: fail closed (the reaper clears such debris)
-        return sessions.is_alive(self.pid, self.create_time)
+        return identity.is_alive(self.pid, self.create_time)
 
     def live(self, now: float) -> bool:
         return not self.expired(now) and self.holder_alive()
@@ -135,7 +122,8 @@ _locks: dict[str, Any] = {}  # one FileLock per lock file, reused: building one 
 
 
 @contextlib.contextmanager
-def _locked(paths: Paths, name: str) -> Iterator[None]:
+def locked(paths: Paths, name: str) -> Iterator[None]:
+    """Hold the per-name lock of claim `name` (Busy if it stays taken for LOCK_TIMEOUT_S)."""
     from filelock import FileLock, Timeout
 
     key = str(paths.claims / LOCKS / f"{name}.lock")
@@ -153,7 +141,7 @@ def _locked(paths: Paths, name: str) -> Iterator[None]:
         lock.release()
 
 
-def _read(path: Path) -> tuple[Claim | None, bool]:
+def read_claim(path: Path) -> tuple[Claim | None, bool]:
     """(claim, unreadable): a missing file is (None, False)."""
     try:
         body = jsonio.read_json(path)
@@ -166,11 +154,11 @@ def _read(path: Path) -> tuple[Claim | None, bool]:
 
 
 def _last_epoch(paths: Paths, name: str) -> int:
-    released, _ = _read(paths.claims / RELEASED / f"{name}.json")
+    released, _ = read_claim(paths.claims / RELEASED / f"{name}.json")
     return released.epoch if released else 0
 
 
-def _release(paths: Paths, name: str, cur: Claim | None) -> None:
+def set_aside(paths: Paths, name: str, cur: Claim | None) -> None:
     """Move the claim aside (keeping its epoch) rather than delete it; debris is deleted."""
     if cur is None or cur.epoch < _last_epoch(paths, name):  # never lower the last epoch
         with contextlib.suppress(FileNotFoundError):
@@ -179,59 +167,6 @@ def _release(paths: Paths, name: str, cur: Claim | None) -> None:
     released = paths.claims / RELEASED
     released.mkdir(exist_ok=True)
     os.replace(claim_path(paths, name), released / f"{name}.json")
-
-
-# -- who is asking ---------------------------------------------------------------------
-
-
-def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder:
-    """The holder for a command line: a live worker's own process, else `pid` (the caller's parent).
-
-    Inside a worker, $LOOOP_SESSION_ID names the session and the claim follows
-    the worker's life. Elsewhere the claim follows the process that ran
-    `looop claim` (a shell, a script), or the one `--pid` names.
-    """
-    if session is not None:
-        check_segment(session, "session id")
-        if pid is None:
-            meta = sessions._read(paths.sessions / session / sessions.META)
-            if isinstance(meta.get("pid"), int):
-                if not sessions.is_alive(meta["pid"], meta.get("create_time")):
-                    raise UsageError(
-                        f"worker {session} is not alive, so it cannot hold a claim",
-                        "claims follow their holder's life; start the worker again",
-                    )
-                return Holder(session, meta["pid"], float(meta["create_time"]))
-    if pid is None:
-        pid = os.getppid()
-    created = sessions.create_time(pid)
-    if created is None:
-        raise UsageError(f"process {pid} is not running", "pass the pid of a live process")
-    return Holder(session, pid, created)
-
-
-ROUND_PREFIX = "round."
-
-
-def round_holder(round_id: str) -> Holder:
-    """A loop round as a holder: no process, alive while rounds/<id>.json is a live round."""
-    return Holder(ROUND_PREFIX + check_segment(round_id, "round id"), None, None)
-
-
-def _round_live(paths: Paths, session: str) -> bool:
-    try:
-        data = jsonio.read_json(paths.rounds / f"{session.removeprefix(ROUND_PREFIX)}.json")
-    except (CorruptFile, OSError):
-        return True  # cannot tell: fail closed
-    return isinstance(data, dict) and data.get("phase") != "done"
-
-
-def own_holder(session: str | None = None) -> Holder:
-    """This very process as a holder (for code calling the API in process)."""
-    pid = os.getpid()
-    created = sessions.create_time(pid)
-    assert created is not None
-    return Holder(session, pid, created)
 
 
 # -- claim / unclaim -----------------------------------------------------------------------
@@ -252,11 +187,11 @@ def claim(
         raise UsageError("--ttl must be positive")
     # A lock-free look first (claim files are replaced atomically): refusing a
     # live holder needs no lock, which keeps contended retries cheap.
-    cur, _ = _read(path)
+    cur, _ = read_claim(path)
     if cur is not None and not cur.held_by(holder) and cur.live(now):
         raise _held(name, cur)
-    with _locked(paths, name):
-        cur, unreadable = _read(path)
+    with locked(paths, name):
+        cur, unreadable = read_claim(path)
         if unreadable:
             raise CorruptFile(
                 f"{path} is unreadable, so nobody can tell who holds {name}",
@@ -308,8 +243,8 @@ def _held(name: str, cur: Claim) -> ClaimHeld:
 def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | None:
     """Release `name`; idempotent. Refuses (ClaimHeld) when another live holder has it."""
     path = claim_path(paths, name)
-    with _locked(paths, name):
-        cur, unreadable = _read(path)
+    with locked(paths, name):
+        cur, unreadable = read_claim(path)
         if cur is None and not unreadable:
             return None
         if cur is not None and not cur.held_by(holder) and cur.live(now):
@@ -317,82 +252,5 @@ def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | N
                 f"{name} is held by {cur.describe()}, not by you",
                 "only its holder releases a live claim; it goes when its holder dies",
             )
-        _release(paths, name, cur)
+        set_aside(paths, name, cur)
         return cur
-
-
-# -- the live set and the reaper ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClaimView:
-    name: str
-    claim: Claim | None  # None: unreadable
-    live: bool
-
-    def to_json(self) -> dict[str, Any]:
-        body = self.claim.to_json() if self.claim else {"name": self.name, "unreadable": True}
-        return {**body, "live": self.live}
-
-
-def _claim_files(paths: Paths) -> list[tuple[str, Path]]:
-    try:
-        entries = sorted(os.scandir(paths.claims), key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    found = []
-    for entry in entries:
-        stem = entry.name.removesuffix(".json")
-        if stem != entry.name and is_safe_segment(stem) and entry.is_file():
-            found.append((stem, Path(entry.path)))
-    return found
-
-
-def list_claims(paths: Paths, now: float) -> list[ClaimView]:
-    """Every claim file, sorted by name; unreadable ones count as live (fail closed)."""
-    views = []
-    for name, path in _claim_files(paths):
-        cur, _ = _read(path)
-        views.append(ClaimView(name, cur, cur.live(now) if cur else True))
-    return views
-
-
-def reap(paths: Paths, now: float) -> list[dict[str, Any]]:
-    """Remove claims whose holder is dead or whose ttl passed; one event dict per claim."""
-    events: list[dict[str, Any]] = []
-    for name, path in _claim_files(paths):
-        reason = _reap_reason(path, now)
-        if reason is None:
-            continue  # live: no lock needed to leave it alone
-        with _locked(paths, name):
-            cur, _ = _read(path)
-            if _reap_reason(path, now) is None:
-                continue  # taken over while we waited for the lock
-            _release(paths, name, cur)
-        event: dict[str, Any] = {"event": "claim_reaped", "name": name, "reason": reason}
-        if cur is not None:
-            event.update(session=cur.session, pid=cur.pid, epoch=cur.epoch)
-        events.append(event)
-    return events
-
-
-def _reap_reason(path: Path, now: float) -> str | None:
-    cur, unreadable = _read(path)
-    if cur is not None and cur.pid is None and (cur.session or "").startswith(ROUND_PREFIX):
-        if cur.expired(now):
-            return "expired"
-        paths = Paths(path.parent.parent)
-        return None if _round_live(paths, cur.session or "") else "round-ended"
-    if cur is None or cur.pid is None:
-        if not unreadable and cur is None:
-            return None  # gone already
-        try:
-            old = now - path.stat().st_mtime > DEBRIS_GRACE_S
-        except FileNotFoundError:
-            return None
-        return "unreadable" if old else None
-    if cur.expired(now):
-        return "expired"
-    if not cur.holder_alive():
-        return "holder-dead"
-    return None

@@ -409,7 +409,7 @@ def worker_start(
 
     from looop_py.errors import UsageError
     from looop_py.workdir import config as config_mod
-    from looop_py.workers import sessions
+    from looop_py.workers import launch
 
     if prompt is None or prompt == "-":
         if prompt is None and sys.stdin.isatty():
@@ -417,7 +417,7 @@ def worker_start(
         prompt = sys.stdin.read()
     paths = state.paths
     cfg = config_mod.load(paths.config, paths.config_cache)
-    started = sessions.start(
+    started = launch.start(
         paths,
         cfg,
         worker_id,
@@ -447,9 +447,9 @@ def worker_kill(state: State, worker_id: str, reason: str | None, as_json: bool)
     Example:
       looop worker kill fix-ci --reason "stuck for an hour"
     """
-    from looop_py.workers import sessions
+    from looop_py.workers import kill
 
-    result = sessions.kill(state.paths, worker_id, reason=reason)
+    result = kill.kill(state.paths, worker_id, reason=reason)
     if as_json:
         json_out(
             {
@@ -484,11 +484,11 @@ def worker_logs(state: State, worker_id: str, follow: bool, lines: int | None) -
     import time
 
     from looop_py import jsonio
-    from looop_py.workers import sessions
+    from looop_py.workers import records
 
     paths = state.paths
-    view = sessions.get(paths, worker_id, time.time())
-    log = sessions.session_dir(paths, worker_id) / sessions.OUTPUT
+    view = records.get(paths, worker_id, time.time())
+    log = records.session_dir(paths, worker_id) / records.OUTPUT
     out = sys.stdout.buffer
     if lines is not None:
         out.write(b"".join(line + b"\n" for line in jsonio.tail_lines(log, lines)))
@@ -511,7 +511,7 @@ def worker_logs(state: State, worker_id: str, follow: bool, lines: int | None) -
         if not follow or not alive:
             return
         time.sleep(0.2)
-        alive = sessions.get(paths, worker_id, time.time()).alive
+        alive = records.get(paths, worker_id, time.time()).alive
 
 
 @cli.command()
@@ -531,14 +531,14 @@ def workers(state: State, show_all: bool, as_json: bool) -> None:
     import time
 
     from looop_py.workdir import config as config_mod
-    from looop_py.workers import sessions
+    from looop_py.workers import reap, records
 
     paths = state.paths
     cfg = config_mod.load(paths.config, paths.config_cache)
-    views = sessions.list_sessions(paths, time.time())
+    views = records.list_sessions(paths, time.time())
     live = {v.id for v in views if v.alive}
     shown = views if show_all else [v for v in views if v.alive]
-    kept = [k for k in sessions.kept_worktrees(paths, cfg) if k["id"] not in live]
+    kept = [k for k in reap.kept_worktrees(paths, cfg) if k["id"] not in live]
     if as_json:
         json_out(
             {
@@ -619,10 +619,11 @@ def claim(
     """
     import time
 
+    from looop_py.claims import holders
     from looop_py.claims import lease as claims
 
     paths = state.paths
-    holder = claims.resolve_holder(paths, session or None, pid)
+    holder = holders.resolve_holder(paths, session or None, pid)
     outcome = claims.claim(paths, name, holder, ttl_s=ttl, renew=renew, now=time.time())
     if as_json:
         json_out({**outcome.claim.to_json(), "action": outcome.action})
@@ -645,10 +646,11 @@ def unclaim(state: State, name: str, session: str | None, pid: int | None, as_js
     """
     import time
 
+    from looop_py.claims import holders
     from looop_py.claims import lease as claims
 
     paths = state.paths
-    holder = claims.resolve_holder(paths, session or None, pid)
+    holder = holders.resolve_holder(paths, session or None, pid)
     released = claims.unclaim(paths, name, holder, now=time.time())
     if as_json:
         json_out({"name": name, "released": released.to_json() if released else None})
@@ -766,10 +768,10 @@ def claims(state: State, as_json: bool) -> None:
     """
     import time
 
-    from looop_py.claims import lease as claims_mod
+    from looop_py.claims import reaper
 
     now = time.time()
-    views = claims_mod.list_claims(state.paths, now)
+    views = reaper.list_claims(state.paths, now)
     if as_json:
         json_out({"claims": [v.to_json() for v in views]})
         return
@@ -829,13 +831,13 @@ def done(
     import time
 
     from looop_py.errors import UsageError
-    from looop_py.workers import sessions
+    from looop_py.workers import records
 
     if not session:
         raise UsageError(
             "no session", "run this inside a worker ($LOOOP_SESSION_ID) or pass --session"
         )
-    result = sessions.report(
+    result = records.report(
         state.paths,
         session,
         status=result_status,

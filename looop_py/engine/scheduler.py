@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         def load(self) -> ScheduleBook: ...
 
         def save(self, book: ScheduleBook) -> None: ...
+
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
 

@@ -25,7 +25,7 @@ from looop_py.errors import ClaimHeld, LooopError, UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
-from looop_py.workers import sessions
+from looop_py.workers import kill, launch, records
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
 TYPE_CHECKING = False
@@ -68,12 +68,12 @@ class SessionWorkers:
     def start(self, request: WorkerRequest) -> str:
         from looop_py.workers import runtimes
 
-        meta = sessions._read(sessions.session_dir(self.paths, request.id) / sessions.META)
+        meta = records.read_meta(self.paths, request.id)
         if meta.get("round") == request.round_id:
             return request.id  # started before this process died: never twice
         runtime = runtimes.resolve(self.config, request.runtime)
         prompt = script_prompt(request.prompt) if runtime.script else request.prompt
-        sessions.start(
+        launch.start(
             self.paths,
             self.config,
             request.id,
@@ -90,7 +90,7 @@ class SessionWorkers:
         from looop_py.engine.ports import WorkerResult, WorkerStatus
 
         try:
-            view = sessions.get(self.paths, handle, self.clock())
+            view = records.get(self.paths, handle, self.clock())
         except (UsageError, ValueError):
             return WorkerResult(WorkerStatus.FAILED, f"worker session {handle} is gone")
         if view.alive:
@@ -116,11 +116,11 @@ class SessionWorkers:
 
     def cancel(self, handle: str) -> None:
         with contextlib.suppress(UsageError):
-            sessions.kill(self.paths, handle, reason="the round ran out of wall-clock time")
+            kill.kill(self.paths, handle, reason="the round ran out of wall-clock time")
 
 
 def _output_tail(paths: Paths, handle: str) -> str:
-    lines = jsonio.tail_lines(sessions.session_dir(paths, handle) / "output.log", 40)
+    lines = jsonio.tail_lines(records.session_dir(paths, handle) / "output.log", 40)
     text = b"\n".join(lines).decode("utf-8", "replace")
     return text[-OUTPUT_TAIL:].strip()
 
@@ -133,19 +133,21 @@ class RoundClaims:
     clock: Callable[[], float] = time.time
 
     def acquire(self, name: str, owner: str) -> int | None:
+        from looop_py.claims import holders
         from looop_py.claims import lease as claims
 
         try:
-            got = claims.claim(self.paths, name, claims.round_holder(owner), now=self.clock())
+            got = claims.claim(self.paths, name, holders.round_holder(owner), now=self.clock())
         except ClaimHeld:
             return None
         return got.claim.epoch
 
     def release(self, name: str, owner: str) -> None:
+        from looop_py.claims import holders
         from looop_py.claims import lease as claims
 
         with contextlib.suppress(ClaimHeld):
-            claims.unclaim(self.paths, name, claims.round_holder(owner), now=self.clock())
+            claims.unclaim(self.paths, name, holders.round_holder(owner), now=self.clock())
 
 
 @dataclass

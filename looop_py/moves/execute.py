@@ -226,11 +226,11 @@ def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float)
 
 
 def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    from looop_py.workers import sessions
+    from looop_py.workers import kill, launch
 
     a = move.action
     if isinstance(a, StartWorker):
-        started = sessions.start(
+        started = launch.start(
             paths,
             cfg,
             a.id,
@@ -243,7 +243,7 @@ def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
         stamp_goal(paths, a.id, now)
         return Outcome(True, f"pid {started.pid}")
     assert isinstance(a, KillWorker)
-    sessions.kill(paths, a.id, reason=a.reason)
+    kill.kill(paths, a.id, reason=a.reason)
     return Outcome(True)
 
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py.errors import NotAWorkDir
-from looop_py.ids import check_segment as check_segment  # noqa: PLC0414 - re-export until the workers split lands
-from looop_py.ids import is_safe_segment as is_safe_segment  # noqa: PLC0414
+from looop_py.ids import check_segment
 
 CONFIG_NAME = "looop.toml"
 

@@ -22,8 +22,8 @@ import time
 import traceback
 from pathlib import Path
 
-from looop_py import jsonio
-from looop_py.workers import sessions
+from looop_py import identity, jsonio
+from looop_py.workers import records
 
 # typing is not imported at run time.
 TYPE_CHECKING = False
@@ -38,10 +38,10 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # no terminal, no Ctrl-C: only kill ends us
     try:
-        meta: dict[str, Any] = jsonio.read_json(d / sessions.META)
+        meta: dict[str, Any] = jsonio.read_json(d / records.META)
         command, cwd = str(meta["command"]), str(meta["cwd"])
     except Exception as exc:
-        _ready({"error": f"unreadable {sessions.META}: {exc}"})
+        _ready({"error": f"unreadable {records.META}: {exc}"})
         return 1
     gate_r, gate_w = os.pipe()
     pid = os.fork()
@@ -49,20 +49,20 @@ def main(argv: list[str]) -> int:
         _exec_worker(gate_r, gate_w, d, command, cwd)
     os.close(gate_r)
     me = os.getpid()
-    created = sessions.create_time(pid)
+    created = identity.create_time(pid)
     meta.update(
         pid=pid,
         create_time=created,
         supervisor_pid=me,
-        supervisor_create_time=sessions.create_time(me),
+        supervisor_create_time=identity.create_time(me),
     )
-    jsonio.write_json(d / sessions.META, meta)
-    jsonio.write_json(d / sessions.STATUS, {"state": "running", "exit_code": None})
+    jsonio.write_json(d / records.META, meta)
+    jsonio.write_json(d / records.STATUS, {"state": "running", "exit_code": None})
     _ready({"pid": pid, "create_time": created, "supervisor_pid": me})
     os.close(gate_w)  # the gate opens: the worker runs
     _, wait_status = os.waitpid(pid, 0)
     ended = time.time()
-    killed = (d / sessions.KILL).exists()
+    killed = (d / records.KILL).exists()
     code = os.waitstatus_to_exitcode(wait_status)
     status: dict[str, Any] = {
         "state": "killed" if killed else "exited",
@@ -70,9 +70,9 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
-    jsonio.write_json(d / sessions.STATUS, status)  # first: the exit is news at once
+    jsonio.write_json(d / records.STATUS, status)  # first: the exit is news at once
     if not killed:  # `looop worker kill` ends the whole tree itself
-        grace = sessions._dict(meta.get("limits")).get("kill_grace_s")
+        grace = records.as_dict(meta.get("limits")).get("kill_grace_s")
         _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
     return 0
 
@@ -97,7 +97,7 @@ def _exec_worker(gate_r: int, gate_w: int, d: Path, command: str, cwd: str) -> N
             signal.signal(sig, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        out = os.open(d / sessions.OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        out = os.open(d / records.OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.closerange(3, 1024)
@@ -121,7 +121,7 @@ def _end_stragglers(pgid: int, grace_s: float) -> None:
     except (ProcessLookupError, PermissionError):
         return  # nothing left
     deadline = time.monotonic() + grace_s
-    while sessions.group_members(pgid):
+    while identity.group_members(pgid):
         if time.monotonic() >= deadline:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)

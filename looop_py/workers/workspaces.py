@@ -36,6 +36,11 @@ class Worktree:
     def to_json(self) -> dict[str, Any]:
         return {"repo": str(self.repo), "path": str(self.path), "branch": self.branch}
 
+    @classmethod
+    def from_json(cls, ws: dict[str, Any]) -> Worktree:
+        """The worktree a session record names (its `workspace`); KeyError if it names none."""
+        return cls(Path(ws["repo"]), Path(ws["path"]), str(ws["branch"]))
+
 
 def branch_for(session_id: str) -> str:
     return f"looop/{session_id}"

@@ -1,0 +1,120 @@
+"""Process identity: a process is its pid and its create time, so a recycled pid is not life.
+
+Alive means the pid exists, is not a zombie, and was created when the record
+says. A liveness check that fails for any other reason (permissions …) counts
+as alive, so nothing is reaped blind.
+
+This is the only module that imports psutil, and only when a process has to
+be looked at beyond /proc: the quiet beat checks liveness every beat, and
+importing psutil would cost more than the check.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+CREATE_TIME_SLACK_S = 1.0  # psutil derives create times from the boot time, in whole seconds
+
+
+def _identity(pid: int) -> tuple[bool, float] | None:
+    """(is a zombie, create time) of process `pid`; None if there is no such process.
+
+    Raises on anything else (permissions …), so callers can fail closed. On
+    Linux this reads /proc/<pid>/stat directly, the way psutil computes it
+    (start ticks / CLK_TCK + boot time).
+    """
+    if _PROC:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) "
+        return fields[0] in (b"Z", b"X"), int(fields[19]) / _clock_ticks() + _boot_time()
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return proc.status() == psutil.STATUS_ZOMBIE, proc.create_time()
+    except psutil.ZombieProcess:
+        return True, 0.0
+    except psutil.NoSuchProcess:
+        return None
+
+
+_PROC = sys.platform.startswith("linux") and os.path.exists("/proc/self/stat")
+_cache: dict[str, float] = {}
+
+
+def _clock_ticks() -> float:
+    if "tck" not in _cache:
+        _cache["tck"] = float(os.sysconf("SC_CLK_TCK"))
+    return _cache["tck"]
+
+
+def _boot_time() -> float:
+    if "btime" not in _cache:
+        with open("/proc/stat", "rb") as f:
+            line = next(x for x in f if x.startswith(b"btime"))
+        _cache["btime"] = float(line.split()[1])
+    return _cache["btime"]
+
+
+def create_time(pid: int) -> float | None:
+    """When process `pid` was created; None if there is no such (live) process."""
+    found = _identity(pid)
+    return None if found is None or found[0] else found[1]
+
+
+def is_alive(pid: Any, created: Any) -> bool:
+    """Is the process recorded as (pid, create time) still running? Errors count as alive."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if not isinstance(created, int | float):
+        return False
+    try:
+        found = _identity(pid)
+    except Exception:
+        return True  # fail closed: never reap what we could not look at
+    if found is None or found[0]:
+        return False  # gone, or a zombie: it has exited
+    # A different create time means the pid was recycled: that process is not ours.
+    return abs(found[1] - float(created)) <= CREATE_TIME_SLACK_S
+
+
+def descendants(pid: int) -> list[tuple[int, float]]:
+    """(pid, create time) of every descendant, taken before signalling the tree."""
+    import psutil
+
+    try:
+        return [(c.pid, c.create_time()) for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def group_members(pgid: int) -> list[tuple[int, float]]:
+    """(pid, create time) of the live processes in process group `pgid` (zombies excluded).
+
+    A zombie is not reaped everywhere (a container's init may never do it), so
+    "the group still exists" cannot be asked of the kernel; it is counted here.
+    """
+    import psutil
+
+    found: list[tuple[int, float]] = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) != pgid:
+                continue
+            with proc.oneshot():
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append((proc.pid, proc.create_time()))
+        except (psutil.Error, OSError):
+            continue
+    return found

@@ -1,0 +1,227 @@
+"""Launching a worker: a detached process under its own detached supervisor.
+
+A worker runs in its own session and process group, under a small
+supervisor (supervisor.py) that is itself detached: both outlive the `looop`
+process that started them, and the supervisor records the exit code in
+`status.json` when the worker ends. `start` waits only for the line in which
+the supervisor reports the worker's pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import Busy, WorkerRefused
+from looop_py.ids import check_segment
+from looop_py.workdir.paths import Paths
+from looop_py.workers.records import (
+    META,
+    OUTPUT,
+    PROMPT,
+    STATUS,
+    SUPERVISOR_LOG,
+    Session,
+    live_count,
+    read_record,
+    view,
+)
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from looop_py.workdir.config import Config
+
+READY_TIMEOUT_S = 20.0  # how long `start` waits for the supervisor to report the worker's pid
+
+
+def worker_env(paths: Paths, session_id: str, cwd: Path) -> dict[str, str]:
+    from looop_py.workdir.environ import child_env
+
+    return child_env(
+        paths,
+        {
+            "LOOOP_SESSION_ID": session_id,
+            "LOOOP_CLAIMS_DIR": str(paths.claims),
+            "LOOOP_REPORTS_DIR": str(paths.reports),
+            "LOOOP_WORKSPACE": str(cwd),
+        },
+    )
+
+
+def start(
+    paths: Paths,
+    config: Config,
+    id: str,
+    prompt: str,
+    *,
+    runtime: str | None = None,
+    verify: str | None = None,
+    workspace: str | None = None,
+    round: str | None = None,
+    cwd: Path | None = None,
+    read_only: bool = False,
+    now: float,
+) -> Session:
+    """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not.
+
+    `cwd` runs it in a directory that already exists (a loop round's workspace);
+    `read_only` uses the runtime's read-only mode when it has one (L1 loops).
+    """
+    from looop_py.locks import PulseLock
+    from looop_py.workers import runtimes, workspaces
+
+    session_id = check_segment(id, "worker id")
+    if not prompt.strip():
+        raise WorkerRefused("the prompt is empty", "say what the worker should do")
+    rt = runtimes.resolve(config, runtime)
+    kind = workspace or "none"
+    if kind not in workspaces.KINDS:
+        raise WorkerRefused(
+            f"unknown workspace {kind!r}", f"use one of {', '.join(workspaces.KINDS)}"
+        )
+    wcfg = config.workers
+    paths.sessions.mkdir(exist_ok=True)
+    # One start at a time, so the id check and the fleet cap cannot be raced.
+    lock = PulseLock(paths.sessions / ".start.lock")
+    if not lock.acquire(timeout_s=30):
+        raise Busy("another worker start has held the lock for 30 s", "try again")
+    try:
+        d = paths.sessions / session_id
+        if d.exists():
+            old = view(paths, d, now, set())
+            if old.alive:
+                raise WorkerRefused(
+                    f"worker {session_id} is alive (pid {old.pid})",
+                    f"kill it first (`looop worker kill {session_id}`) or use another id",
+                )
+            _reap_leftovers(paths, config, d)
+        live = live_count(paths, now)
+        if wcfg.max_live > 0 and live >= wcfg.max_live:
+            raise WorkerRefused(
+                f"fleet cap reached: {live} live workers (max_live = {wcfg.max_live})",
+                "wait for one to finish, kill one, or raise [workers] max_live in looop.toml",
+            )
+        d.mkdir()
+        wt = None
+        try:
+            if kind == "git-worktree":
+                wt = workspaces.create(paths, wcfg, session_id)
+            run_in = wt.path if wt else (cwd or paths.root)
+            prompt_file = d / PROMPT
+            jsonio.atomic_write(
+                prompt_file,
+                runtimes.prompt_text(session_id, rt, prompt, wt.path if wt else None).encode(),
+            )
+            meta: dict[str, Any] = {
+                "id": session_id,
+                "pid": None,
+                "create_time": None,
+                "command": runtimes.launch_command(rt, prompt_file, read_only=read_only),
+                "read_only": ("runtime" if rt.read_only else "instruction") if read_only else None,
+                "runtime": rt.name,
+                "usage_stream": rt.usage,
+                "started_at": now,
+                "round": round,
+                "verify": verify,
+                "cwd": str(run_in),
+                "workspace": wt.to_json() if wt else None,
+                "limits": {
+                    "kill_grace_s": wcfg.kill_grace_s,
+                    "stuck_after_s": wcfg.stuck_after_s,
+                },
+            }
+            jsonio.write_json(d / META, meta)
+            jsonio.write_json(d / STATUS, {"state": "starting", "exit_code": None})
+            (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
+            ready = _spawn_supervisor(d, worker_env(paths, session_id, run_in))
+        except BaseException as exc:
+            ended = {"state": "exited", "exit_code": None, "ended_at": now, "error": str(exc)}
+            with contextlib.suppress(OSError):
+                jsonio.write_json(d / STATUS, ended)
+            if wt is not None:
+                workspaces.dispose(wt)
+            raise
+    finally:
+        lock.release()
+    return Session(
+        id=session_id,
+        dir=d,
+        pid=ready["pid"],
+        create_time=ready["create_time"],
+        runtime=rt.name,
+        command=meta["command"],
+        cwd=run_in,
+        started_at=now,
+        round=round,
+        verify=verify,
+        workspace=meta["workspace"],
+    )
+
+
+def _spawn_supervisor(d: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Start the detached supervisor and wait for the line that says the worker runs."""
+    package_parent = str(Path(__file__).resolve().parents[2])  # the dir holding looop_py/
+    code = (
+        f"import sys; sys.path.insert(0, {package_parent!r}); "
+        "from looop_py.workers.supervisor import main; sys.exit(main(sys.argv[1:]))"
+    )
+    with (d / SUPERVISOR_LOG).open("ab") as log:
+        popen = subprocess.Popen(
+            [sys.executable, "-c", code, str(d)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+            cwd=d,
+            start_new_session=True,  # its own session: no terminal, no signals from ours
+        )
+    assert popen.stdout is not None
+    line = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(popen.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(popen.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            line += chunk
+    popen.stdout.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(timeout=5)  # it forks its worker-watching half and exits at once
+    try:
+        ready = jsonio.loads(line) if line.strip() else {}
+    except jsonio.JSONDecodeError:
+        ready = {}
+    if not isinstance(ready, dict) or not isinstance(ready.get("pid"), int):
+        why = ready.get("error") if isinstance(ready, dict) else None
+        log_tail = (d / SUPERVISOR_LOG).read_bytes()[-500:].decode("utf-8", "replace").strip()
+        raise WorkerRefused(
+            f"the worker did not start: {why or log_tail or 'no word from its supervisor'}",
+            f"see {d / SUPERVISOR_LOG}",
+        )
+    return ready
+
+
+def _reap_leftovers(paths: Paths, config: Config, d: Path) -> None:
+    """A dead session's id is being reused: settle its worktree, then remove its record."""
+    from looop_py.workers import workspaces
+
+    status = read_record(d / STATUS)
+    ws = read_record(d / META).get("workspace")
+    if isinstance(ws, dict) and not status.get("finalized_at"):
+        with contextlib.suppress(Exception):
+            workspaces.dispose(workspaces.Worktree.from_json(ws))
+    shutil.rmtree(d, ignore_errors=True)

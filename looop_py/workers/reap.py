@@ -1,0 +1,176 @@
+"""Worker housekeeping, at the start of every beat: settle the dead, prune the old.
+
+A worker whose process is gone is recorded as lost if its supervisor died
+too; a dead session is verified (its `verify` command, within the beat's
+verify budget) and finalized once: usage read from its output, its worktree
+removed or kept. Finalized sessions are pruned after `session_ttl_s`.
+Claims are not reaped here: the beat runs the claim reaper itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.identity import is_alive
+from looop_py.ids import is_safe_segment
+from looop_py.workdir.paths import Paths
+from looop_py.workers.records import (
+    LIVE_STATES,
+    META,
+    OUTPUT,
+    RESULT,
+    STARTING_GRACE_S,
+    STATUS,
+    VERIFY,
+    as_dict,
+    as_number,
+    read_record,
+    session_dirs,
+)
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from looop_py.workdir.config import Config
+
+
+def housekeeping(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
+    """Record lost workers, verify and settle dead ones, prune old records.
+
+    Returns one event dict per thing done ({"event": name, ...}); the pulse logs them.
+    """
+    events: list[dict[str, Any]] = []
+    dirs = session_dirs(paths)
+    if dirs:
+        budget_end = time.monotonic() + config.workers.verify_budget_s
+        for d in dirs:
+            events += _housekeep_one(paths, config, d, now, budget_end)
+    return events
+
+
+def _housekeep_one(
+    paths: Paths, config: Config, d: Path, now: float, budget_end: float
+) -> list[dict[str, Any]]:
+    meta, status = read_record(d / META), read_record(d / STATUS)
+    if meta.get("unreadable") or status.get("unreadable"):
+        return []  # never remove what cannot be read
+    sid = d.name
+    if isinstance(meta.get("pid"), int):
+        if is_alive(meta["pid"], meta.get("create_time")):
+            return []
+    elif status.get("state") == "starting":
+        started = as_number(meta.get("started_at"))
+        if started is not None and now - started < STARTING_GRACE_S:
+            return []
+    events: list[dict[str, Any]] = []
+    if status.get("state") in LIVE_STATES:
+        if is_alive(meta.get("supervisor_pid"), meta.get("supervisor_create_time")):
+            return []  # it is writing the exit code right now
+        status = {**status, "state": "exited", "exit_code": None, "ended_at": now, "lost": True}
+        jsonio.write_json(d / STATUS, status)
+        events.append({"event": "worker_lost", "id": sid})
+    if not status.get("finalized_at"):
+        verify = meta.get("verify")
+        if isinstance(verify, str) and verify.strip() and not (d / VERIFY).exists():
+            if time.monotonic() >= budget_end:
+                return events  # out of verify time this beat; the next beat settles it
+            events.append(_run_verify(paths, config, d, verify, now))
+        events.append(_finalize(paths, d, meta, status, now))
+        return events
+    ended = as_number(status.get("ended_at")) or as_number(status.get("finalized_at")) or now
+    if now - ended > config.workers.session_ttl_s:
+        shutil.rmtree(d, ignore_errors=True)
+        events.append({"event": "session_pruned", "id": sid})
+    return events
+
+
+def _run_verify(paths: Paths, config: Config, d: Path, cmd: str, now: float) -> dict[str, Any]:
+    from looop_py import procs
+    from looop_py.workdir.environ import child_env
+
+    env = child_env(paths, {"LOOOP_VERIFY_SESSION": d.name})
+    res = procs.run(
+        ["bash", "-c", cmd],
+        cwd=paths.root,
+        env=env,
+        timeout_s=config.workers.verify_timeout_s,
+        cap=65536,
+    )
+    out = (res.stdout[-2048:] + res.stderr_tail).decode("utf-8", "replace").strip()
+    verdict = "pass" if res.exit_code == 0 else "fail"
+    jsonio.write_json(
+        d / VERIFY,
+        {
+            "verdict": verdict,
+            "ok": verdict == "pass",
+            "exit_code": res.exit_code,
+            "timed_out": res.timed_out,
+            "output": out,
+            "duration_s": round(res.duration_s, 3),
+            "at": now,
+        },
+    )
+    return {
+        "event": "worker_verified",
+        "id": d.name,
+        "verdict": verdict,
+        "exit_code": res.exit_code,
+    }
+
+
+def _finalize(
+    paths: Paths, d: Path, meta: dict[str, Any], status: dict[str, Any], now: float
+) -> dict[str, Any]:
+    """Once per dead session: usage from its output, its worktree settled."""
+    from looop_py.workers import runtimes, workspaces
+
+    usage = runtimes.usage_from_output(str(meta.get("usage_stream") or ""), d / OUTPUT)
+    status = {**status, "finalized_at": now}
+    if usage is not None:
+        status["usage"] = usage
+    ws = meta.get("workspace")
+    if isinstance(ws, dict):
+        try:
+            status["workspace"] = workspaces.dispose(workspaces.Worktree.from_json(ws))
+        except Exception as exc:  # git broke: keep the worktree, say why
+            status["workspace"] = {**ws, "kept": True, "reason": f"dispose failed: {exc}"}
+    jsonio.write_json(d / STATUS, status)
+    result = read_record(d / RESULT)
+    event: dict[str, Any] = {
+        "event": "worker_ended",
+        "id": d.name,
+        "state": status.get("state"),
+        "exit_code": status.get("exit_code"),
+        "result": result.get("status"),
+    }
+    if usage is not None:
+        event["usage"] = usage
+    if isinstance(status.get("workspace"), dict):
+        event["worktree"] = "kept" if status["workspace"].get("kept") else "removed"
+    return event
+
+
+def kept_worktrees(paths: Paths, config: Config) -> list[dict[str, Any]]:
+    """Worktrees left on disk because they hold work, with the session that made each."""
+    from looop_py.workers import workspaces
+
+    out: list[dict[str, Any]] = []
+    root = workspaces.root(paths, config.workers)
+    for wid in workspaces.kept(paths, config.workers):
+        status = read_record(paths.sessions / wid / STATUS) if is_safe_segment(wid) else {}
+        ws = as_dict(status.get("workspace"))
+        out.append(
+            {
+                "id": wid,
+                "path": str(root / wid),
+                "branch": workspaces.branch_for(wid),
+                "reason": ws.get("reason"),
+                "session": (paths.sessions / wid).is_dir(),
+            }
+        )
+    return out

@@ -1,0 +1,290 @@
+"""Worker session records: what is on disk under sessions/<id>/, and how it reads.
+
+sessions/<id>/ holds meta.json, status.json, prompt.md, output.log, and
+result.json (the worker's own report, written by `looop done`), verify.json,
+kill.json when present. A view joins them with the process's liveness
+(looop_py.identity: pid + create time) into state and health.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import CorruptFile, UsageError
+from looop_py.identity import is_alive
+from looop_py.ids import check_segment, is_safe_segment
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+META = "meta.json"
+STATUS = "status.json"
+PROMPT = "prompt.md"
+OUTPUT = "output.log"
+RESULT = "result.json"
+VERIFY = "verify.json"
+KILL = "kill.json"
+SUPERVISOR_LOG = "supervisor.log"
+
+LIVE_STATES = ("starting", "running")
+RESULT_STATUSES = ("done", "done-with-concerns", "blocked")
+
+STARTING_GRACE_S = 30.0  # a `starting` record without a pid is a start in progress this long
+
+
+def session_dir(paths: Paths, session_id: str) -> Path:
+    return paths.sessions / check_segment(session_id, "worker id")
+
+
+def read_meta(paths: Paths, session_id: str) -> dict[str, Any]:
+    """A worker's meta.json (pid, create time, runtime …); {} when there is none."""
+    return read_record(session_dir(paths, session_id) / META)
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A JSON record as a dict: {} when missing, {"unreadable": True} when it cannot be read."""
+    try:
+        data = jsonio.read_json(path, {})
+    except (CorruptFile, OSError):
+        return {"unreadable": True}
+    return data if isinstance(data, dict) else {"unreadable": True}
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class Session:
+    """A worker that `start` launched."""
+
+    id: str
+    dir: Path
+    pid: int
+    create_time: float
+    runtime: str
+    command: str
+    cwd: Path
+    started_at: float
+    round: str | None = None
+    verify: str | None = None
+    workspace: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "dir": str(self.dir),
+            "pid": self.pid,
+            "create_time": self.create_time,
+            "runtime": self.runtime,
+            "command": self.command,
+            "cwd": str(self.cwd),
+            "started_at": self.started_at,
+            "round": self.round,
+            "verify": self.verify,
+            "workspace": self.workspace,
+        }
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """One session as `looop workers` and the sys-sessions probe see it."""
+
+    id: str
+    state: str  # starting | running | exited | killed | unknown
+    alive: bool
+    health: str  # busy | waiting-ask | stuck | dead
+    exit_code: int | None = None
+    pid: int | None = None
+    runtime: str | None = None
+    round: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    idle_s: float | None = None
+    uptime_s: float | None = None
+    verify: str | None = None  # pass | fail, once run
+    verify_output: str | None = None
+    result: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    workspace: dict[str, Any] | None = None
+    lost: bool = False  # ended without its supervisor recording how
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def signal_row(self) -> dict[str, Any]:
+        """Only what should wake the loop: no ages, no counters."""
+        row: dict[str, Any] = {
+            "id": self.id,
+            "state": self.state,
+            "exit_code": self.exit_code,
+            "health": self.health,
+        }
+        if self.verify is not None:
+            row["verify"] = self.verify
+        return row
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "alive": self.alive,
+            "health": self.health,
+            "exit_code": self.exit_code,
+            "pid": self.pid,
+            "runtime": self.runtime,
+            "round": self.round,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "idle_s": self.idle_s,
+            "uptime_s": self.uptime_s,
+            "verify": self.verify,
+            "verify_output": self.verify_output,
+            "result": self.result,
+            "usage": self.usage,
+            "workspace": self.workspace,
+            "lost": self.lost,
+        }
+
+
+def _pending_asks(paths: Paths) -> set[str]:
+    """Workers with a question no human has answered yet (asks/<id>.json, no answers/<id>.json)."""
+    waiting: set[str] = set()
+    try:
+        entries = list(os.scandir(paths.asks))
+    except FileNotFoundError:
+        return waiting
+    for entry in entries:
+        stem = entry.name.removesuffix(".json")
+        if stem == entry.name or entry.name.startswith("."):
+            continue
+        if (paths.answers / entry.name).exists():
+            continue
+        body = read_record(Path(entry.path))
+        who = body.get("asker")
+        if isinstance(who, str):
+            waiting.add(who)
+    return waiting
+
+
+def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
+    """The session in directory `d`; `waiting` holds the workers with an unanswered ask."""
+    meta, status = read_record(d / META), read_record(d / STATUS)
+    state = str(status.get("state") or ("unknown" if status else "starting"))
+    if status.get("unreadable"):
+        state = "unreadable"
+    pid = meta.get("pid") if isinstance(meta.get("pid"), int) else None
+    started = as_number(meta.get("started_at"))
+    if pid is not None:
+        alive = is_alive(pid, meta.get("create_time"))
+    else:  # a start in progress has no pid yet
+        alive = state == "starting" and started is not None and now - started < STARTING_GRACE_S
+    lost = bool(status.get("lost"))
+    exit_code = status.get("exit_code") if isinstance(status.get("exit_code"), int) else None
+    if not alive and state in LIVE_STATES:
+        sup_alive = is_alive(meta.get("supervisor_pid"), meta.get("supervisor_create_time"))
+        if not sup_alive:
+            state, lost = "exited", True  # what housekeeping will record
+    try:
+        idle: float | None = max(0.0, now - (d / OUTPUT).stat().st_mtime)
+    except OSError:
+        idle = None if started is None else max(0.0, now - started)
+    limits = as_dict(meta.get("limits"))
+    stuck_after = as_number(limits.get("stuck_after_s")) or 900.0
+    if not alive:
+        health = "dead"
+    elif d.name in waiting:
+        health = "waiting-ask"
+    elif idle is not None and idle >= stuck_after:
+        health = "stuck"
+    else:
+        health = "busy"
+    verdict = read_record(d / VERIFY)
+    result = read_record(d / RESULT)
+    usage = status.get("usage") if isinstance(status.get("usage"), dict) else None
+    if usage is None and isinstance(result.get("usage"), dict):
+        usage = result["usage"]
+    ended = as_number(status.get("ended_at"))
+    return SessionView(
+        id=d.name,
+        state=state,
+        alive=alive,
+        health=health,
+        exit_code=exit_code,
+        pid=pid,
+        runtime=meta.get("runtime"),
+        round=meta.get("round"),
+        started_at=started,
+        ended_at=ended,
+        idle_s=None if idle is None else round(idle, 1),
+        uptime_s=None if started is None else round(max(0.0, (ended or now) - started), 1),
+        verify=verdict.get("verdict") if verdict.get("verdict") in ("pass", "fail") else None,
+        verify_output=verdict.get("output") if verdict.get("verdict") == "fail" else None,
+        result=result if result and not result.get("unreadable") else None,
+        usage=usage,
+        workspace=status.get("workspace") or meta.get("workspace"),
+        lost=lost,
+    )
+
+
+def session_dirs(paths: Paths) -> list[Path]:
+    try:
+        entries = sorted(os.scandir(paths.sessions), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    return [Path(e.path) for e in entries if is_safe_segment(e.name) and e.is_dir()]
+
+
+def list_sessions(paths: Paths, now: float) -> list[SessionView]:
+    """Every session on disk, sorted by id, with liveness and health."""
+    dirs = session_dirs(paths)
+    waiting = _pending_asks(paths) if dirs else set()
+    return [view(paths, d, now, waiting) for d in dirs]
+
+
+def get(paths: Paths, session_id: str, now: float) -> SessionView:
+    d = session_dir(paths, session_id)
+    if not d.is_dir():
+        raise UsageError(f"no worker {session_id!r}", "list them with `looop workers --all`")
+    return view(paths, d, now, _pending_asks(paths))
+
+
+def live_count(paths: Paths, now: float) -> int:
+    return sum(1 for v in list_sessions(paths, now) if v.alive)
+
+
+# -- done: the worker's own report -----------------------------------------------------
+
+
+def report(
+    paths: Paths,
+    session_id: str,
+    *,
+    status: str,
+    summary: str | None,
+    tokens: int | None,
+    cost_usd: float | None,
+    now: float,
+) -> dict[str, Any]:
+    """`looop done`: write result.json, the worker's word on how its task went."""
+    d = session_dir(paths, session_id)
+    if not d.is_dir():
+        raise UsageError(
+            f"no worker {session_id!r}",
+            "`looop done` runs inside a worker ($LOOOP_SESSION_ID), or pass --session",
+        )
+    if status not in RESULT_STATUSES:
+        raise UsageError(f"unknown status {status!r}", f"use one of {', '.join(RESULT_STATUSES)}")
+    result: dict[str, Any] = {"status": status, "summary": summary, "at": now}
+    if tokens is not None or cost_usd is not None:
+        result["usage"] = {"total_tokens": tokens, "cost_usd": cost_usd, "source": "worker"}
+    jsonio.write_json(d / RESULT, result)
+    return result
