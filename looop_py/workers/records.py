@@ -8,6 +8,7 @@ kill.json when present. A view joins them with the process's liveness
 
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,32 @@ VERIFY = "verify.json"
 KILL = "kill.json"
 SUPERVISOR_LOG = "supervisor.log"
 
-LIVE_STATES = ("starting", "running")
+class WorkerState(enum.StrEnum):
+    """What status.json says (or, for a dead worker, what housekeeping will record)."""
+
+    STARTING = "starting"  # launched; its supervisor has not reported the pid yet
+    RUNNING = "running"
+    EXITED = "exited"
+    KILLED = "killed"  # ended by `looop worker kill` (or a round out of wall time)
+    UNKNOWN = "unknown"  # status.json holds no state
+    UNREADABLE = "unreadable"  # status.json cannot be parsed: never reaped blind
+
+    @classmethod
+    def parse(cls, value: Any) -> WorkerState:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class Health(enum.StrEnum):
+    BUSY = "busy"
+    WAITING_ASK = "waiting-ask"  # asked a human, no answer yet
+    STUCK = "stuck"  # no output for stuck_after_s
+    DEAD = "dead"
+
+
+LIVE_STATES = frozenset({WorkerState.STARTING, WorkerState.RUNNING})
 RESULT_STATUSES = ("done", "done-with-concerns", "blocked")
 
 STARTING_GRACE_S = 30.0  # a `starting` record without a pid is a start in progress this long
@@ -101,9 +127,9 @@ class SessionView:
     """One session as `looop workers` and the sys-sessions probe see it."""
 
     id: str
-    state: str  # starting | running | exited | killed | unknown
+    state: WorkerState
     alive: bool
-    health: str  # busy | waiting-ask | stuck | dead
+    health: Health
     exit_code: int | None = None
     pid: int | None = None
     runtime: str | None = None
@@ -178,21 +204,24 @@ def _pending_asks(paths: Paths) -> set[str]:
 def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
     """The session in directory `d`; `waiting` holds the workers with an unanswered ask."""
     meta, status = read_record(d / META), read_record(d / STATUS)
-    state = str(status.get("state") or ("unknown" if status else "starting"))
     if status.get("unreadable"):
-        state = "unreadable"
+        state = WorkerState.UNREADABLE
+    elif not status:
+        state = WorkerState.STARTING
+    else:
+        state = WorkerState.parse(status.get("state"))
     pid = meta.get("pid") if isinstance(meta.get("pid"), int) else None
     started = as_number(meta.get("started_at"))
     if pid is not None:
         alive = is_alive(pid, meta.get("create_time"))
     else:  # a start in progress has no pid yet
-        alive = state == "starting" and started is not None and now - started < STARTING_GRACE_S
+        alive = state is WorkerState.STARTING and started is not None and now - started < STARTING_GRACE_S
     lost = bool(status.get("lost"))
     exit_code = status.get("exit_code") if isinstance(status.get("exit_code"), int) else None
     if not alive and state in LIVE_STATES:
         sup_alive = is_alive(meta.get("supervisor_pid"), meta.get("supervisor_create_time"))
         if not sup_alive:
-            state, lost = "exited", True  # what housekeeping will record
+            state, lost = WorkerState.EXITED, True  # what housekeeping will record
     try:
         idle: float | None = max(0.0, now - (d / OUTPUT).stat().st_mtime)
     except OSError:
@@ -200,13 +229,13 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
     limits = as_dict(meta.get("limits"))
     stuck_after = as_number(limits.get("stuck_after_s")) or 900.0
     if not alive:
-        health = "dead"
+        health = Health.DEAD
     elif d.name in waiting:
-        health = "waiting-ask"
+        health = Health.WAITING_ASK
     elif idle is not None and idle >= stuck_after:
-        health = "stuck"
+        health = Health.STUCK
     else:
-        health = "busy"
+        health = Health.BUSY
     verdict = read_record(d / VERIFY)
     result = read_record(d / RESULT)
     usage = status.get("usage") if isinstance(status.get("usage"), dict) else None
