@@ -8,7 +8,7 @@ import pytest
 
 from looop_py import LoopLevel, Schedule, TokenBudget, patterns
 from looop_py.errors import UsageError
-from looop_py.loops.index import goal_text, spec_from_goal
+from looop_py.loops.specs import goal_text, spec_from_goal
 
 ORDER = [
     "daily-triage",

@@ -22,7 +22,7 @@ from looop_py import (
 from looop_py.engine.budget import BudgetError
 from looop_py.engine.spec import LoopSpecError, is_loop
 from looop_py.errors import UsageError
-from looop_py.loops.index import spec_from_goal
+from looop_py.loops.specs import spec_from_goal
 from looop_py.workdir.goals import GoalError, frontmatter
 
 # -- levels ------------------------------------------------------------------------
@@ -312,7 +312,7 @@ def test_frontmatter_split() -> None:
 
 
 def test_load_loops_lists_loops_and_names_broken_ones(tmp_path: Path) -> None:
-    from looop_py.loops.index import load_loops
+    from looop_py.loops.specs import load_loops
     from looop_py.workdir.paths import Paths
 
     paths = Paths(tmp_path)

@@ -7,9 +7,12 @@ import time
 from typing import Any
 
 from looop_py import jsonio
+from looop_py import world as worldhash
+from looop_py.beat import limits as budget
+from looop_py.beat.decide import policy_hash
 from looop_py.errors import CorruptFile
 from looop_py.locks import PulseLock
-from looop_py.workdir import journal
+from looop_py.workdir import config, journal, mailbox
 from looop_py.workdir.goals import goal_paths, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
 from looop_py.world import is_error_signal
@@ -51,10 +54,6 @@ def sensor_health(paths: Paths) -> dict[str, list[str]]:
 
 def limits(paths: Paths, now: float) -> dict[str, Any]:
     """Every spend limit and guard, as it stands now."""
-    from looop_py import world as worldhash
-    from looop_py.beat import limits as budget
-    from looop_py.beat.decide import policy_hash
-    from looop_py.workdir import config, mailbox
 
     cfg = config.load(paths.config, paths.config_cache)
     lim = cfg.limits

@@ -1037,7 +1037,7 @@ def new(state: State, pattern: str, name: str | None) -> None:
 
     from looop_py.engine import patterns as catalogue
     from looop_py.errors import UsageError
-    from looop_py.loops.index import goal_text
+    from looop_py.loops.specs import goal_text
 
     spec = catalogue.by_name(pattern)
     if name:

@@ -21,16 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
+from looop_py.claims import holders, lease
+from looop_py.engine.ports import Answer, Approval, WorkerResult, WorkerStatus
+from looop_py.engine.prompts import PRIOR_HEADING
 from looop_py.errors import ClaimHeld, LooopError, UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
-from looop_py.workers import kill, launch, records
+from looop_py.workers import kill, launch, records, runtimes, workspaces
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from looop_py.engine.ports import Answer, ApprovalRequest, WorkerRequest, WorkerResult
+    from looop_py.engine.ports import ApprovalRequest, WorkerRequest
     from looop_py.engine.spec import LoopSpec
 
 OUTPUT_TAIL = 2000
@@ -41,7 +44,6 @@ OUTPUT_TAIL = 2000
 
 def script_prompt(prompt: str) -> str:
     """For a runtime that runs its prompt as bash: the engine's framing becomes comments."""
-    from looop_py.engine.prompts import PRIOR_HEADING
 
     def comment(text: str) -> str:
         return "\n".join(f"# {line}".rstrip() for line in text.strip().splitlines())
@@ -66,7 +68,6 @@ class SessionWorkers:
     clock: Callable[[], float] = time.time
 
     def start(self, request: WorkerRequest) -> str:
-        from looop_py.workers import runtimes
 
         meta = records.read_meta(self.paths, request.id)
         if meta.get("round") == request.round_id:
@@ -87,7 +88,6 @@ class SessionWorkers:
         return request.id
 
     def poll(self, handle: str) -> WorkerResult | None:
-        from looop_py.engine.ports import WorkerResult, WorkerStatus
 
         try:
             view = records.get(self.paths, handle, self.clock())
@@ -133,21 +133,17 @@ class RoundClaims:
     clock: Callable[[], float] = time.time
 
     def acquire(self, name: str, owner: str) -> int | None:
-        from looop_py.claims import holders
-        from looop_py.claims import lease as claims
 
         try:
-            got = claims.claim(self.paths, name, holders.round_holder(owner), now=self.clock())
+            got = lease.claim(self.paths, name, holders.round_holder(owner), now=self.clock())
         except ClaimHeld:
             return None
         return got.claim.epoch
 
     def release(self, name: str, owner: str) -> None:
-        from looop_py.claims import holders
-        from looop_py.claims import lease as claims
 
         with contextlib.suppress(ClaimHeld):
-            claims.unclaim(self.paths, name, holders.round_holder(owner), now=self.clock())
+            lease.unclaim(self.paths, name, holders.round_holder(owner), now=self.clock())
 
 
 @dataclass
@@ -172,7 +168,6 @@ class MailboxApprovals:
         return ask.id
 
     def poll(self, ask_id: str) -> Answer:
-        from looop_py.engine.ports import Answer, Approval
 
         got = mailbox.get_answer(self.paths, ask_id)
         if got is None:
@@ -198,7 +193,6 @@ class RoundWorkspaces:
     config: Config
 
     def prepare(self, round_id: str, spec: LoopSpec) -> str:
-        from looop_py.workers import workspaces
 
         wcfg = self.config.workers
         if not spec.level.maker_may_write:
@@ -208,7 +202,6 @@ class RoundWorkspaces:
         return str(workspaces.create(self.paths, wcfg, f"round-{round_id}").path)
 
     def release(self, round_id: str, workspace: str, outcome: str) -> None:
-        from looop_py.workers import workspaces
 
         wcfg = self.config.workers
         path = workspaces.root(self.paths, wcfg) / f"round-{round_id}"
@@ -220,7 +213,6 @@ class RoundWorkspaces:
             workspaces.dispose(wt)  # kept when it holds commits no other branch has
 
     def _repo(self) -> Path | None:
-        from looop_py.workers import workspaces
 
         try:
             return workspaces.repo_for(self.paths, self.config.workers)

@@ -15,10 +15,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from looop_py.engine.actions import action_commands
+from looop_py.engine.loop import LoopEngine
 from looop_py.errors import LooopError, UsageError
 from looop_py.loops import schedule, store
-from looop_py.loops.index import cadences, index, load_spec
+from looop_py.loops.adapters import MailboxApprovals, RoundClaims, RoundWorkspaces, SessionWorkers
+from looop_py.loops.executor import CommandActionExecutor
+from looop_py.loops.index import cadences, index
+from looop_py.loops.specs import load_spec
 from looop_py.workdir.config import Config
+from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
@@ -26,7 +32,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.engine.loop import LoopEngine
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
     from looop_py.engine.spec import LoopSpec
@@ -35,17 +40,6 @@ if TYPE_CHECKING:
 def engine_for(
     paths: Paths, config: Config, spec: LoopSpec, clock: Callable[[], float] = time.time
 ) -> LoopEngine:
-    from looop_py.engine.actions import action_commands
-    from looop_py.engine.loop import LoopEngine
-    from looop_py.loops.adapters import (
-        MailboxApprovals,
-        RoundClaims,
-        RoundWorkspaces,
-        SessionWorkers,
-    )
-    from looop_py.loops.executor import CommandActionExecutor
-    from looop_py.workdir.environ import child_env
-
     return LoopEngine(
         spec,
         SessionWorkers(paths, config, clock),

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from looop_py.loops import schedule, store
-from looop_py.loops.index import load_loops
+from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
 from looop_py.workdir.paths import Paths
 

@@ -21,7 +21,10 @@ from pathlib import Path
 from looop_py import jsonio
 from looop_py.errors import Busy, WorkerRefused
 from looop_py.ids import check_segment
+from looop_py.locks import PulseLock
+from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
+from looop_py.workers import runtimes, workspaces
 from looop_py.workers.records import (
     META,
     OUTPUT,
@@ -45,7 +48,6 @@ READY_TIMEOUT_S = 20.0  # how long `start` waits for the supervisor to report th
 
 
 def worker_env(paths: Paths, session_id: str, cwd: Path) -> dict[str, str]:
-    from looop_py.workdir.environ import child_env
 
     return child_env(
         paths,
@@ -77,8 +79,6 @@ def start(
     `cwd` runs it in a directory that already exists (a loop round's workspace);
     `read_only` uses the runtime's read-only mode when it has one (L1 loops).
     """
-    from looop_py.locks import PulseLock
-    from looop_py.workers import runtimes, workspaces
 
     session_id = check_segment(id, "worker id")
     if not prompt.strip():
@@ -217,7 +217,6 @@ def _spawn_supervisor(d: Path, env: dict[str, str]) -> dict[str, Any]:
 
 def _reap_leftovers(paths: Paths, config: Config, d: Path) -> None:
     """A dead session's id is being reused: settle its worktree, then remove its record."""
-    from looop_py.workers import workspaces
 
     status = read_record(d / STATUS)
     ws = read_record(d / META).get("workspace")

@@ -13,10 +13,12 @@ import shutil
 import time
 from pathlib import Path
 
-from looop_py import jsonio
+from looop_py import jsonio, procs
 from looop_py.identity import is_alive
 from looop_py.ids import is_safe_segment
+from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
+from looop_py.workers import runtimes, workspaces
 from looop_py.workers.records import (
     LIVE_STATES,
     META,
@@ -90,8 +92,6 @@ def _housekeep_one(
 
 
 def _run_verify(paths: Paths, config: Config, d: Path, cmd: str, now: float) -> dict[str, Any]:
-    from looop_py import procs
-    from looop_py.workdir.environ import child_env
 
     env = child_env(paths, {"LOOOP_VERIFY_SESSION": d.name})
     res = procs.run(
@@ -127,7 +127,6 @@ def _finalize(
     paths: Paths, d: Path, meta: dict[str, Any], status: dict[str, Any], now: float
 ) -> dict[str, Any]:
     """Once per dead session: usage from its output, its worktree settled."""
-    from looop_py.workers import runtimes, workspaces
 
     usage = runtimes.usage_from_output(str(meta.get("usage_stream") or ""), d / OUTPUT)
     status = {**status, "finalized_at": now}
@@ -157,7 +156,6 @@ def _finalize(
 
 def kept_worktrees(paths: Paths, config: Config) -> list[dict[str, Any]]:
     """Worktrees left on disk because they hold work, with the session that made each."""
-    from looop_py.workers import workspaces
 
     out: list[dict[str, Any]] = []
     root = workspaces.root(paths, config.workers)

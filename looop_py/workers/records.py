@@ -33,6 +33,7 @@ VERIFY = "verify.json"
 KILL = "kill.json"
 SUPERVISOR_LOG = "supervisor.log"
 
+
 class WorkerState(enum.StrEnum):
     """What status.json says (or, for a dead worker, what housekeeping will record)."""
 
@@ -215,7 +216,11 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
     if pid is not None:
         alive = is_alive(pid, meta.get("create_time"))
     else:  # a start in progress has no pid yet
-        alive = state is WorkerState.STARTING and started is not None and now - started < STARTING_GRACE_S
+        alive = (
+            state is WorkerState.STARTING
+            and started is not None
+            and now - started < STARTING_GRACE_S
+        )
     lost = bool(status.get("lost"))
     exit_code = status.get("exit_code") if isinstance(status.get("exit_code"), int) else None
     if not alive and state in LIVE_STATES:

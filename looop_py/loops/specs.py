@@ -1,0 +1,76 @@
+"""Loops as goal files: read a LoopSpec from goals/<id>.md, or write one from a pattern.
+
+The engine parses a frontmatter dict into a LoopSpec; reading and writing
+the files is this module's job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from looop_py.engine.patterns import goal_body, goal_frontmatter
+from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
+from looop_py.errors import UsageError
+from looop_py.workdir.goals import frontmatter, goal_paths, render_frontmatter
+from looop_py.workdir.paths import Paths
+
+
+def spec_from_goal(path: Path) -> LoopSpec:
+    """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop."""
+
+    goal_id = path.name.removesuffix(".md")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LoopSpecError(f"cannot read goal {path}: {exc}") from None
+    meta, _body = frontmatter(text)
+    if not is_loop(meta):
+        raise LoopSpecError(
+            f"goal {goal_id} is not a loop: its frontmatter has none of the loop keys",
+            f"add some of: {', '.join(sorted(LOOP_KEYS))}",
+        )
+    return LoopSpec.from_frontmatter(goal_id, meta)
+
+
+def load_spec(paths: Paths, loop: str) -> LoopSpec:
+    """The loop `loop` as goals/<loop>.md defines it now."""
+    path = paths.goal(loop)
+    if not path.exists():
+        raise UsageError(f"no loop {loop!r}: goals/{loop}.md does not exist", "see `looop loops`")
+    return spec_from_goal(path)
+
+
+def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
+    """Every loop among goals/*.md, and a message for each goal that tries to be one and fails.
+
+    A goal without loop keys is simply not listed; a broken loop is reported
+    by goal id rather than stopping the others.
+    """
+
+    specs: list[LoopSpec] = []
+    errors: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for goal_id, path in goal_paths(paths):
+        try:
+            meta, _body = frontmatter(path.read_text(encoding="utf-8"))
+            if not is_loop(meta):
+                continue
+            spec = LoopSpec.from_frontmatter(goal_id, meta)
+        except (OSError, UnicodeDecodeError) as exc:
+            errors[goal_id] = f"cannot read goal {goal_id}: {exc}"
+            continue
+        except UsageError as exc:
+            errors[goal_id] = str(exc)
+            continue
+        if spec.name in names:
+            errors[goal_id] = f"loop name {spec.name!r} is already used by goal {names[spec.name]}"
+            continue
+        names[spec.name] = goal_id
+        specs.append(spec)
+    return specs, errors
+
+
+def goal_text(spec: LoopSpec) -> str:
+    """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
+
+    return render_frontmatter(goal_frontmatter(spec), goal_body(spec))
