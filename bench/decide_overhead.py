@@ -19,8 +19,7 @@ from looop_py.beat.decide import gather_prompt
 from looop_py.beat.pulse import beat
 from looop_py.beat.sense import sense
 from looop_py.deciders.base import DecideRequest, Decision
-from looop_py.moves import execute as actions
-from looop_py.moves import union as moves
+from looop_py.moves import act, union
 from looop_py.workdir.config import load
 from looop_py.workdir.paths import Paths
 
@@ -68,10 +67,10 @@ def main() -> None:
         )
         build.append(time.perf_counter() - t)
         t = time.perf_counter()
-        move = moves.parse({"action": "write_goal", "id": "goal-000", "body": "# Goal 0\n"})
+        move = union.parse({"action": "write_goal", "id": "goal-000", "body": "# Goal 0\n"})
         parse.append(time.perf_counter() - t)
         t = time.perf_counter()
-        actions.execute(paths, cfg, move, now)
+        act.execute(paths, cfg, move, now)
         execute.append(time.perf_counter() - t)
     for _ in range(min(RUNS, 10)):
         r = beat(paths, decider=Instant(), force=True)

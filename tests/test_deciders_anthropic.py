@@ -10,7 +10,7 @@ import pytest
 from looop_py.deciders.anthropic import API_VERSION, TOOL_NAME, AnthropicDecider
 from looop_py.deciders.base import DecideError, DecideRequest, request_in
 from looop_py.errors import ConfigError
-from looop_py.moves import union as moves
+from looop_py.moves import union
 from looop_py.workdir.config import DeciderConfig
 from looop_py.workdir.paths import Paths
 from tests.fakeapi import FakeAPI, Reply, anthropic_message
@@ -61,7 +61,7 @@ def test_success_forces_the_tool_and_reads_its_input(wd: Paths, key: str) -> Non
     with FakeAPI().reply(ok()) as api:
         decision = make(api, max_tokens=1234).decide(request(wd))
     assert decision.move == MOVE
-    assert moves.parse(decision.move).name == "write_goal"
+    assert union.parse(decision.move).name == "write_goal"
     assert decision.usage is not None
     assert decision.usage.input_tokens == 50 + 1000 + 4000  # cached prompt tokens count
     assert decision.usage.output_tokens == 80
@@ -79,7 +79,7 @@ def test_success_forces_the_tool_and_reads_its_input(wd: Paths, key: str) -> Non
     assert tool["name"] == TOOL_NAME
     schema = tool["input_schema"]
     assert schema["type"] == "object" and schema["required"] == ["move"]
-    assert len(schema["properties"]["move"]["anyOf"]) == len(moves.ACTIONS)
+    assert len(schema["properties"]["move"]["anyOf"]) == len(union.ACTIONS)
 
 
 def test_base_url_with_v1_is_not_doubled(key: str) -> None:

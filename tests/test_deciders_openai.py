@@ -12,7 +12,7 @@ from looop_py.beat.pulse import beat
 from looop_py.deciders.base import DecideError, DecideRequest, request_in
 from looop_py.deciders.openai import OpenAIDecider
 from looop_py.errors import ConfigError
-from looop_py.moves import union as moves
+from looop_py.moves import union
 from looop_py.workdir.config import DeciderConfig
 from looop_py.workdir.paths import Paths
 from tests.fakeapi import FakeAPI, Reply, openai_completion
@@ -54,7 +54,7 @@ def test_success_sends_the_documented_request_and_reads_move_and_usage(wd: Paths
     with FakeAPI().reply(ok()) as api:
         decision = make(api, max_tokens=777).decide(request(wd))
     assert decision.move == MOVE
-    assert moves.parse(decision.move).name == "noop"
+    assert union.parse(decision.move).name == "noop"
     assert decision.usage is not None
     assert (decision.usage.input_tokens, decision.usage.output_tokens) == (1200, 30)
     assert decision.usage.cost_usd is None  # no prices configured, none reported
@@ -73,7 +73,7 @@ def test_success_sends_the_documented_request_and_reads_move_and_usage(wd: Paths
     assert fmt["json_schema"]["strict"] is True
     schema = fmt["json_schema"]["schema"]
     assert schema["type"] == "object" and schema["required"] == ["move"]
-    assert len(schema["properties"]["move"]["anyOf"]) == len(moves.ACTIONS)
+    assert len(schema["properties"]["move"]["anyOf"]) == len(union.ACTIONS)
 
 
 def _strict_ok(node: Any, where: str = "$") -> None:
@@ -108,7 +108,7 @@ def test_the_strict_schema_follows_the_strict_mode_rules_and_nulls_come_back_out
     with FakeAPI().reply(Reply(200, openai_completion(json.dumps(strict_reply)))) as api:
         move = make(api).decide(request(wd)).move
     assert move == {"action": "ask_human", "prompt": "Deploy now?"}
-    assert moves.parse(move).name == "ask_human"
+    assert union.parse(move).name == "ask_human"
 
 
 def test_the_real_openai_host_gets_max_completion_tokens(key: str) -> None:

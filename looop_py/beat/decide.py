@@ -14,14 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from looop_py import world as worldhash
-from looop_py.beat import limits as budget
-from looop_py.beat import prompt as prompt_mod
+from looop_py import world
+from looop_py.beat import limits, prompt
 from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
-from looop_py.moves import execute as actions
-from looop_py.moves import union as moves
+from looop_py.moves import act, union
 from looop_py.workdir import journal, mailbox, runs
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
@@ -40,7 +38,7 @@ class Verdict:
 
 def policy_hash(items: dict[str, str]) -> str:
     """The part of the world a human edits; a change to it cuts a backoff short."""
-    return worldhash.world_hash(
+    return world.world_hash(
         {k: v for k, v in items.items() if k == "playbook" or k.startswith("goal:")}
     )
 
@@ -78,7 +76,7 @@ def gather_prompt(
     ]
     ages_detail = ((snapshots.get("sys-goals") or {}).get("detail") or {}).get("goals") or {}
     goal_ages = {g: (v or {}).get("age_s") for g, v in ages_detail.items()}
-    inp = prompt_mod.PromptInput(
+    inp = prompt.PromptInput(
         now=now,
         playbook=playbook,
         goals=goals,
@@ -89,10 +87,10 @@ def gather_prompt(
         changed=[c.to_json() for c in changed],
         forced_by=forced_by,
         flapping=flapping,
-        last_shell=actions.take_last_shell(paths),
+        last_shell=act.take_last_shell(paths),
         last_failure=last_failure,
     )
-    return prompt_mod.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
+    return prompt.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
 
 
 def decide_and_act(
@@ -108,15 +106,15 @@ def decide_and_act(
     interrupted: str | None = None,
 ) -> Verdict:
     lim = cfg.limits
-    ledgers = budget.load(paths)
+    ledgers = limits.load(paths)
     items = seen.items
     policy = policy_hash(items)
-    block = budget.decide_block(ledgers, now=now, policy=policy, limits=lim)
+    block = limits.decide_block(ledgers, now=now, policy=policy, limits=lim)
     if block is not None:
         return Verdict(BeatOutcome.HELD, reason=block)
 
-    flap_state, _ = budget.flap_update(budget.load_flap(paths), items)
-    budget.save_flap(paths, flap_state)
+    flap_state, _ = limits.flap_update(limits.load_flap(paths), items)
+    limits.save_flap(paths, flap_state)
     last_failure = ledgers.backoff.reason if ledgers.backoff.fails else None
     if interrupted:
         last_failure = f"{interrupted}\n{last_failure}" if last_failure else interrupted
@@ -129,17 +127,17 @@ def decide_and_act(
         seen=seen,
         changed=changed,
         forced_by=forced_by,
-        flapping=budget.flapping(flap_state, lim.flap_streak),
+        flapping=limits.flapping(flap_state, lim.flap_streak),
         last_failure=last_failure,
     )
     run = runs.new_run(paths)
     runs.write(run, "prompt.md", text)
-    budget.save_decide(paths, ledgers, now)  # an attempt counts against the cap, win or lose
+    limits.save_decide(paths, ledgers, now)  # an attempt counts against the cap, win or lose
     stats: dict[str, Any] = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
 
     def fail(reason: str) -> Verdict:
         fails = ledgers.backoff.fails + 1
-        budget.save_backoff(paths, budget.Backoff(fails, clock(), policy, reason))
+        limits.save_backoff(paths, limits.Backoff(fails, clock(), policy, reason))
         runs.write(run, "error.txt", reason)
         journal.write(paths, f"✗ {reason}", clock())
         runs.prune(paths, lim.runs_keep)
@@ -169,26 +167,26 @@ def decide_and_act(
             cost_usd=usage.cost_usd,
         )
     if lim.daily_tokens > 0 or lim.daily_usd > 0 or usage is not None:
-        spend = budget.charge(
+        spend = limits.charge(
             ledgers.spend,
             now,
             tokens=None if usage is None else usage.total_tokens,
             usd=None if usage is None else usage.cost_usd,
             budgeted_usd=lim.daily_usd > 0,
         )
-        budget.save_spend(paths, spend)
+        limits.save_spend(paths, spend)
     runs.write(run, "output.txt", decision.raw)
 
     try:
-        move = moves.parse(decision.move)
-    except moves.MoveError as exc:
+        move = union.parse(decision.move)
+    except union.MoveError as exc:
         return fail(f"rejected decision: {exc.message}")
     runs.write(run, "move.json", move.to_json())
 
-    outcome = actions.execute(paths, cfg, move, now)
+    outcome = act.execute(paths, cfg, move, now)
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
-    budget.save_backoff(paths, None)
+    limits.save_backoff(paths, None)
     text_line = move.journal or move.summary()
     if outcome.note:
         text_line += f" · {outcome.note}"

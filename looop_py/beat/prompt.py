@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.moves import union as moves
+from looop_py.moves import union
 
 TOTAL_CAP = 256 * 1024
 CAP_PLAYBOOK = 16 * 1024
@@ -120,7 +120,7 @@ def _items(title: str, entries: list[str], budget: int, noun: str) -> tuple[str,
 
 
 def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
-    head = _section("INSTRUCTIONS", INSTRUCTIONS.format(catalogue=moves.catalogue()))
+    head = _section("INSTRUCTIONS", INSTRUCTIONS.format(catalogue=union.catalogue()))
     head += _section("CONSTITUTION (immutable; overrides the PLAYBOOK)", CONSTITUTION)
     playbook = (
         "(no PLAYBOOK.md)" if inp.playbook is None else escape(clip(inp.playbook, CAP_PLAYBOOK))

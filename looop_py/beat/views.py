@@ -6,9 +6,8 @@ import os
 import time
 from typing import Any
 
-from looop_py import jsonio
-from looop_py import world as worldhash
-from looop_py.beat import limits as budget
+from looop_py import jsonio, world
+from looop_py.beat import limits
 from looop_py.beat.decide import policy_hash
 from looop_py.errors import CorruptFile
 from looop_py.locks import PulseLock
@@ -52,27 +51,26 @@ def sensor_health(paths: Paths) -> dict[str, list[str]]:
     return {"ok": ok, "failed": failed}
 
 
-def limits(paths: Paths, now: float) -> dict[str, Any]:
+def limits_now(paths: Paths, now: float) -> dict[str, Any]:
     """Every spend limit and guard, as it stands now."""
-
     cfg = config.load(paths.config, paths.config_cache)
     lim = cfg.limits
-    led = budget.load(paths)
+    led = limits.load(paths)
     playbook = read_playbook(paths)
     policy = policy_hash(
-        worldhash.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
+        world.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
     )
-    blocked = budget.decide_block(led, now=now, policy=policy, limits=lim)
-    spend = budget.spend_today(led.spend, now)
+    blocked = limits.decide_block(led, now=now, policy=policy, limits=lim)
+    spend = limits.spend_today(led.spend, now)
     b = led.backoff
-    retry = b.at + budget.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
+    retry = b.at + limits.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
     try:
         committed = jsonio.read_json(paths.last_world, {}) or {}
     except CorruptFile:
         committed = {}
     return {
         "blocked": blocked,
-        "decides_last_hour": sum(1 for t in led.decides if now - t < budget.HOUR),
+        "decides_last_hour": sum(1 for t in led.decides if now - t < limits.HOUR),
         "decides_per_hour": lim.decides_per_hour,
         "tokens_today": spend.tokens,
         "daily_tokens": lim.daily_tokens,
@@ -82,7 +80,7 @@ def limits(paths: Paths, now: float) -> dict[str, Any]:
         "backoff": {"fails": b.fails, "retry_in_s": max(0, round(retry)), "reason": b.reason}
         if b.fails
         else None,
-        "flapping": budget.flapping(budget.load_flap(paths), lim.flap_streak),
+        "flapping": limits.flapping(limits.load_flap(paths), lim.flap_streak),
         "next_wake": committed.get("next_wake"),
         "pending_asks": len(mailbox.pending(paths)),
     }
@@ -101,7 +99,7 @@ def status(paths: Paths) -> dict[str, Any]:
         "world_hash": committed.get("hash"),
         "committed_at": committed.get("committed_at"),
         "sensors": sensor_health(paths),
-        "limits": limits(paths, time.time()),
+        "limits": limits_now(paths, time.time()),
         "counts": {
             "goals": len(goal_paths(paths)),
             "sessions": _count_entries(paths.sessions, dirs=True),
@@ -145,5 +143,5 @@ def why(paths: Paths) -> dict[str, Any]:
         "prev_hash": last.get("prev_hash"),
         "explanation": text,
         "changed": changed,
-        "limits": limits(paths, time.time()),
+        "limits": limits_now(paths, time.time()),
     }

@@ -8,7 +8,7 @@ from typing import Any
 
 from looop_py.deciders import load
 from looop_py.deciders.base import DecideError, request_in
-from looop_py.moves import union as moves
+from looop_py.moves import union
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.paths import Paths
 
@@ -47,8 +47,8 @@ def run_test(paths: Paths, now: float) -> dict[str, Any]:
     if decision.usage is not None:
         view["usage"] = {**asdict(decision.usage), "total_tokens": decision.usage.total_tokens}
     try:
-        moves.parse(decision.move)
-    except moves.MoveError as exc:
+        union.parse(decision.move)
+    except union.MoveError as exc:
         view["invalid"] = exc.message
     else:
         view["ok"] = True

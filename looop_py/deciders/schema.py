@@ -4,25 +4,25 @@ Both providers want an object at the root, and the move union is an `anyOf`,
 so the schema handed over is `{"move": <union>}` and the reply is unwrapped.
 OpenAI's strict mode also wants every property required, optional ones made
 nullable, and no `const`; `null` then means "absent", which is how
-moves.parse reads it anyway, and `unwrap` drops those nulls.
+union.parse reads it anyway, and `unwrap` drops those nulls.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from looop_py.moves import union as moves
+from looop_py.moves import union
 
 WRAPPER_KEY = "move"
 
 
 def wrapped(*, strict: bool = False) -> dict[str, Any]:
-    union = moves.json_schema()
+    moves = union.json_schema()
     if strict:
-        union = {"anyOf": [_strict_branch(b) for b in union["anyOf"]]}
+        moves = {"anyOf": [_strict_branch(b) for b in moves["anyOf"]]}
     return {
         "type": "object",
-        "properties": {WRAPPER_KEY: union},
+        "properties": {WRAPPER_KEY: moves},
         "required": [WRAPPER_KEY],
         "additionalProperties": False,
     }

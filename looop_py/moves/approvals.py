@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from looop_py.errors import Busy, UsageError
 from looop_py.locks import PulseLock
-from looop_py.moves import execute as actions
-from looop_py.moves import union as moves
+from looop_py.moves import act, union
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.mailbox import Answer
@@ -60,13 +59,13 @@ def approve(paths: Paths, ask_id: str, *, now: float) -> Answer:
     held = ask.hold.get("move")
     if not isinstance(held, dict):
         raise UsageError(f"{ask_id} holds nothing looop can run")
-    move = moves.parse(held)  # re-validated: the file could have been edited
+    move = union.parse(held)  # re-validated: the file could have been edited
     mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved")
     lock = PulseLock(paths.pulse_lock)
     if not lock.acquire(timeout_s=LOCK_WAIT_S):
         raise Busy("a pulse held the lock for two minutes", f"run `looop approve {ask_id}` again")
     try:
-        outcome = actions.execute(paths, cfg, move, now, approved=True)
+        outcome = act.execute(paths, cfg, move, now, approved=True)
     finally:
         lock.release()
     note = ("ran: " if outcome.ok else "failed: ") + (outcome.note or "ok")

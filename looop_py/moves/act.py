@@ -17,9 +17,7 @@ from typing import Any
 
 from looop_py import jsonio, procs
 from looop_py.errors import LooopError
-from looop_py.moves import shellgate as gates
-from looop_py.moves import timers as schedules
-from looop_py.moves import wal
+from looop_py.moves import shellgate, timers, wal
 from looop_py.moves.union import (
     ArchiveGoal,
     AskHuman,
@@ -77,10 +75,10 @@ def execute(
                 jsonio.atomic_write(paths.playbook, _with_newline(body).encode())
                 return Outcome(True)
             case WriteSchedule(name=name, in_s=in_s, every_s=every_s, cron=cron):
-                schedules.write(paths, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
+                timers.write(paths, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
                 return Outcome(True)
             case DropSchedule(name=name):
-                gone = schedules.drop(paths, name)
+                gone = timers.drop(paths, name)
                 return Outcome(True, "" if gone else "(no such schedule)")
             case RunShell():
                 return _run_shell(paths, cfg, move, now, approved=approved)
@@ -161,7 +159,7 @@ def _keep_playbook_history(paths: Paths, now: float) -> None:
 def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, *, approved: bool) -> Outcome:
     assert isinstance(move.action, RunShell)
     cmd = move.action.cmd
-    verdict = gates.check_shell(
+    verdict = shellgate.check_shell(
         cmd, cfg.gates.shell_allow, allow_dangerous=cfg.gates.allow_dangerous
     )
     if verdict.denied is not None:
