@@ -145,7 +145,7 @@ def test_interrupted_move_is_reported_not_rerun(wd: Paths, tmp_path: Any) -> Non
 
 
 def test_run_shell_output_is_shown_to_the_next_decide_once(wd: Paths) -> None:
-    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["echo"]\n')
+    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["echo *"]\n')
     beat(wd, decider=Seq({"action": "run_shell", "cmd": "echo hello-from-shell"}))
     d = Seq()
     beat(wd, decider=d, force=True)
