@@ -185,6 +185,7 @@ def test_a_new_ask_wakes_the_loop_once(wd: Paths) -> None:
 
 
 def test_write_moves_change_files_atomically_and_keep_history(wd: Paths) -> None:
+    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nallow_sensors = ["s1"]\n')
     moves = [
         {"action": "write_goal", "id": "g1", "body": "# G1"},
         {"action": "write_sensor", "name": "s1", "script": "echo 1"},

@@ -56,7 +56,7 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
     readings = sensors.sense(
         paths,
         found,
-        env=child_env(paths),
+        env=child_env(paths, config=cfg),
         cap=cfg.sensors.max_bytes,
         concurrency=cfg.sensors.concurrency,
         now=now,
