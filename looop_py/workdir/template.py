@@ -20,6 +20,18 @@ class InitResult:
     created: tuple[Path, ...]
     kept: tuple[Path, ...]  # already there, left untouched
     agent_clis: tuple[str, ...] = ()  # agent CLIs found on PATH, offered in the new looop.toml
+    default_runtime: str = "shell"  # the worker runtime the new looop.toml names
+
+    def runtime_note(self) -> str:
+        """One line for the user: which runtime workers get, and why."""
+        if self.default_runtime != "shell":
+            return (
+                f"workers run on {self.default_runtime} (found on PATH): [workers] default_runtime"
+            )
+        return (
+            "no agent CLI on PATH: workers run on `shell`, which runs a prompt as bash;"
+            " a model's shell worker waits for your approval"
+        )
 
 
 def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
@@ -55,6 +67,7 @@ def init(target: Path) -> InitResult:
     created: list[Path] = []
     kept: list[Path] = []
     found: tuple[str, ...] = ()
+    runtime: str | None = None
     paths.root.mkdir(parents=True, exist_ok=True)
     for directory in paths.layout_dirs():
         if not directory.is_dir():
@@ -66,7 +79,7 @@ def init(target: Path) -> InitResult:
         executable = rel.startswith("sensors/") and rel.endswith(".sh")
         data = content
         if rel == CONFIG_NAME and not dest.exists():
-            data, found = _with_agent_clis(content)
+            data, found, runtime = _with_agent_clis(content)
         try:
             # O_EXCL: an existing file, even one created a moment ago, is never replaced.
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -81,13 +94,16 @@ def init(target: Path) -> InitResult:
         created.append(dest)
     if paths.config in kept:
         found = ()  # an existing looop.toml is never touched, so nothing was offered
-    return InitResult(paths.root, tuple(created), tuple(kept), found)
+        runtime = None
+    return InitResult(paths.root, tuple(created), tuple(kept), found, runtime or "shell")
 
 
-def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:
-    """The starter looop.toml plus a commented, ready block per agent CLI on PATH."""
+def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...], str | None]:
+    """The starter looop.toml plus a commented, ready block per agent CLI on PATH, and
+    `[workers] default_runtime` set to the first agent CLI that is also a worker runtime."""
     from looop_py.workdir import presets
 
     found = presets.detect()
-    text = presets.apply(template.decode("utf-8"), found)
-    return text.encode("utf-8"), tuple(p.cli for p, _ in found)
+    runtime = presets.detect_runtime()
+    text = presets.apply_runtime(presets.apply(template.decode("utf-8"), found), runtime)
+    return text.encode("utf-8"), tuple(p.cli for p, _ in found), runtime
