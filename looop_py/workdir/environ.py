@@ -7,7 +7,8 @@ and actions get looop's own environment minus every variable named by
 worker runtime gets a scrubbed variable only through its own
 `[runtimes.NAME] env = ["NAME"]`. Only the decider's own request sees the
 whole environment (`decider_env`). `redact` replaces the values of those
-variables in text a provider sent back, before it reaches a file.
+variables in text (a provider's error, a decider's output) before it reaches a
+file: journal.md, events.jsonl and runs/ are written through it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 DEFAULT_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REDACTED = "[redacted]"
 MIN_SECRET = 6  # shorter values are not hunted for in text (they would match everywhere)
+# Names and patterns a config loaded in this process called secret (`remember`), so the
+# journal and runs writers, which see no config, redact them too.
+_REMEMBERED: set[str] = set()
 
 
 def looop_bin() -> str:
@@ -50,10 +54,17 @@ def secret_names(env: Mapping[str, str], config: Config | None = None) -> set[st
     key_env = ""
     if config is not None:
         patterns, keep, key_env = config.env.scrub, config.env.keep, config.decider.api_key_env
+    if config is None:
+        patterns = (*patterns, *_REMEMBERED)
     names = {n for n in env if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
     names -= set(keep)
     names |= {n for n in (key_env, *DEFAULT_KEY_ENVS) if n and n in env}
     return names
+
+
+def remember(config: Config) -> None:
+    """Make this config's secret names known to writers that see no config (see `redact`)."""
+    _REMEMBERED.update(p for p in (config.decider.api_key_env, *config.env.scrub) if p)
 
 
 def child_env(
@@ -82,15 +93,24 @@ def decider_env(paths: Paths) -> dict[str, str]:
     return env
 
 
+def _secret_values(config: Config | None) -> list[str]:
+    env = os.environ
+    values = {env[n] for n in secret_names(env, config) if len(env[n].strip()) >= MIN_SECRET}
+    return sorted(values, key=len, reverse=True)
+
+
 def redact(text: str, config: Config | None = None) -> str:
     """`text` with the value of every secret variable replaced by [redacted]."""
-    env = os.environ
-    values = sorted(
-        {env[n] for n in secret_names(env, config) if len(env[n].strip()) >= MIN_SECRET},
-        key=len,
-        reverse=True,
-    )
-    for value in values:
+    for value in _secret_values(config):
         if value in text:
             text = text.replace(value, REDACTED)
     return text
+
+
+def redact_bytes(data: bytes, config: Config | None = None) -> bytes:
+    """`redact` for bytes on their way to a file."""
+    for value in _secret_values(config):
+        raw = value.encode("utf-8", "surrogateescape")
+        if raw in data:
+            data = data.replace(raw, REDACTED.encode())
+    return data
