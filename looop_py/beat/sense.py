@@ -13,7 +13,7 @@ from looop_py import jsonio, world
 from looop_py.beat import probes, sensors
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
-from looop_py.workdir.goals import GoalFile, read_goals, read_playbook
+from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -52,7 +52,7 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
     nothing under state/: the probes leave the loop index and schedule book alone.
     """
     paths.snapshots.mkdir(exist_ok=True)
-    found = sensors.discover(paths, cfg.sensors.timeout_s)
+    found, refused = _inside(paths, sensors.discover(paths, cfg.sensors.timeout_s))
     readings = sensors.sense(
         paths,
         found,
@@ -61,6 +61,9 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
         concurrency=cfg.sensors.concurrency,
         now=now,
     )
+    for reading in refused:
+        jsonio.write_json_if_changed(paths.snapshot(reading.stem), reading.snapshot)
+    readings = sorted([*readings, *refused], key=lambda r: r.stem)
     goals = tuple(read_goals(paths))
     snapshots = {r.stem: r.snapshot for r in readings}
     for stem, snap in probes.run_probes(paths, now, goals=goals, persist=persist):
@@ -73,6 +76,22 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
         ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
     )
     return World(items, world.world_hash(items), tuple(readings), snapshots, playbook, goals)
+
+
+def _inside(
+    paths: Paths, found: list[sensors.Sensor]
+) -> tuple[list[sensors.Sensor], list[sensors.Reading]]:
+    """The sensors that may run, and an error reading for each that links out of the work dir."""
+    whole_dir = outside_link(paths, paths.sensors)
+    ok, refused = [], []
+    for sensor in found:
+        why = whole_dir or outside_link(paths, sensor.path)
+        if why is None:
+            ok.append(sensor)
+            continue
+        snap = {"signal": {"error": "outside-link"}, "detail": {"message": why}}
+        refused.append(sensors.Reading(sensor.stem, snap, 0.0))
+    return ok, refused
 
 
 def load_committed(paths: Paths) -> Committed:

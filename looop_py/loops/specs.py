@@ -15,7 +15,7 @@ from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.workdir import provenance
-from looop_py.workdir.goals import frontmatter, goal_paths, render_frontmatter
+from looop_py.workdir.goals import frontmatter, goal_paths, outside_link, render_frontmatter
 from looop_py.workdir.paths import Paths
 
 
@@ -54,6 +54,9 @@ def load_spec(paths: Paths, loop: str) -> LoopSpec:
     path = paths.goal(loop)
     if not path.exists():
         raise UsageError(f"no loop {loop!r}: goals/{loop}.md does not exist", "see `looop loops`")
+    why = outside_link(paths, path) or outside_link(paths, paths.goals)
+    if why:
+        raise LoopSpecError(why)
     return spec_from_goal(path, paths)
 
 

@@ -41,7 +41,7 @@ from looop_py.moves.union import (
 )
 from looop_py.workdir import mailbox, provenance
 from looop_py.workdir.config import Config
-from looop_py.workdir.goals import frontmatter
+from looop_py.workdir.goals import frontmatter, outside_link
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes
 
@@ -276,7 +276,10 @@ class Admission:
 
 
 def _read(paths: Paths, rel: str) -> bytes | None:
+    """A work-dir file's bytes; None if absent, or a link out of the work dir (never shown)."""
     try:
+        if outside_link(paths, paths.root / rel):
+            return None
         return (paths.root / rel).read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
