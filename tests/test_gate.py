@@ -193,3 +193,13 @@ def test_a_goal_a_model_wrote_is_no_humans_rule(wd: Paths) -> None:
     assert gate.judge(wd, Config(), move)[0].needs_approval
     provenance.record(wd, "goals/g.md", goal.encode(), approved=True, now=time.time())
     assert gate.judge(wd, Config(), move)[0].allowed_by
+
+
+def test_the_readme_safety_table_names_every_move() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Safety", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    named = {name for row in rows for name in union.ACTIONS if f"`{name}`" in row.split("|")[1]}
+    assert named == set(union.ACTIONS)
