@@ -63,7 +63,7 @@ def test_every_beat_outcome_renders_as_json(outcome: str) -> None:
     assert data["outcome"] == outcome
     assert set(data) >= {"outcome", "world_hash", "changed", "sensors", "reason", "move", "ms"}
     if outcome == "decided":
-        assert data["sensors"]["ci"] == {"status": "error", "ms": 2.0, "error": 3}
+        assert data["sensors"]["ci"] == {"status": "failed", "ms": 2.0, "error": 3}
         assert data["changed"] == [{"item": "snap:sensor-disk", "old": '"low"', "new": '"ok"'}]
     if outcome in ("failed", "held"):
         assert data["reason"] == OUTCOMES[outcome].reason
@@ -105,7 +105,7 @@ def test_the_pulse_door_speaks_when_the_beat_acted_or_failed(
     # -q prints nothing unless the beat failed
     assert _door(monkeypatch, capsys, "failed", quiet=True) == (1, "", HUMAN["failed"] + "\n")
     code, out, err = _door(monkeypatch, capsys, "decided", verbose=True)
-    assert "sensor-ci" in err and "error" in err and out == HUMAN["decided"] + "\n"
+    assert "sensor-ci" in err and "failed" in err and out == HUMAN["decided"] + "\n"
     code, out, _ = _door(monkeypatch, capsys, "held", as_json=True)
     assert code == 0 and jsonio.loads(out)["outcome"] == "held"
 

@@ -80,7 +80,7 @@ def sensor_lines(r: BeatResult) -> Lines:
 
 
 def sense_lines(view: dict[str, Any]) -> Lines:
-    failed = set(view["failed"])
+    failed = {f"sensor-{name}" for name in view["failed"]}
     lines = [
         f"{'✗' if stem in failed else '·'} {stem}: {compact(snap.get('signal'))}"
         for stem, snap in view["snapshots"].items()
@@ -293,7 +293,7 @@ def claims_lines(views: list[ClaimView], now: float) -> Lines:
 
 
 def decider_test_lines(view: dict[str, Any]) -> Lines:
-    lines = [f"backend     {view['backend']}", f"latency     {view['latency_ms']} ms"]
+    lines = [f"backend     {view['backend']}", f"latency     {view['ms']} ms"]
     usage = view["usage"]
     if usage is None:
         lines.append("usage       not reported (unmetered)")
