@@ -116,3 +116,50 @@ def test_notes_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     assert (out.out, out.err) == ("to stdout\n", "to stderr\n")
     assert render.journal_lines([]) == ["(the journal is empty: no move has been made yet)"]
     assert isinstance(render.journal_lines([])[0], Note)
+
+
+def test_schedules_render_each_kind() -> None:
+    probe = {
+        "signal": {"a": "pending", "b": "due", "c": {"period": 2}, "d": "invalid"},
+        "detail": {
+            "a": {"kind": "once", "due_in_s": 300},
+            "b": {"kind": "once", "due_in_s": -5},
+            "c": {"kind": "every", "every_s": 3600.0, "next_due_in_s": 120},
+            "d": {"error": "bad cron"},
+        },
+    }
+    rows = render.schedules_json(probe)["schedules"]
+    assert [r["name"] for r in rows] == ["a", "b", "c", "d"]
+    assert rows[2] == {
+        "name": "c",
+        "signal": {"period": 2},
+        "kind": "every",
+        "every_s": 3600.0,
+        "next_due_in_s": 120,
+    }
+    text = "\n".join(render.schedules_lines(probe))
+    assert "a                        once   once                 next in 5m" in text
+    assert "due now" in text and "every 1h" in text and "invalid: bad cron" in text
+    assert render.schedules_lines({"signal": {}, "detail": {}}) == ["no schedules"]
+
+
+def test_prune_renders_what_it_removed() -> None:
+    result = {
+        "sessions_removed": ["w1"],
+        "runs_removed": ["20260101-000000.000000001-1"],
+        "rounds_archived": ["loop-1"],
+        "events": [
+            {"event": "session_pruned", "id": "w1"},
+            {"event": "claim_reaped", "name": "repo", "reason": "holder dead"},
+            {"event": "worker_ended", "id": "w2", "state": "exited"},
+        ],
+    }
+    assert render.prune_lines(result) == [
+        "removed session w1",
+        "removed run 20260101-000000.000000001-1",
+        "archived round loop-1 to rounds/done/",
+        "reaped claim repo: holder dead",
+        "settled worker w2: exited, exit ?",
+    ]
+    empty = {"sessions_removed": [], "runs_removed": [], "rounds_archived": [], "events": []}
+    assert render.prune_lines(empty) == ["nothing to prune"]

@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 
 from looop_py import jsonio
 from looop_py.cli.app import cli
+from looop_py.moves import timers
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
 
@@ -38,7 +39,7 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
 
 
 # Commands that do not report: they stream a log, or group others.
-NOT_REPORTING = {"worker logs", "worker", "decider"}
+NOT_REPORTING = {"worker logs", "worker", "decider", "schedule"}
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _all_commands()])
@@ -178,3 +179,54 @@ def test_answer_approve_and_deny_answer_in_json(wd: Paths) -> None:
     }
     text = looop(wd, "deny", approval("true"))
     assert text.stdout == "denied decider-4\n"
+
+
+def test_schedules_lists_timers_and_drop_removes_one(wd: Paths) -> None:
+    assert looop(wd, "schedules").stdout == "no schedules\n"
+    now = time.time()
+    timers.write(wd, "nightly", now=now, cron="0 3 * * *")
+    timers.write(wd, "soon", now=now, in_s=600)
+    listed = as_json(looop(wd, "schedules", "--json"))["schedules"]
+    assert [(s["name"], s["kind"]) for s in listed] == [("nightly", "cron"), ("soon", "once")]
+    assert listed[1]["signal"] == "pending" and 590 <= listed[1]["due_in_s"] <= 600
+    assert "cron 0 3 * * *" in looop(wd, "schedules").stdout
+
+    assert as_json(looop(wd, "schedule", "drop", "soon", "--json")) == {
+        "name": "soon",
+        "dropped": True,
+    }
+    again = looop(wd, "schedule", "drop", "soon")
+    assert again.exit_code == 2 and "no schedule 'soon'" in again.stderr
+    assert [s["name"] for s in as_json(looop(wd, "schedules", "--json"))["schedules"]] == [
+        "nightly"
+    ]
+
+
+def test_prune_removes_dead_sessions_old_runs_and_archives_old_rounds(wd: Paths) -> None:
+    now = time.time()
+    # a dead, settled worker session (no pid: it never started; ended a minute ago)
+    dead = wd.sessions / "w-dead"
+    dead.mkdir(parents=True)
+    jsonio.write_json(dead / "meta.json", {"id": "w-dead", "started_at": now - 120})
+    jsonio.write_json(
+        dead / "status.json",
+        {"state": "exited", "exit_code": 0, "ended_at": now - 60, "finalized_at": now - 59},
+    )
+    wd.config.write_text('[decider]\nbackend = "noop"\n[limits]\nruns_keep = 2\n')
+    for i in range(4):
+        (wd.runs / f"2026010{i}-000000.000000000-1").mkdir(parents=True)
+    wd.rounds.mkdir(exist_ok=True)
+    jsonio.write_json(wd.rounds / "r-old.json", {"phase": "done", "ended_at": now - 7200})
+    jsonio.write_json(wd.rounds / "r-new.json", {"phase": "done", "ended_at": now - 60})
+    jsonio.write_json(wd.rounds / "r-live.json", {"phase": "maker"})
+
+    result = as_json(looop(wd, "prune", "--json"))
+    assert result["sessions_removed"] == ["w-dead"] and not dead.exists()
+    assert result["runs_removed"] == ["20260100-000000.000000000-1", "20260101-000000.000000000-1"]
+    assert sorted(p.name for p in wd.runs.iterdir()) == [
+        "20260102-000000.000000000-1",
+        "20260103-000000.000000000-1",
+    ]
+    assert result["rounds_archived"] == ["r-old"]
+    assert (wd.rounds / "done" / "r-old.json").exists() and (wd.rounds / "r-new.json").exists()
+    assert looop(wd, "prune").stdout == "nothing to prune\n"

@@ -16,7 +16,17 @@ from typing import Any
 import click
 
 from looop_py import __version__
-from looop_py.cli import beat, claims, decider, init, loops, mailbox, output, workers
+from looop_py.cli import (
+    admin,
+    beat,
+    claims,
+    decider,
+    init,
+    loops,
+    mailbox,
+    output,
+    workers,
+)
 from looop_py.cli.options import JSON_WANTED, State
 from looop_py.errors import LooopError
 
@@ -97,7 +107,7 @@ def cli(ctx: click.Context, workdir: str | None) -> None:
     ctx.obj = State(workdir)
 
 
-for _module in (init, beat, workers, claims, mailbox, loops, decider):
+for _module in (init, beat, workers, claims, mailbox, loops, decider, admin):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -8,6 +8,7 @@ see). The pulse door imports this module only when a beat has something to say.
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 
 from looop_py.cli.output import Note
 
@@ -357,3 +358,57 @@ def new_goal_lines(spec: LoopSpec) -> Lines:
         f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence}); edit it, then",
         f"try it: looop run {spec.name}",
     ]
+
+
+# -- schedules and prune --------------------------------------------------------------------
+
+
+def schedules_json(probe: dict[str, Any]) -> dict[str, Any]:
+    """The sys-schedules probe as one row per timer: name, its signal, and its detail."""
+    return {
+        "schedules": [
+            {"name": name, "signal": signal, **probe["detail"].get(name, {})}
+            for name, signal in sorted(probe["signal"].items())
+        ]
+    }
+
+
+def schedules_lines(probe: dict[str, Any]) -> Lines:
+    rows = schedules_json(probe)["schedules"]
+    lines = [f"{'NAME':<24} {'KIND':<6} {'WHEN':<20} STATE"] if rows else ["no schedules"]
+    for row in rows:
+        kind = row.get("kind") or "?"
+        when = {"once": "once", "every": f"every {age(row.get('every_s'))}"}
+        when["cron"] = f"cron {row.get('cron')}"
+        due_in = row.get("due_in_s", row.get("next_due_in_s"))
+        if row["signal"] == "invalid":
+            state = f"invalid: {row.get('error') or compact(row.get('record'))}"
+        elif row["signal"] == "due":
+            state = "due now"
+        else:
+            state = f"next in {age(max(0, due_in or 0))}"
+        lines.append(f"{row['name']:<24} {kind:<6} {when.get(kind, '-'):<20} {state}")
+    return lines
+
+
+def dropped_lines(name: str) -> Lines:
+    return [f"dropped schedule {name}"]
+
+
+def prune_lines(result: dict[str, Any]) -> Lines:
+    lines = [f"removed session {s}" for s in result["sessions_removed"]]
+    lines += [f"removed run {r}" for r in result["runs_removed"]]
+    lines += [f"archived round {r} to rounds/done/" for r in result["rounds_archived"]]
+    lines += [_event_line(e) for e in result["events"] if e["event"] != "session_pruned"]
+    return lines or ["nothing to prune"]
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    """One housekeeping event (the ones the beat writes to events.jsonl) in words."""
+    what = {
+        "worker_lost": "worker {id} lost: its supervisor vanished",
+        "worker_verified": "verified worker {id}: {verdict}",
+        "worker_ended": "settled worker {id}: {state}, exit {exit_code}",
+        "claim_reaped": "reaped claim {name}: {reason}",
+    }.get(e["event"])
+    return what.format_map(defaultdict(lambda: "?", e)) if what else f"{e['event']}: {compact(e)}"

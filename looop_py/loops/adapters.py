@@ -338,9 +338,12 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
 DONE_KEEP_S = 3600.0  # a finished round stays in rounds/ this long, then moves to rounds/done/
 
 
-def archive_done(paths: Paths, now: float) -> int:
-    """Move rounds that ended a while ago to rounds/done/, so each beat reads only live ones."""
-    moved = 0
+def archive_done(paths: Paths, now: float) -> list[str]:
+    """Move rounds that ended a while ago to rounds/done/, so each beat reads only live ones.
+
+    Returns the ids of the rounds it moved.
+    """
+    moved: list[str] = []
     done_dir = paths.rounds / "done"
     with contextlib.suppress(FileNotFoundError), os.scandir(paths.rounds) as it:
         entries = [e for e in it if e.name.endswith(".json") and e.is_file()]
@@ -357,7 +360,7 @@ def archive_done(paths: Paths, now: float) -> int:
         ):
             done_dir.mkdir(exist_ok=True)
             os.replace(entry.path, done_dir / entry.name)
-            moved += 1
+            moved.append(entry.name.removesuffix(".json"))
     return moved
 
 

@@ -680,17 +680,22 @@ def report(
 # -- housekeeping: the start of every beat ---------------------------------------------------
 
 
-def housekeeping(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
+def housekeeping(
+    paths: Paths, config: Config, now: float, *, ttl_s: float | None = None
+) -> list[dict[str, Any]]:
     """Record lost workers, verify and settle dead ones, prune old records, reap claims.
 
-    Returns one event dict per thing done ({"event": name, ...}); the pulse logs them.
+    A settled session is pruned once it has been dead for `ttl_s` (default
+    [workers] session_ttl_s; `looop prune` passes 0). Returns one event dict
+    per thing done ({"event": name, ...}); the pulse logs them.
     """
     events: list[dict[str, Any]] = []
     dirs = _session_dirs(paths)
     if dirs:
+        ttl = config.workers.session_ttl_s if ttl_s is None else ttl_s
         budget_end = time.monotonic() + config.workers.verify_budget_s
         for d in dirs:
-            events += _housekeep_one(paths, config, d, now, budget_end)
+            events += _housekeep_one(paths, config, d, now, budget_end, ttl_s=ttl)
     if _has_json(paths.claims):
         from looop_py.claims import lease as claims
 
@@ -707,7 +712,7 @@ def _has_json(directory: Path) -> bool:
 
 
 def _housekeep_one(
-    paths: Paths, config: Config, d: Path, now: float, budget_end: float
+    paths: Paths, config: Config, d: Path, now: float, budget_end: float, *, ttl_s: float
 ) -> list[dict[str, Any]]:
     meta, status = _read(d / META), _read(d / STATUS)
     if meta.get("unreadable") or status.get("unreadable"):
@@ -736,7 +741,7 @@ def _housekeep_one(
         events.append(_finalize(paths, d, meta, status, now))
         return events
     ended = _num(status.get("ended_at")) or _num(status.get("finalized_at")) or now
-    if now - ended > config.workers.session_ttl_s:
+    if now - ended > ttl_s:
         shutil.rmtree(d, ignore_errors=True)
         events.append({"event": "session_pruned", "id": sid})
     return events
