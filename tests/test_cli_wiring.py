@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 
 from looop_py import jsonio
 from looop_py.cli.app import cli
+from looop_py.cli.manual import PAGES
 from looop_py.moves import timers
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
@@ -38,8 +39,8 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
     yield from walk("", cli)
 
 
-# Commands that do not report: they stream a log, or group others.
-NOT_REPORTING = {"worker logs", "worker", "decider", "schedule"}
+# Commands that do not report: they stream a log, print the manual or a script, or group others.
+NOT_REPORTING = {"worker logs", "help", "completion", "worker", "decider", "schedule"}
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _all_commands()])
@@ -104,6 +105,8 @@ def test_a_bug_under_json_is_an_object_too_and_is_logged(
         ["worker", "logs", "w", "-n", "0"],
         ["status", "--no-such-flag"],
         ["no-such-command"],
+        ["completion", "tcsh"],
+        ["help", "no-such-topic"],
         ["answer", "human-1", ""],
     ],
 )
@@ -230,3 +233,35 @@ def test_prune_removes_dead_sessions_old_runs_and_archives_old_rounds(wd: Paths)
     assert result["rounds_archived"] == ["r-old"]
     assert (wd.rounds / "done" / "r-old.json").exists() and (wd.rounds / "r-new.json").exists()
     assert looop(wd, "prune").stdout == "nothing to prune\n"
+
+
+def test_help_lists_topics_and_prints_each_page() -> None:
+    listing = looop(None, "help")
+    assert listing.exit_code == 0
+    for topic in ("sensors", "goals", "loops", "deciders", "runtimes", "gates", "exit-codes"):
+        assert f"  {topic} " in listing.stdout
+        page = looop(None, "help", topic)
+        assert page.exit_code == 0 and page.stdout == PAGES[topic]
+    assert "status [OPTIONS]" in looop(None, "help", "status").stdout
+
+
+def test_the_manual_names_every_exit_code_the_cli_uses() -> None:
+    from looop_py import errors
+
+    page = PAGES["exit-codes"]
+    codes = {
+        c.exit_code
+        for c in vars(errors).values()
+        if isinstance(c, type) and hasattr(c, "exit_code")
+    }
+    for code in codes | {0, 70, 130}:
+        assert f"\n  {code} " in page, code
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_clicks_own_script(shell: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = looop(None, "completion", shell)
+    assert result.exit_code == 0 and "_LOOOP_COMPLETE" in result.stdout
+    monkeypatch.setenv("_LOOOP_COMPLETE", f"{shell}_source")
+    native = CliRunner().invoke(cli, [], prog_name="looop")
+    assert native.stdout == result.stdout

@@ -1,6 +1,6 @@
 """The `looop` click group: global options, error mapping, and every verb module's commands.
 
-How a command ends (the exit codes are listed in cli/output.py):
+How a command ends (exit codes: see cli/output.py or `looop help exit-codes`):
 a LooopError prints its message and hint and exits with its code; a bug is
 logged to state/errors.log and exits 70; a closed pipe (`looop status |
 head -1`) ends quietly with 0; a usage error exits 2. Under --json each of
@@ -21,6 +21,7 @@ from looop_py.cli import (
     beat,
     claims,
     decider,
+    docs,
     init,
     loops,
     mailbox,
@@ -103,11 +104,12 @@ def cli(ctx: click.Context, workdir: str | None) -> None:
       looop init ~/ops && cd ~/ops
       looop pulse            # one beat; put it in cron: * * * * * looop -C ~/ops pulse
       looop status
+      looop help             # the manual: sensors, goals, loops, deciders, exit codes …
     """
     ctx.obj = State(workdir)
 
 
-for _module in (init, beat, workers, claims, mailbox, loops, decider, admin):
+for _module in (init, beat, workers, claims, mailbox, loops, decider, admin, docs):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -360,6 +360,15 @@ def new_goal_lines(spec: LoopSpec) -> Lines:
     ]
 
 
+def topics_lines(pages: dict[str, str]) -> Lines:
+    """`looop help`: each topic with the first line of its page."""
+    lines = ["looop help TOPIC: the manual. Topics:"]
+    lines += [
+        f"  {name:<12} {text.splitlines()[0].partition(': ')[2]}" for name, text in pages.items()
+    ]
+    return [*lines, "", "Every command also has --help with an example: looop COMMAND --help"]
+
+
 # -- schedules and prune --------------------------------------------------------------------
 
 
