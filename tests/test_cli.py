@@ -110,7 +110,7 @@ def test_pulse_json_shape(wd: Paths) -> None:
     assert beat["world_hash"].startswith("xxh3:") and len(beat["world_hash"]) == 37
     assert beat["sensors"]["s"]["status"] == "ok"
     assert beat["sensors"]["bad"] == {
-        "status": "error",
+        "status": "failed",
         "ms": beat["sensors"]["bad"]["ms"],
         "error": 4,
     }

@@ -264,7 +264,7 @@ def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
         "would_wake": world.hash != last.hash,
         "changed": [c.to_json() for c in diff(last.items, world.items)],
         "snapshots": world.snapshots,
-        "failed": [r.stem for r in world.readings if not r.ok],
+        "failed": [r.stem.removeprefix("sensor-") for r in world.readings if not r.ok],
         "sensors": {
             r.stem.removeprefix("sensor-"): {
                 "status": r.status,

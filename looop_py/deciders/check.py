@@ -31,7 +31,7 @@ def run_test(paths: Paths, now: float) -> dict[str, Any]:
         "error": None,
         "hint": None,
         "usage": None,
-        "latency_ms": 0,
+        "ms": 0,
         "meta": {},
         "raw": "",
     }
@@ -40,9 +40,9 @@ def run_test(paths: Paths, now: float) -> dict[str, Any]:
         decision = backend.decide(request)
     except DecideError as exc:
         view.update(error=exc.message, hint=exc.hint, raw=exc.raw[:2000])
-        view["latency_ms"] = round((time.monotonic() - started) * 1000)
+        view["ms"] = round((time.monotonic() - started) * 1000)
         return view
-    view["latency_ms"] = round((time.monotonic() - started) * 1000)
+    view["ms"] = round((time.monotonic() - started) * 1000)
     view.update(move=decision.move, raw=decision.raw[:2000], meta=dict(decision.meta))
     if decision.usage is not None:
         view["usage"] = {**asdict(decision.usage), "total_tokens": decision.usage.total_tokens}

@@ -58,6 +58,18 @@ def read_goals(paths: Paths) -> list[GoalFile]:
     return goals
 
 
+def create(paths: Paths, goal_id: str, text: str) -> Path:
+    """Write goals/<id>.md only if no such file exists yet: a goal is never overwritten."""
+    path = paths.goal(goal_id)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists", "pick another id with --name") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 class GoalError(UsageError):
     """A goal file whose frontmatter cannot be read."""
 
