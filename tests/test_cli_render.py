@@ -170,3 +170,9 @@ def test_prune_renders_what_it_removed() -> None:
     ]
     empty = {"sessions_removed": [], "runs_removed": [], "rounds_archived": [], "events": []}
     assert render.prune_lines(empty) == ["nothing to prune"]
+
+
+def test_a_changed_item_names_an_absent_side_instead_of_printing_none() -> None:
+    assert render.change_line(Change("playbook", None, "xxh3:1")) == "  + playbook appeared: xxh3:1"
+    assert render.change_line(Change("goal:x", "xxh3:1", None)) == "  - goal:x gone (was xxh3:1)"
+    assert render.change_line(Change("snap:s", '"a"', '"b"')) == '  ~ snap:s: "a" → "b"'

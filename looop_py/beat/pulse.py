@@ -67,7 +67,7 @@ def why_decide(
 
 
 @contextmanager
-def _terminate_cleanly() -> Iterator[None]:
+def terminate_cleanly() -> Iterator[None]:
     """SIGTERM/SIGHUP end the beat like Ctrl-C does, so sensor groups get killed."""
 
     def interrupt(signum: int, frame: object) -> None:
@@ -97,7 +97,7 @@ def beat(
         journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value)
         return result
     try:
-        with _terminate_cleanly():
+        with terminate_cleanly():
             return _beat_locked(paths, force=force, clock=clock, decider=decider, started=started)
     finally:
         procs.kill_running()
@@ -239,37 +239,3 @@ def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> B
     record.pop("journal", None)
     journal.emit(paths, "beat", clock(), **record)
     return result
-
-
-def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
-    """`looop sense`: a SENSE and a DIFF with no decide and no commit."""
-    from looop_py.errors import Busy
-
-    cfg = config_mod.load(paths.config)  # no cache: `looop sense` writes nothing to state/
-    paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.pulse_lock)
-    # Sensing writes snapshots, so wait for a running beat rather than race it.
-    if not lock.acquire(timeout_s=cfg.sensors.timeout_s + 5):
-        raise Busy("a pulse has held the lock for too long", "try again in a minute")
-    try:
-        with _terminate_cleanly():
-            world = sense(paths, cfg, clock(), persist=False)
-    finally:
-        procs.kill_running()
-        lock.release()
-    last = load_committed(paths)
-    return {
-        "world_hash": world.hash,
-        "committed_hash": last.hash,
-        "would_wake": world.hash != last.hash,
-        "changed": [c.to_json() for c in diff(last.items, world.items)],
-        "snapshots": world.snapshots,
-        "failed": [r.stem.removeprefix("sensor-") for r in world.readings if not r.ok],
-        "sensors": {
-            r.stem.removeprefix("sensor-"): {
-                "status": r.status,
-                "ms": round(r.duration_s * 1000, 1),
-            }
-            for r in world.readings
-        },
-    }

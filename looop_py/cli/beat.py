@@ -49,11 +49,11 @@ def sense(paths: Paths, as_json: bool) -> None:
       looop sense
       looop sense --json | jq '.changed'
     """
-    from looop_py.beat.pulse import preview
+    from looop_py.beat.preview import preview
 
     view = preview(paths)
     if as_json:
-        json_out(view)
+        json_out(view.to_json())
     else:
         show(render.sense_lines(view))
 
@@ -73,7 +73,7 @@ def status(paths: Paths, as_json: bool) -> None:
 
     view = build(paths)
     if as_json:
-        json_out(view)
+        json_out(view.to_json())
     else:
         show(render.status_lines(view))
 
@@ -93,7 +93,7 @@ def why(paths: Paths, as_json: bool) -> None:
 
     view = build(paths)
     if as_json:
-        json_out(view)
+        json_out(view.to_json())
     else:
         show(render.why_lines(view))
 

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+    from looop_py.beat.preview import Preview
     from looop_py.beat.result import BeatResult
+    from looop_py.beat.views import LimitsView, StatusView, WhyView
     from looop_py.claims.lease import Claim
     from looop_py.claims.reaper import ClaimView
     from looop_py.engine.spec import LoopSpec
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from looop_py.workers.fleet import Fleet
     from looop_py.workers.kill import KillResult
     from looop_py.workers.records import Session
+    from looop_py.world import Change
 
     Lines = list[str]
 
@@ -90,70 +93,74 @@ def sensor_lines(r: BeatResult) -> Lines:
     return [Note(f"  {x.status:<6} {x.stem:<24} {x.duration_s * 1000:7.1f} ms") for x in r.readings]
 
 
-def sense_lines(view: dict[str, Any]) -> Lines:
-    failed = {f"sensor-{name}" for name in view["failed"]}
-    lines = [
+def sense_lines(view: Preview) -> Lines:
+    failed = {f"sensor-{name}" for name in view.failed}
+    lines: Lines = [
         f"{'✗' if stem in failed else '·'} {stem}: {compact(snap.get('signal'))}"
-        for stem, snap in view["snapshots"].items()
+        for stem, snap in view.world.snapshots.items()
     ]
-    if not view["changed"]:
+    if not view.changed:
         return [*lines, "would skip: the world is unchanged since the last decision"]
-    lines.append(f"would wake the decider: {len(view['changed'])} item(s) changed")
-    return lines + [f"  {c['item']}: {c['old']} → {c['new']}" for c in view["changed"]]
+    lines.append(f"would wake the decider: {len(view.changed)} item(s) changed")
+    return lines + [change_line(c) for c in view.changed]
 
 
-def status_lines(view: dict[str, Any]) -> Lines:
-    last = view["last_beat"]
-    s, c = view["sensors"], view["counts"]
+def status_lines(view: StatusView) -> Lines:
+    last, s = view.last_beat, view.sensors
     lines = [
-        f"work dir    {view['work_dir']}",
-        f"pulse       {'running now' if view['pulse_running'] else 'idle'}",
-        f"last beat   {last.get('ts')} {last.get('outcome')} ({last.get('ms')} ms)"
+        f"work dir    {view.work_dir}",
+        f"pulse       {'running now' if view.pulse_running else 'idle'}",
+        f"last beat   {last.ts} {last.outcome or '?'} ({last.ms} ms)"
         if last
         else "last beat   none yet (run `looop pulse`)",
-        f"world hash  {view['world_hash'] or 'none committed yet'}",
-        f"sensors     {len(s['ok'])} ok, {len(s['failed'])} failed"
-        + (f": {', '.join(s['failed'])}" if s["failed"] else ""),
-        f"goals       {c['goals']}   sessions {c['sessions']}   claims {c['claims']}",
+        f"world hash  {view.world_hash or 'none committed yet'}",
+        f"sensors     {len(s.ok)} ok, {len(s.failed)} failed"
+        + (f": {', '.join(s.failed)}" if s.failed else ""),
+        f"goals       {view.goals}   sessions {view.sessions}   claims {view.claims}",
     ]
-    return lines + limits_lines(view["limits"])
+    if view.committed_error:
+        lines.append(Note(f"✗ {view.committed_error}"))
+    return lines + limits_lines(view.limits)
 
 
-def limits_lines(lim: dict[str, Any]) -> Lines:
-    tokens = f"{lim['tokens_today']}" + (
-        f" of {lim['daily_tokens']}" if lim["daily_tokens"] else ""
-    )
-    usd = f"${lim['usd_today']:.4f}" + (f" of ${lim['daily_usd']:.2f}" if lim["daily_usd"] else "")
-    lines = [
-        f"decides     {lim['decides_last_hour']} in the last hour"
-        f" (cap {lim['decides_per_hour'] or 'no cap'})",
+def limits_lines(lim: LimitsView) -> Lines:
+    tokens = f"{lim.tokens_today}" + (f" of {lim.daily_tokens}" if lim.daily_tokens else "")
+    usd = f"${lim.usd_today:.4f}" + (f" of ${lim.daily_usd:.2f}" if lim.daily_usd else "")
+    lines: Lines = [
+        f"decides     {lim.decides_last_hour} in the last hour"
+        f" (cap {lim.decides_per_hour or 'no cap'})",
         f"spend today {tokens} tokens, {usd}",
     ]
-    if b := lim["backoff"]:
-        when = f"retry in {b['retry_in_s']}s"
-        lines.append(f"backoff     {b['fails']} failure(s) in a row, {when}: {b['reason']}")
-    if lim["flapping"]:
-        lines.append(f"flapping    {', '.join(lim['flapping'])}")
-    if lim["pending_asks"]:
-        lines.append(f"asks        {lim['pending_asks']} waiting on a human (looop asks)")
-    if lim["blocked"]:
-        lines.append(f"held        the decider will not be called now: {lim['blocked']}")
+    if b := lim.backoff:
+        when = f"retry in {b.retry_in_s}s"
+        lines.append(f"backoff     {b.fails} failure(s) in a row, {when}: {b.reason}")
+    if lim.flapping:
+        lines.append(f"flapping    {', '.join(lim.flapping)}")
+    if lim.pending_asks:
+        lines.append(f"asks        {lim.pending_asks} waiting on a human (looop asks)")
+    if lim.blocked:
+        lines.append(f"held        the decider will not be called now: {lim.blocked}")
     return lines
 
 
-def why_lines(view: dict[str, Any]) -> Lines:
-    lines = [f"last beat {view['ts']}: {view['outcome']}"] if view.get("ts") else []
-    lines.append(view["explanation"])
-    if view.get("limits", {}).get("blocked"):
-        lines.append(f"right now: {view['limits']['blocked']}")
-    for c in view.get("changed", []):
-        if c.get("old") is None:
-            lines.append(f"  + {c['item']} appeared: {c.get('new')}")
-        elif c.get("new") is None:
-            lines.append(f"  - {c['item']} gone (was {c.get('old')})")
-        else:
-            lines.append(f"  ~ {c['item']}: {c.get('old')} → {c.get('new')}")
-    return lines
+def change_line(c: Change) -> str:
+    """One changed item, old → new; an absent side is named, never printed as None."""
+    match c.kind:
+        case "appeared":
+            return f"  + {c.item} appeared: {c.new}"
+        case "gone":
+            return f"  - {c.item} gone (was {c.old})"
+        case _:
+            return f"  ~ {c.item}: {c.old} → {c.new}"
+
+
+def why_lines(view: WhyView) -> Lines:
+    last = view.last
+    lines = [f"last beat {last.ts}: {last.outcome or '?'}"] if last and last.ts else []
+    lines.append(view.explanation)
+    if view.limits and view.limits.blocked:
+        lines.append(f"right now: {view.limits.blocked}")
+    return lines + [change_line(c) for c in view.changed]
 
 
 def journal_lines(tail: list[str]) -> Lines:
