@@ -151,16 +151,18 @@ def test_schedules_render_each_kind() -> None:
 
 
 def test_prune_renders_what_it_removed() -> None:
-    result = {
-        "sessions_removed": ["w1"],
-        "runs_removed": ["20260101-000000.000000001-1"],
-        "rounds_archived": ["loop-1"],
-        "events": [
+    from looop_py.beat.prune import Pruned
+
+    result = Pruned(
+        sessions_removed=["w1"],
+        runs_removed=["20260101-000000.000000001-1"],
+        rounds_archived=["loop-1"],
+        events=[
             {"event": "session_pruned", "id": "w1"},
             {"event": "claim_reaped", "name": "repo", "reason": "holder dead"},
             {"event": "worker_ended", "id": "w2", "state": "exited"},
         ],
-    }
+    )
     assert render.prune_lines(result) == [
         "removed session w1",
         "removed run 20260101-000000.000000001-1",
@@ -168,8 +170,7 @@ def test_prune_renders_what_it_removed() -> None:
         "reaped claim repo: holder dead",
         "settled worker w2: exited, exit ?",
     ]
-    empty = {"sessions_removed": [], "runs_removed": [], "rounds_archived": [], "events": []}
-    assert render.prune_lines(empty) == ["nothing to prune"]
+    assert render.prune_lines(Pruned([], [], [], [])) == ["nothing to prune"]
 
 
 def test_a_changed_item_names_an_absent_side_instead_of_printing_none() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from looop_py.errors import Busy
@@ -19,7 +20,23 @@ from looop_py.workdir import journal, runs
 from looop_py.workdir.paths import Paths
 
 
-def prune(paths: Paths, *, clock: Callable[[], float] = time.time) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Pruned:
+    sessions_removed: list[str]
+    runs_removed: list[str]
+    rounds_archived: list[str]
+    events: list[dict[str, Any]]  # every housekeeping event, as events.jsonl holds them
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessions_removed": self.sessions_removed,
+            "runs_removed": self.runs_removed,
+            "rounds_archived": self.rounds_archived,
+            "events": self.events,
+        }
+
+
+def prune(paths: Paths, *, clock: Callable[[], float] = time.time) -> Pruned:
     from looop_py.loops import store
     from looop_py.workers import reap
 
@@ -39,9 +56,5 @@ def prune(paths: Paths, *, clock: Callable[[], float] = time.time) -> dict[str, 
         journal.emit(
             paths, str(event["event"]), now, **{k: v for k, v in event.items() if k != "event"}
         )
-    return {
-        "sessions_removed": [e["id"] for e in events if e["event"] == "session_pruned"],
-        "runs_removed": removed_runs,
-        "rounds_archived": archived,
-        "events": events,
-    }
+    removed = [e["id"] for e in events if e["event"] == "session_pruned"]
+    return Pruned(removed, removed_runs, archived, events)

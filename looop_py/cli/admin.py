@@ -89,7 +89,7 @@ def prune(paths: Paths, as_json: bool) -> None:
 
     result = run_prune(paths)
     if as_json:
-        json_out(result)
+        json_out(result.to_json())
     else:
         show(render.prune_lines(result))
 

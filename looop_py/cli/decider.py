@@ -42,10 +42,10 @@ def decider_test(paths: Paths, as_json: bool) -> None:
 
     view = run_test(paths, time.time())
     if as_json:
-        json_out(view)
+        json_out(view.to_json())
     else:
         show(render.decider_test_lines(view))
-    sys.exit(0 if view["ok"] else 1)
+    sys.exit(0 if view.ok else 1)
 
 
 COMMANDS = [decider]

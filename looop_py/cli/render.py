@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.beat.preview import Preview
+    from looop_py.beat.prune import Pruned
     from looop_py.beat.result import BeatResult
     from looop_py.beat.views import LimitsView, StatusView, WhyView
     from looop_py.claims.lease import Claim
     from looop_py.claims.reaper import ClaimView
+    from looop_py.deciders.check import DeciderCheck
     from looop_py.engine.spec import LoopSpec
     from looop_py.loops.store import RoundRow
     from looop_py.loops.views import LoopsView
@@ -310,22 +312,22 @@ def claims_lines(views: list[ClaimView], now: float) -> Lines:
 # -- decider, loops, rounds, patterns ------------------------------------------------------
 
 
-def decider_test_lines(view: dict[str, Any]) -> Lines:
-    lines = [f"backend     {view['backend']}", f"latency     {view['ms']} ms"]
-    usage = view["usage"]
+def decider_test_lines(view: DeciderCheck) -> Lines:
+    lines = [f"backend     {view.backend}", f"latency     {view.ms} ms"]
+    usage = view.usage
     if usage is None:
         lines.append("usage       not reported (unmetered)")
     else:
-        cost = usage["cost_usd"]
+        cost = usage.cost_usd
         lines.append(
-            f"usage       {usage['input_tokens']} in / {usage['output_tokens']} out"
+            f"usage       {usage.input_tokens} in / {usage.output_tokens} out"
             f" tokens, {'cost unknown' if cost is None else f'${cost:.6f}'}"
         )
-    if view["error"]:
-        lines.append(f"error       {view['error']}")
-        return lines + ([f"            → {view['hint']}"] if view.get("hint") else [])
-    lines.append(f"move        {compact(view['move'], 200)}")
-    return [*lines, f"invalid     {view['invalid']}" if view["invalid"] else "valid       yes"]
+    if view.error:
+        lines.append(f"error       {view.error}")
+        return lines + ([f"            → {view.hint}"] if view.hint else [])
+    lines.append(f"move        {compact(view.move, 200)}")
+    return [*lines, f"invalid     {view.invalid}" if view.invalid else "valid       yes"]
 
 
 def loops_lines(view: LoopsView) -> Lines:
@@ -416,11 +418,11 @@ def dropped_lines(name: str) -> Lines:
     return [f"dropped schedule {name}"]
 
 
-def prune_lines(result: dict[str, Any]) -> Lines:
-    lines = [f"removed session {s}" for s in result["sessions_removed"]]
-    lines += [f"removed run {r}" for r in result["runs_removed"]]
-    lines += [f"archived round {r} to rounds/done/" for r in result["rounds_archived"]]
-    lines += [_event_line(e) for e in result["events"] if e["event"] != "session_pruned"]
+def prune_lines(result: Pruned) -> Lines:
+    lines = [f"removed session {s}" for s in result.sessions_removed]
+    lines += [f"removed run {r}" for r in result.runs_removed]
+    lines += [f"archived round {r} to rounds/done/" for r in result.rounds_archived]
+    lines += [_event_line(e) for e in result.events if e["event"] != "session_pruned"]
     return lines or ["nothing to prune"]
 
 
