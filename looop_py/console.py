@@ -50,10 +50,11 @@ def parse_plain_pulse(argv: list[str]) -> dict[str, Any] | None:
 def main() -> None:
     opts = parse_plain_pulse(sys.argv[1:])
     if opts is None:
-        from looop_py.cli.app import main as click_main
+        from looop_py.cli.app import main as click_main  # click, for every other command line
 
         click_main()
         return
+    # The plain pulse: no click, and only the modules a quiet beat needs.
     from looop_py.cli import output
     from looop_py.cli.pulse import pulse_command
 

@@ -56,7 +56,7 @@ class Seen:
 
     @property
     def ended_workers(self) -> frozenset[str]:
-        from looop_py.workers.records import WorkerState
+        from looop_py.workers.records import WorkerState  # asked when deciding only
 
         return frozenset(
             v.id for v in self.sessions if v.state in (WorkerState.EXITED, WorkerState.KILLED)
@@ -79,7 +79,7 @@ def sessions(seen: Seen) -> Snapshot:
                 return {"signal": [], "detail": {"count": 0}}
     except FileNotFoundError:
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.workers import records
+    from looop_py.workers import records  # only when sessions/ has entries
 
     views = seen.sessions = records.list_sessions(paths, now)
     workers: dict[str, Any] = {}
@@ -110,7 +110,7 @@ def claims(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     if not _json_files_exist(paths.claims):
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.claims import reaper
+    from looop_py.claims import reaper  # only when claims/ has entries
 
     live = [v for v in reaper.list_claims(paths, now) if v.live]
     rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
@@ -163,7 +163,7 @@ def asks(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     if _empty_dir(paths.asks):
         return {"signal": {"pending": []}, "detail": {}}
-    from looop_py.workdir import mailbox
+    from looop_py.workdir import mailbox  # only when asks/ has entries
 
     pending = seen.asks = mailbox.pending(paths)
     return {
@@ -184,14 +184,14 @@ def schedules(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     snap: Snapshot = {"signal": {}, "detail": {}}
     if not _empty_dir(paths.timers):
-        from looop_py.moves import timers
+        from looop_py.moves import timers  # only when a timer is set
 
         snap = timers.probe(paths, now)
-    from looop_py.loops import index as loopindex
+    from looop_py.loops import index as loopindex  # cheap; the engine only with loops
 
     due = loopindex.cadences(loopindex.index(paths, save=seen.persist))
     if due:
-        from looop_py.loops import schedule
+        from looop_py.loops import schedule  # only when a loop has a cadence
 
         book = schedule.schedules_snapshot(paths.loop_schedule, due, now, save=seen.persist)
         for name, value in book["signal"].items():
@@ -206,7 +206,7 @@ def rounds(seen: Seen) -> Snapshot:
     paths = seen.paths
     if _empty_dir(paths.rounds):
         return {"signal": {}, "detail": {}}
-    from looop_py.loops import store
+    from looop_py.loops import store  # only when rounds/ has entries
 
     return store.probe(paths.rounds)
 

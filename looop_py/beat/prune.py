@@ -15,9 +15,11 @@ from typing import Any
 
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
+from looop_py.loops import store
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, runs
 from looop_py.workdir.paths import Paths
+from looop_py.workers import reap
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,6 @@ class Pruned:
 
 
 def prune(paths: Paths, *, clock: Callable[[], float] = time.time) -> Pruned:
-    from looop_py.loops import store
-    from looop_py.workers import reap
 
     cfg = config_mod.load(paths.config, paths.config_cache)
     paths.state.mkdir(exist_ok=True)

@@ -141,7 +141,7 @@ def _beat_locked(
         return _finish(paths, base, started, clock)
 
     # 4. DECIDE and 5. ACT
-    from looop_py import deciders
+    from looop_py import deciders  # deciding only: a quiet beat never loads a backend
     from looop_py.beat.decide import decide_and_act
 
     verdict = decide_and_act(
@@ -189,11 +189,11 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
     """Reap dead sessions, verify ended workers, then reap dead claims; one event line each."""
     # The usual quiet beat has neither: nothing to look at, nothing to import.
     if _has_entries(paths.sessions):
-        from looop_py.workers import reap
+        from looop_py.workers import reap  # only when sessions/ has entries
 
         _emit_steps(paths, now, "housekeeping_failed", lambda: reap.housekeeping(paths, cfg, now))
     if _has_entries(paths.claims):
-        from functools import partial
+        from functools import partial  # only when claims/ has entries
 
         from looop_py.claims import reaper
         from looop_py.loops import store
@@ -204,11 +204,11 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
-    from looop_py.loops import index as loopindex
+    from looop_py.loops import index as loopindex  # cheap: a stat per goal, no YAML
 
     if not loopindex.index(paths) and not _has_entries(paths.rounds):
         return  # no loops and no rounds: nothing heavy to import
-    from looop_py.loops import advance
+    from looop_py.loops import advance  # the engine loads only when loops exist
 
     _emit_steps(paths, now, "advance_failed", lambda: advance.advance(paths, cfg, now))
 

@@ -81,9 +81,9 @@ def _yaml12_loader() -> Any:
     YAML 1.1 also reads on/off/yes/no as booleans, which would turn the `on:`
     key of a loop into `True`.
     """
-    import re
+    import re  # only for frontmatter
 
-    import yaml
+    import yaml  # only for a goal with frontmatter: plain goals never load it
 
     class Loader(yaml.SafeLoader):
         pass
@@ -118,7 +118,7 @@ def frontmatter(text: str) -> tuple[dict[str, Any], str]:
             "the frontmatter opened with `---` is never closed",
             "end it with a line holding only `---`",
         )
-    import yaml
+    import yaml  # only for frontmatter
 
     try:
         meta = yaml.load("".join(lines[1:i]), Loader=_yaml12_loader())  # noqa: S506 - safe loader
@@ -136,7 +136,7 @@ def frontmatter(text: str) -> tuple[dict[str, Any], str]:
 
 def render_frontmatter(meta: dict[str, Any], body: str) -> str:
     """The inverse of `frontmatter`: `---`, the mapping as YAML in the given key order, `---`."""
-    import yaml
+    import yaml  # only for frontmatter
 
     head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=88)
     return f"---\n{head}---\n{body}"

@@ -9,6 +9,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from looop_py.workdir import presets
 from looop_py.workdir.paths import CONFIG_NAME, Paths
 
 _SKIP = {"__init__.py", "__pycache__"}
@@ -86,7 +87,6 @@ def init(target: Path) -> InitResult:
 
 def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:
     """The starter looop.toml plus a commented, ready block per agent CLI on PATH."""
-    from looop_py.workdir import presets
 
     found = presets.detect()
     text = presets.apply(template.decode("utf-8"), found)
