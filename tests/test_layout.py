@@ -76,8 +76,8 @@ def test_a_function_local_import_says_why_outside_cli() -> None:
         for fn in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
                 for node in ast.walk(fn):
-                    if isinstance(node, ast.Import | ast.ImportFrom):
-                        if not _says_why(lines, node.lineno - 1):
-                            text = lines[node.lineno - 1].strip()
-                            bare.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text}")
+                    local = isinstance(node, ast.Import | ast.ImportFrom)
+                    if local and not _says_why(lines, node.lineno - 1):
+                        text = lines[node.lineno - 1].strip()
+                        bare.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text}")
     assert not bare, "say why each is not at the top (a comment):\n" + "\n".join(bare)
