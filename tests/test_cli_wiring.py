@@ -40,7 +40,7 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
 
 
 # Commands that do not report: they stream a log, print the manual or a script, or group others.
-NOT_REPORTING = {"worker logs", "help", "completion", "worker", "decider", "schedule"}
+NOT_REPORTING = {"worker logs", "help", "completion", "worker", "decider", "schedule", "cron"}
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _all_commands()])
