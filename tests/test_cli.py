@@ -94,7 +94,7 @@ def test_starter_sensors_run_offline_and_read_ok(tmp_path: Path) -> None:
 def test_pulse_is_silent_when_skipped_and_not_a_tty(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     first = run_looop("-C", str(wd.root), "pulse")
-    assert "decided" in first.stdout
+    assert first.stdout.startswith("✓ nothing to do") and "sensor s appeared" in first.stdout
     quiet = run_looop("-C", str(wd.root), "pulse")
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
     verbose = run_looop("-C", str(wd.root), "pulse", "-v")
@@ -110,7 +110,7 @@ def test_pulse_json_shape(wd: Paths) -> None:
     assert beat["world_hash"].startswith("xxh3:") and len(beat["world_hash"]) == 37
     assert beat["sensors"]["s"]["status"] == "ok"
     assert beat["sensors"]["bad"] == {
-        "status": "error",
+        "status": "failed",
         "ms": beat["sensors"]["bad"]["ms"],
         "error": 4,
     }

@@ -20,7 +20,7 @@ from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
-from looop_py.workdir import environ, journal, mailbox, runs
+from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
@@ -58,11 +58,8 @@ def gather_prompt(
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
     goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
-    dead = {
-        r.get("id")
-        for r in (snapshots.get("sys-sessions") or {}).get("signal") or []
-        if isinstance(r, dict) and r.get("state") in ("exited", "killed")
-    }
+    probed = seen.probed
+    dead = probed.ended_workers
     asks = [
         {
             "id": a.id,
@@ -72,10 +69,12 @@ def gather_prompt(
             "prompt": a.prompt,
             "live": a.asker not in dead,
         }
-        for a in mailbox.pending(paths)
+        for a in probed.asks
     ]
-    ages_detail = ((snapshots.get("sys-goals") or {}).get("detail") or {}).get("goals") or {}
-    goal_ages = {g: (v or {}).get("age_s") for g, v in ages_detail.items()}
+    goal_ages: dict[str, float | None] = {
+        g: None if last is None else max(0, round(now - last))
+        for g, last in probed.last_acted.items()
+    }
     inp = prompt.PromptInput(
         now=now,
         playbook=playbook,
@@ -152,6 +151,8 @@ def decide_and_act(
         changed=changed,
         snapshots=seen.snapshots,
         goals=seen.goals,
+        live_workers=seen.probed.live_workers,
+        last_acted=seen.probed.last_acted,
         forced=forced_by is not None,
         prompt=text,
     )
@@ -189,6 +190,8 @@ def decide_and_act(
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
     limits.save_backoff(paths, None)
+    if outcome.held:
+        stats["held_as"] = outcome.held  # the approval ask a human must answer
     text_line = move.journal or move.summary()
     if outcome.note:
         text_line += f" · {outcome.note}"

@@ -67,7 +67,7 @@ class Reading:
     @property
     def status(self) -> str:
         if not self.ok:
-            return "error"
+            return "failed"  # the word `looop status` uses for a sensor in error
         return "cached" if self.cached else "ok"
 
 

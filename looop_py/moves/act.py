@@ -225,7 +225,7 @@ def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float)
 def _workers(
     paths: Paths, cfg: Config, move: Move, now: float, verify: str | None = None
 ) -> Outcome:
-    from looop_py.workers import kill, launch
+    from looop_py.workers import kill, launch  # only for a worker move
 
     a = move.action
     if isinstance(a, StartWorker):
@@ -247,7 +247,7 @@ def _workers(
 
 
 def _start_round(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    from looop_py.loops import advance
+    from looop_py.loops import advance  # only for a round move: the engine is heavy
 
     a = move.action
     assert isinstance(a, StartRound)

@@ -28,6 +28,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.errors import LooopError, UsageError
 from looop_py.locks import PulseLock
+from looop_py.loops import advance, store
 from looop_py.moves import act, gate, union
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
@@ -90,8 +91,6 @@ def display(ask: mailbox.Ask) -> str:
 
 def _settle_round(paths: Paths, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
-    from looop_py.loops import advance, store
-
     cfg = config_mod.load(paths.config, paths.config_cache)
     lock = PulseLock(paths.pulse_lock)
     if not lock.acquire(timeout_s=LOCK_WAIT_S):

@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py.errors import UsageError
+from looop_py.errors import LooopError, UsageError
 from looop_py.ids import is_safe_segment
+from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -53,9 +54,6 @@ def outside_link(paths: Paths, path: Path, *, linked: bool | None = None) -> str
 
 
 def _outside_links_allowed(paths: Paths) -> bool:
-    from looop_py.errors import LooopError
-    from looop_py.workdir import config
-
     try:
         return config.load(paths.config, paths.config_cache).gates.allow_outside_links
     except LooopError:
@@ -120,6 +118,18 @@ def read_goals(paths: Paths) -> list[GoalFile]:
     return goals
 
 
+def create(paths: Paths, goal_id: str, text: str) -> Path:
+    """Write goals/<id>.md only if no such file exists yet: a goal is never overwritten."""
+    path = paths.goal(goal_id)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists", "pick another id with --name") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 class GoalError(UsageError):
     """A goal file whose frontmatter cannot be read."""
 
@@ -131,9 +141,9 @@ def _yaml12_loader() -> Any:
     YAML 1.1 also reads on/off/yes/no as booleans, which would turn the `on:`
     key of a loop into `True`.
     """
-    import re
+    import re  # only for frontmatter
 
-    import yaml
+    import yaml  # only for a goal with frontmatter: plain goals never load it
 
     class Loader(yaml.SafeLoader):
         pass
@@ -168,7 +178,7 @@ def frontmatter(text: str) -> tuple[dict[str, Any], str]:
             "the frontmatter opened with `---` is never closed",
             "end it with a line holding only `---`",
         )
-    import yaml
+    import yaml  # only for frontmatter
 
     try:
         meta = yaml.load("".join(lines[1:i]), Loader=_yaml12_loader())  # noqa: S506 - safe loader
@@ -186,7 +196,7 @@ def frontmatter(text: str) -> tuple[dict[str, Any], str]:
 
 def render_frontmatter(meta: dict[str, Any], body: str) -> str:
     """The inverse of `frontmatter`: `---`, the mapping as YAML in the given key order, `---`."""
-    import yaml
+    import yaml  # only for frontmatter
 
     head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=88)
     return f"---\n{head}---\n{body}"

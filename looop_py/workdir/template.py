@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
+from looop_py.workdir import presets
 from looop_py.workdir.paths import CONFIG_NAME, Paths
 
 _SKIP = {"__init__.py", "__pycache__"}
@@ -20,7 +23,20 @@ class InitResult:
     created: tuple[Path, ...]
     kept: tuple[Path, ...]  # already there, left untouched
     agent_clis: tuple[str, ...] = ()  # agent CLIs found on PATH, offered in the new looop.toml
+    repo: Path | None = None  # the git repo the work dir sits in (the git sensor watches it)
+    crontab: bool = False  # a crontab program is on PATH (`looop cron install` can work)
     default_runtime: str = "shell"  # the worker runtime the new looop.toml names
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "work_dir": str(self.root),
+            "created": [str(p.relative_to(self.root)) for p in self.created],
+            "kept": [str(p.relative_to(self.root)) for p in self.kept],
+            "agent_clis": list(self.agent_clis),
+            "repo": str(self.repo) if self.repo else None,
+            "crontab": self.crontab,
+            "default_runtime": self.default_runtime,
+        }
 
     def runtime_note(self) -> str:
         """One line for the user: which runtime workers get, and why."""
@@ -95,14 +111,28 @@ def init(target: Path) -> InitResult:
     if paths.config in kept:
         found = ()  # an existing looop.toml is never touched, so nothing was offered
         runtime = None
-    return InitResult(paths.root, tuple(created), tuple(kept), found, runtime or "shell")
+    return InitResult(
+        paths.root,
+        tuple(created),
+        tuple(kept),
+        found,
+        repo=git_repo_of(paths.root),
+        crontab=shutil.which("crontab") is not None,
+        default_runtime=runtime or "shell",
+    )
+
+
+def git_repo_of(directory: Path) -> Path | None:
+    """The nearest ancestor (or `directory` itself) that holds a `.git`; None outside a repo."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
 
 
 def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...], str | None]:
     """The starter looop.toml plus a commented, ready block per agent CLI on PATH, and
     `[workers] default_runtime` set to the first agent CLI that is also a worker runtime."""
-    from looop_py.workdir import presets
-
     found = presets.detect()
     runtime = presets.detect_runtime()
     text = presets.apply_runtime(presets.apply(template.decode("utf-8"), found), runtime)
