@@ -232,13 +232,15 @@ def _classify_worker(a: StartWorker, goal_text: str | None, config: Config) -> V
     reasons, shown = [], []
     if rt.executes_prompt:
         reasons.append(f"runtime {rt.name} runs the prompt as a program (`{rt.command}`)")
-        shown.append(f"# runtime {rt.name}: {rt.command}\n{with_newline(a.prompt)}")
+        note = " (looop's worker contract goes first, as # comments)" if rt.script else ""
+        shown.append(f"# runtime {rt.name}: {rt.command}{note}\n{with_newline(a.prompt)}")
     verify = a.verify
     verify_rule = None
     if verify is not None:
         reasons.append("its verify command runs in the work dir after it ends")
         shown.append(f"# verify (bash, from the work dir):\n{with_newline(verify)}")
-        sv = shellgate.check_shell(verify, config.gates.shell_allow, allow_dangerous=False)
+        gates = config.gates
+        sv = shellgate.check_shell(verify, gates.shell_allow, allow_dangerous=gates.allow_dangerous)
         if sv.denied is not None:
             return Verdict(Power.CODE, "; ".join(reasons), "\n".join(shown), refused=sv.denied)
         if sv.run:
