@@ -95,8 +95,11 @@ def discover(paths: Paths, default_timeout_s: float) -> list[Sensor]:
         if name == entry.name or not is_safe_segment(name) or not entry.is_file():
             continue
         try:
-            with open(entry.path, "rb") as f:
-                header = parse_header(f.read(4096))
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                header = parse_header(os.read(fd, 4096))  # only the head: never the whole file
+            finally:
+                os.close(fd)
             mtime = entry.stat().st_mtime
         except OSError:
             header, mtime = {}, 0.0
@@ -155,12 +158,30 @@ def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
     return interpret(text)
 
 
+def _too_deep() -> dict[str, Any]:
+    return {
+        "signal": {"error": "too-deep", "max_depth": jsonio.MAX_DEPTH},
+        "detail": {
+            "message": f"the JSON nests more than {jsonio.MAX_DEPTH} levels deep (detail"
+            " included); print a flat {signal, detail} summary",
+        },
+    }
+
+
 def interpret(text: str) -> dict[str, Any]:
-    """A sensor's successful stdout: JSON with `signal`, other JSON, or plain text."""
+    """A sensor's successful stdout: JSON with `signal`, other JSON, or plain text.
+
+    JSON nested past jsonio.MAX_DEPTH, in `signal` or `detail`, is a too-deep
+    error: it could be neither stored nor shown.
+    """
     stripped = text.strip()
     try:
-        value = jsonio.loads(stripped) if stripped else stripped
-    except jsonio.JSONDecodeError:
+        value = jsonio.loads_bounded(stripped) if stripped else stripped
+    except jsonio.TooDeep:
+        return _too_deep()
+    except jsonio.JSONDecodeError as exc:
+        if jsonio.is_depth_error(exc):
+            return _too_deep()
         return {"signal": stripped, "detail": {}}
     if isinstance(value, dict) and "signal" in value:
         snapshot = dict(value)

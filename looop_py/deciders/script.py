@@ -20,7 +20,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.deciders import parse
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
-from looop_py.errors import ConfigError
+from looop_py.errors import ConfigError, LooopError
 from looop_py.locks import PulseLock
 from looop_py.workdir.config import DeciderConfig
 
@@ -65,13 +65,15 @@ class ScriptDecider:
 def load_entries(path: Path) -> list[bytes | str]:
     """The file's entries as raw text, each parsed only when its turn comes."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = jsonio.read_bounded(path, jsonio.STATE_CAP)
+    except FileNotFoundError as exc:
         raise DecideError(f"cannot read the script {path}: {exc.strerror}") from exc
+    except LooopError as exc:
+        raise DecideError(f"cannot read the script: {exc.message}") from exc
     if data.lstrip()[:1] == b"[":
         try:
-            array = jsonio.loads(data)
-        except jsonio.JSONDecodeError as exc:
+            array = jsonio.loads_bounded(data, jsonio.MAX_DEPTH + 1)
+        except (jsonio.JSONDecodeError, jsonio.TooDeep) as exc:
             raise DecideError(f"the script {path} is not a valid JSON array ({exc})") from exc
         if not isinstance(array, list):
             raise DecideError(f"the script {path} is not a JSON array")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError
-from looop_py.workdir.goals import goal_paths
+from looop_py.workdir.goals import goal_paths, read_goal
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -52,17 +52,16 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
 
 
 def _describe(goal_id: str, path: Path) -> dict[str, Any]:
-    try:
-        head = path.read_bytes()[:3]
-    except OSError:
-        return {"loop": False}
-    if head != b"---":
+    goal = read_goal(goal_id, path)
+    if goal is None or goal.error is not None:
+        return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
+    if goal.body[:3] != b"---":
         return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
     from looop_py.engine.spec import LoopSpec, is_loop
     from looop_py.workdir.goals import frontmatter
 
     try:
-        meta, _ = frontmatter(path.read_text(encoding="utf-8"))
+        meta, _ = frontmatter(goal.body.decode("utf-8"))
         if not is_loop(meta):
             return {"loop": False}
         spec = LoopSpec.from_frontmatter(goal_id, meta)

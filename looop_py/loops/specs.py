@@ -11,19 +11,28 @@ from pathlib import Path
 from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
-from looop_py.workdir.goals import frontmatter, goal_paths, render_frontmatter
+from looop_py.workdir.goals import frontmatter, goal_paths, read_goal, render_frontmatter
 from looop_py.workdir.paths import Paths
+
+
+def _goal_text(goal_id: str, path: Path) -> str:
+    """A goal's text, read within its cap; LoopSpecError names the goal when it cannot be."""
+    goal = read_goal(goal_id, path)
+    if goal is None:
+        raise LoopSpecError(f"cannot read goal {goal_id}: goals/{goal_id}.md is gone")
+    if goal.error is not None:
+        raise LoopSpecError(f"cannot read goal {goal_id}: {goal.error}")
+    try:
+        return goal.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LoopSpecError(f"cannot read goal {goal_id}: not UTF-8 ({exc.reason})") from None
 
 
 def spec_from_goal(path: Path) -> LoopSpec:
     """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop."""
 
     goal_id = path.name.removesuffix(".md")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LoopSpecError(f"cannot read goal {path}: {exc}") from None
-    meta, _body = frontmatter(text)
+    meta, _body = frontmatter(_goal_text(goal_id, path))
     if not is_loop(meta):
         raise LoopSpecError(
             f"goal {goal_id} is not a loop: its frontmatter has none of the loop keys",
@@ -52,13 +61,11 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
     names: dict[str, str] = {}
     for goal_id, path in goal_paths(paths):
         try:
-            meta, _body = frontmatter(path.read_text(encoding="utf-8"))
+            text = _goal_text(goal_id, path)
+            meta, _body = frontmatter(text)
             if not is_loop(meta):
                 continue
             spec = LoopSpec.from_frontmatter(goal_id, meta)
-        except (OSError, UnicodeDecodeError) as exc:
-            errors[goal_id] = f"cannot read goal {goal_id}: {exc}"
-            continue
         except UsageError as exc:
             errors[goal_id] = str(exc)
             continue

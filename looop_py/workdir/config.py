@@ -136,13 +136,24 @@ def load(path: Path, cache: Path | None = None) -> Config:
     return config
 
 
+CONFIG_CAP = 1024 * 1024  # looop.toml is read only if a regular file no bigger than this
+
+
 def _parse(path: Path) -> dict[str, Any]:
     import tomllib
 
+    from looop_py.errors import CorruptFile
+
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}", "fix the TOML syntax at that line") from exc
+        data = jsonio.read_bounded(path, CONFIG_CAP)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} is missing", "run `looop init` in the work dir") from exc
+    except CorruptFile as exc:
+        raise ConfigError(exc.message, exc.hint) from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: {exc}", "fix the TOML syntax at that line") from None
 
 
 def _cached_table(cache: Path, stamp: list[int]) -> dict[str, Any] | None:
