@@ -128,15 +128,21 @@ def load(path: Path, cache: Path | None = None) -> Config:
         table = _parse(path)
     try:
         config: Config = build(Config, table, where="")
+        if fresh:  # a cached table passed these checks when it was cached
+            from looop_py.workdir import bounds
+
+            bounds.check(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.message}", exc.hint) from None
     if fresh and cache is not None:
         with contextlib.suppress(OSError, TypeError):
-            jsonio.atomic_write(cache, jsonio.dumps({"stamp": stamp, "table": table}))
+            record = {"v": CACHE_VERSION, "stamp": stamp, "table": table}
+            jsonio.atomic_write(cache, jsonio.dumps(record))
     return config
 
 
 CONFIG_CAP = 1024 * 1024  # looop.toml is read only if a regular file no bigger than this
+CACHE_VERSION = 2  # 2: tables in the cache passed bounds.check
 
 
 def _parse(path: Path) -> dict[str, Any]:
@@ -163,6 +169,7 @@ def _cached_table(cache: Path, stamp: list[int]) -> dict[str, Any] | None:
         return None
     if (
         isinstance(data, dict)
+        and data.get("v") == CACHE_VERSION
         and data.get("stamp") == stamp
         and isinstance(data.get("table"), dict)
     ):
