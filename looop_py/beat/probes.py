@@ -6,6 +6,7 @@ how they ended, who holds which claim); counters and ages go to detail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -108,10 +109,15 @@ def goals(seen: Seen) -> Snapshot:
     """Per-goal age since last acted on: detail only, so fairness never wakes the loop."""
     paths, now = seen.paths, seen.now
     try:
-        ledger = jsonio.read_json(paths.goal_activity, {})
+        ledger = jsonio.read_json(paths.goal_activity, None)
     except CorruptFile:
-        ledger = {}
-    acted = ledger.get("goals", {}) if isinstance(ledger, dict) else {}
+        ledger = False
+    acted = ledger.get("goals") if isinstance(ledger, dict) else None
+    if not isinstance(acted, dict):
+        acted = {}
+        if ledger is not None and seen.persist:  # a ledger that does not fit is rebuilt
+            with contextlib.suppress(OSError):
+                paths.goal_activity.unlink()
     detail: dict[str, Any] = {}
     for goal_id in seen.goal_ids:
         last = acted.get(goal_id)

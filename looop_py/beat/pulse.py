@@ -174,10 +174,13 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
     record = wal.take_interrupted(paths)
     if record is None:
         return None
-    move = record.get("move") or {}
+    move = record.get("move")
+    move = move if isinstance(move, dict) else {}  # a damaged record still says: interrupted
+    started = record.get("started_at")
+    started = started if isinstance(started, int | float) and not isinstance(started, bool) else 0
     text = (
-        f"interrupted: a {move.get('action', '?')} move started at "
-        f"{journal.iso(record['started_at']) if record.get('started_at') else '?'} did not finish"
+        f"interrupted: a {str(move.get('action', '?'))[:40]} move started at "
+        f"{journal.iso(started) if 0 < started < 1e11 else '?'} did not finish"
         " (looop died mid-move); it was not re-run, check its effect by hand"
     )
     journal.write(paths, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
@@ -186,8 +189,14 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
 
 
 def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
-    """Reap dead sessions, verify ended workers, then reap dead claims; one event line each."""
-    # The usual quiet beat has neither: nothing to look at, nothing to import.
+    """Set aside records that do not fit, reap dead sessions, verify ended workers, then
+    reap dead claims; one event line each."""
+    # The usual quiet beat has none of these: nothing to look at, nothing to import.
+    record_dirs = (paths.rounds, paths.sessions, paths.claims, paths.asks, paths.answers)
+    if any(_has_entries(d) for d in record_dirs):
+        from looop_py.beat import corrupt
+
+        _emit_steps(paths, now, "check_failed", lambda: corrupt.check_records(paths, now))
     if _has_entries(paths.sessions):
         from looop_py.workers import reap
 

@@ -9,6 +9,7 @@ from typing import Any
 from looop_py import jsonio, world
 from looop_py.beat import limits
 from looop_py.beat.decide import policy_hash
+from looop_py.beat.sense import load_committed
 from looop_py.errors import CorruptFile
 from looop_py.locks import PulseLock
 from looop_py.workdir import config, journal, mailbox
@@ -64,10 +65,7 @@ def limits_now(paths: Paths, now: float) -> dict[str, Any]:
     spend = limits.spend_today(led.spend, now)
     b = led.backoff
     retry = b.at + limits.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
-    try:
-        committed = jsonio.read_json(paths.last_world, {}) or {}
-    except CorruptFile:
-        committed = {}
+    committed = load_committed(paths)
     return {
         "blocked": blocked,
         "decides_last_hour": sum(1 for t in led.decides if now - t < limits.HOUR),
@@ -81,23 +79,20 @@ def limits_now(paths: Paths, now: float) -> dict[str, Any]:
         if b.fails
         else None,
         "flapping": limits.flapping(limits.load_flap(paths), lim.flap_streak),
-        "next_wake": committed.get("next_wake"),
+        "next_wake": committed.next_wake,
         "pending_asks": len(mailbox.pending(paths)),
     }
 
 
 def status(paths: Paths) -> dict[str, Any]:
-    try:
-        committed = jsonio.read_json(paths.last_world, {}) or {}
-    except CorruptFile as exc:
-        committed = {"error": exc.message}
+    committed = load_committed(paths)
     last = journal.last_event(paths, "beat")
     return {
         "work_dir": str(paths.root),
         "pulse_running": PulseLock(paths.pulse_lock).held_elsewhere(),
         "last_beat": _beat_summary(last),
-        "world_hash": committed.get("hash"),
-        "committed_at": committed.get("committed_at"),
+        "world_hash": committed.hash,
+        "committed_at": committed.at,
         "sensors": sensor_health(paths),
         "limits": limits_now(paths, time.time()),
         "counts": {
@@ -121,7 +116,8 @@ def why(paths: Paths) -> dict[str, Any]:
     if last is None:
         return {"outcome": None, "explanation": "no beat has run yet; run `looop pulse`"}
     outcome = last.get("outcome")
-    changed = last.get("changed") or []
+    changed = last.get("changed")
+    changed = changed if isinstance(changed, list) else []
     if outcome == "skipped":
         text = "the world hash is unchanged since the last decision, so no decider was called"
     elif outcome == "locked":

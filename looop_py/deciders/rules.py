@@ -95,7 +95,9 @@ class RulesDecider:
             stored = jsonio.read_json(state_path, {})
         except LooopError:
             stored = {}
-        pending = [g for g in stored.get("pending", []) if g in specs]
+        queued = stored.get("pending") if isinstance(stored, dict) else None
+        queued = queued if isinstance(queued, list) else []  # a damaged cache starts empty
+        pending = [g for g in queued if isinstance(g, str) and g in specs]
         for goal_id, (meta, _) in specs.items():
             on = meta.get("on") or []
             on = [on] if isinstance(on, str) else on

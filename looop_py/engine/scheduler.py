@@ -141,7 +141,7 @@ class ScheduleBook:
         for name, entry in data["loops"].items():
             try:
                 loops[str(name)] = LoopTiming.from_dict(entry)
-            except (KeyError, TypeError, ValueError):
+            except (AttributeError, KeyError, TypeError, ValueError):
                 continue  # one damaged entry is rescheduled, the rest are kept
         return cls(loops)
 

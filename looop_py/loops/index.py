@@ -31,7 +31,9 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
         cached = jsonio.read_json(paths.loops_index, {})
     except CorruptFile:
         cached = {}
-    entries = cached.get("goals", {}) if isinstance(cached, dict) else {}
+    entries = cached.get("goals") if isinstance(cached, dict) else None
+    if not isinstance(entries, dict):
+        entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
     for goal_id, path in goal_paths(paths):
