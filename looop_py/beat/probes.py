@@ -214,6 +214,9 @@ def run_probes(
         try:
             snap = probe(seen)
         except Exception as exc:  # a probe bug must not stop the beat
+            from looop_py.workdir import journal
+
+            journal.log_bug(paths, f"probe {stem}", now)
             snap = {"signal": {"error": "probe-failed"}, "detail": {"message": str(exc)}}
         out.append((stem, snap))
     return out

@@ -94,12 +94,29 @@ def status(paths: Paths) -> dict[str, Any]:
         "world_hash": committed.hash,
         "committed_at": committed.at,
         "sensors": sensor_health(paths),
+        "failed_steps": failed_steps(paths),
         "limits": limits_now(paths, time.time()),
         "counts": {
             "goals": len(goal_paths(paths)),
             "sessions": _count_entries(paths.sessions, dirs=True),
             "claims": _count_entries(paths.claims, suffix=".json"),
         },
+    }
+
+
+def failed_steps(paths: Paths) -> dict[str, Any] | None:
+    """The steps the last beat survived a bug in (cleared by a clean beat), or None."""
+    try:
+        record = jsonio.read_json(paths.step_failures, None)
+    except CorruptFile:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
+        return None
+    at = record.get("at")
+    return {
+        "steps": [str(s) for s in record["steps"]],
+        "at": journal.iso(at) if isinstance(at, int | float) and 0 < at < 1e11 else None,
+        "log": str(paths.error_log),
     }
 
 
