@@ -21,8 +21,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.workdir.config import Config
-
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 MIB = 1024 * 1024
 
@@ -108,8 +106,11 @@ USAGE_KINDS = ("", "claude", "codex")  # workers.runtimes.USAGE_KINDS
 PLACEHOLDER = "{{prompt_file}}"
 
 
-def check(config: Config) -> None:
-    """Raise ConfigError(`key: why`) for the first value out of its range."""
+def check(config: Any) -> None:
+    """Raise ConfigError(`key: why`) for the first value out of its range.
+
+    `config` is a workdir.config.Config (not imported: config.py imports this module).
+    """
     for key, rng in RANGES.items():
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
@@ -125,7 +126,7 @@ def check(config: Config) -> None:
         _check_action(kind, table)
 
 
-def _check_names(config: Config) -> None:
+def _check_names(config: Any) -> None:
     d = config.decider
     if d.backend not in BACKENDS:
         raise ConfigError(
