@@ -229,20 +229,24 @@ def sense(
             readings[sensor.name] = Reading(sensor.stem, cached, 0.0, cached=True)
         else:
             jobs.append(procs.Job(sensor.name, [str(sensor.path)], sensor.timeout_s, cap))
-    results = procs.run_many(jobs, cwd=paths.root, env=env, concurrency=concurrency)
     by_name = {s.name: s for s in todo}
-    for name, result in results.items():
+    # A sensor is a reading, not a daemon: what it starts outside its process group
+    # (setsid) is adopted by looop while sensors run, and ended when they are done.
+    with procs.adopting_orphans():
+        results = procs.run_many(jobs, cwd=paths.root, env=env, concurrency=concurrency)
+        for name, result in list(results.items()):
+            if result.spawn_errno == errno.ENOEXEC:
+                # No #! line: do what a shell does with such a file and hand it to bash.
+                sensor = by_name[name]
+                results[name] = procs.run(
+                    ["bash", str(sensor.path)],
+                    cwd=paths.root,
+                    env=env,
+                    timeout_s=sensor.timeout_s,
+                    cap=cap,
+                )
+    for name, raw in results.items():
         sensor = by_name[name]
-        raw = result
-        if raw.spawn_errno == errno.ENOEXEC:
-            # No #! line: do what a shell does with such a file and hand it to bash.
-            raw = procs.run(
-                ["bash", str(sensor.path)],
-                cwd=paths.root,
-                env=env,
-                timeout_s=sensor.timeout_s,
-                cap=cap,
-            )
         snapshot = normalize(raw, cap=cap, timeout_s=sensor.timeout_s)
         try:
             jsonio.write_json_if_changed(paths.snapshot(sensor.stem), snapshot)
