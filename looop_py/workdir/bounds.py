@@ -87,7 +87,7 @@ RANGES: dict[str, Range] = {
     "limits.backoff_max_s": seconds(7 * DAY),
     "limits.noop_ttl_s": seconds(30 * DAY, zero="never"),
     "limits.flap_streak": Range(2, 1000),
-    "limits.prompt_max_bytes": Range(4096, 16 * MIB, "bytes"),
+    "limits.prompt_max_bytes": Range(16384, 16 * MIB, "bytes"),
     "limits.runs_keep": Range(1, 10_000),
     "workers.max_live": Range(1, 1000),
     "workers.kill_grace_s": seconds(HOUR),
