@@ -58,21 +58,18 @@ def gather_prompt(
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
     goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
-    dead = {
-        r.get("id")
-        for r in (snapshots.get("sys-sessions") or {}).get("signal") or []
-        if isinstance(r, dict) and r.get("state") in ("exited", "killed")
-    }
     asks = [
         {
-            "id": a.id,
-            "kind": a.kind,
-            "asker": a.asker,
-            "age_s": max(0.0, now - a.created_at),
-            "prompt": a.prompt,
-            "live": a.asker not in dead,
+            "id": v.ask.id,
+            "kind": v.ask.kind,
+            "asker": v.ask.asker,
+            "age_s": max(0.0, now - v.ask.created_at),
+            "prompt": v.ask.prompt,
+            "live": v.state is mailbox.AskState.PENDING,
+            "state": v.state.value,
+            "why": v.why,
         }
-        for a in mailbox.pending(paths)
+        for v in mailbox.listing(paths)
     ]
     ages_detail = ((snapshots.get("sys-goals") or {}).get("detail") or {}).get("goals") or {}
     goal_ages = {g: (v or {}).get("age_s") for g, v in ages_detail.items()}

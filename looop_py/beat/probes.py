@@ -144,12 +144,20 @@ def asks(seen: Seen) -> Snapshot:
         return {"signal": {"pending": []}, "detail": {}}
     from looop_py.workdir import mailbox
 
-    pending = mailbox.pending(paths)
+    views = mailbox.listing(paths)
+    signal: dict[str, list[str]] = {"pending": []}
+    for v in views:  # an ask turning stranded or expired wakes the loop once
+        signal.setdefault(v.state.value, []).append(v.ask.id)
     return {
-        "signal": {"pending": [a.id for a in pending]},
+        "signal": signal,
         "detail": {
-            a.id: {"asker": a.asker, "kind": a.kind, "age_s": round(now - a.created_at)}
-            for a in pending
+            v.ask.id: {
+                "asker": v.ask.asker,
+                "kind": v.ask.kind,
+                "age_s": round(now - v.ask.created_at),
+                "state": v.state.value,
+            }
+            for v in views
         },
     }
 

@@ -66,7 +66,7 @@ class PromptInput:
     playbook: str | None
     goals: Sequence[tuple[str, str]]  # (id, body)
     snapshots: Sequence[tuple[str, Any]]  # (stem, {signal, detail})
-    asks: Sequence[dict[str, Any]] = ()  # {id, asker, kind, age_s, prompt, live}
+    asks: Sequence[dict[str, Any]] = ()  # {id, asker, kind, age_s, prompt, live, state, why}
     goal_ages: dict[str, float | None] = field(default_factory=dict)  # id → age in s, or None
     journal: Sequence[str] = ()
     changed: Sequence[dict[str, Any]] = ()  # {item, old, new}
@@ -253,10 +253,17 @@ def _hard_cap(text: str, total_cap: int) -> str:
     return data[:keep].decode("utf-8", "ignore") + marker
 
 
+def _ask_state(a: dict[str, Any]) -> str:
+    state = a.get("state") or ("pending" if a.get("live", True) else "stranded")
+    if state == "pending":
+        return "LIVE: blocked on a human"
+    why = a.get("why") or ("its worker is dead" if state == "stranded" else "")
+    return f"{str(state).upper()}: {escape(clip(str(why), 200))}"
+
+
 def _ask_entries(inp: PromptInput) -> list[str]:
     return [
-        f"--- {a['id']} ({a['kind']} from {a['asker']}, {_age(a.get('age_s'))}, "
-        f"{'LIVE: blocked on a human' if a.get('live', True) else 'STRANDED: its worker is dead'})"
+        f"--- {a['id']} ({a['kind']} from {a['asker']}, {_age(a.get('age_s'))}, {_ask_state(a)})"
         f"\n{escape(clip(str(a['prompt']), CAP_ASK))}"
         for a in inp.asks
     ]

@@ -184,6 +184,11 @@ class LoopScheduler:
         name = engine.spec.name
         if name in self._entries:
             raise UsageError(f"loop {name!r} is registered twice")
+        if not engine.spec.cadence:
+            raise UsageError(
+                f"loop {name!r} has no cadence: it runs only on demand",
+                "run it with run_once(), or give it a cadence to schedule it",
+            )
         self._entries[name] = (engine, Schedule.parse(engine.spec.cadence))
         return self
 

@@ -77,7 +77,14 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
     return specs, errors
 
 
+CADENCE_NOTE = (
+    "Without a `cadence:` line a loop runs only on demand: `looop run NAME`, a\n"
+    "`start_round` move, or a change in a sensor its `on:` names. Nothing fires on a\n"
+    "schedule that is not written here.\n"
+)
+
+
 def goal_text(spec: LoopSpec) -> str:
     """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
 
-    return render_frontmatter(goal_frontmatter(spec), goal_body(spec))
+    return render_frontmatter(goal_frontmatter(spec), goal_body(spec) + "\n" + CADENCE_NOTE)
