@@ -183,11 +183,42 @@ def interpret(text: str) -> dict[str, Any]:
         if jsonio.is_depth_error(exc):
             return _too_deep()
         return {"signal": stripped, "detail": {}}
+    if _LONG_DIGITS.search(stripped) and _has_huge_int(stripped):
+        return {
+            "signal": {"error": "number-out-of-range"},
+            "detail": {
+                "message": "an integer does not fit in 64 bits and would be silently rounded;"
+                " print it as a string"
+            },
+        }
     if isinstance(value, dict) and "signal" in value:
         snapshot = dict(value)
         snapshot.setdefault("detail", {})
         return snapshot
     return {"signal": value, "detail": {}}
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")
+_INT64 = 1 << 63
+
+
+def _has_huge_int(text: str) -> bool:
+    """Does the JSON hold an integer outside 64 bits (which orjson reads as a float)?"""
+    import json
+
+    found = False
+
+    def check(literal: str) -> int:
+        nonlocal found
+        value = int(literal)
+        found = found or not -_INT64 <= value < 2 * _INT64  # orjson keeps i64 and u64 exact
+        return 0
+
+    try:
+        json.loads(text, parse_int=check)
+    except (ValueError, RecursionError):
+        return False
+    return found
 
 
 # -- one SENSE step ------------------------------------------------------------

@@ -39,8 +39,8 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
     for goal_id, path in goal_paths(paths):
         try:
             st = path.stat()
-        except FileNotFoundError:
-            continue
+        except OSError:
+            continue  # gone, or a link to nowhere or to itself: not a loop
         stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
         entry = entries.get(goal_id)
         if not isinstance(entry, dict) or entry.get("stamp") != stamp:
