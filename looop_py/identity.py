@@ -37,7 +37,7 @@ def _identity(pid: int) -> tuple[bool, float] | None:
             return None
         fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) "
         return fields[0] in (b"Z", b"X"), int(fields[19]) / _clock_ticks() + _boot_time()
-    import psutil
+    import psutil  # only off Linux, or to walk a process tree: the quiet beat reads /proc
 
     try:
         proc = psutil.Process(pid)
@@ -91,7 +91,7 @@ def is_alive(pid: Any, created: Any) -> bool:
 
 def descendants(pid: int) -> list[tuple[int, float]]:
     """(pid, create time) of every descendant, taken before signalling the tree."""
-    import psutil
+    import psutil  # only off Linux, or to walk a process tree: the quiet beat reads /proc
 
     try:
         return [(c.pid, c.create_time()) for c in psutil.Process(pid).children(recursive=True)]
@@ -105,7 +105,7 @@ def group_members(pgid: int) -> list[tuple[int, float]]:
     A zombie is not reaped everywhere (a container's init may never do it), so
     "the group still exists" cannot be asked of the kernel; it is counted here.
     """
-    import psutil
+    import psutil  # only off Linux, or to walk a process tree: the quiet beat reads /proc
 
     found: list[tuple[int, float]] = []
     for proc in psutil.process_iter():

@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from looop_py.errors import CorruptFile
+from looop_py.ids import is_safe_segment
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -288,7 +289,6 @@ def json_files(directory: Path, *, skip: set[str] | None = None) -> list[tuple[s
     A file that is not valid JSON maps to None; hidden files, temp files and
     names in `skip` (file names) are left out; a missing directory is empty.
     """
-    from looop_py.ids import is_safe_segment
 
     try:
         names = sorted(os.listdir(directory))

@@ -254,7 +254,7 @@ def _set_subreaper(on: bool) -> bool:
     """prctl(PR_SET_CHILD_SUBREAPER): True if it took. Through _ctypes, the C half of
     ctypes (a third of the import cost), falling back to ctypes; False off Linux."""
     try:
-        import _ctypes
+        import _ctypes  # only while sensors run; a third of what `import ctypes` costs
 
         if not _prctl:
             _prctl.append(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"))  # type: ignore[arg-type]
@@ -263,7 +263,7 @@ def _set_subreaper(on: bool) -> bool:
     except (ImportError, AttributeError, OSError, TypeError):
         pass
     try:
-        import ctypes
+        import ctypes  # only if _ctypes lacks call_function (a future Python)
 
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)

@@ -86,6 +86,7 @@ def test_hostile_raw_output_from_a_cli_is_rejected(wd: Paths, stdout: bytes, nee
     assert "✗" in journal.tail(wd, 1)[0]
 
 
+@pytest.mark.slow
 def test_budget_holds_with_twenty_racing_pulses(wd: Paths) -> None:
     """Daily token budget 1000, 300 tokens per decide, 20 processes × 5 forced pulses."""
     entry = {"move": {"action": "noop"}, "usage": {"input_tokens": 250, "output_tokens": 50}}

@@ -95,7 +95,7 @@ def test_starter_sensors_run_offline_and_read_ok(tmp_path: Path) -> None:
 def test_pulse_is_silent_when_skipped_and_not_a_tty(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     first = run_looop("-C", str(wd.root), "pulse")
-    assert "decided" in first.stdout
+    assert first.stdout.startswith("✓ nothing to do") and "sensor s appeared" in first.stdout
     quiet = run_looop("-C", str(wd.root), "pulse")
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
     verbose = run_looop("-C", str(wd.root), "pulse", "-v")
@@ -111,7 +111,7 @@ def test_pulse_json_shape(wd: Paths) -> None:
     assert beat["world_hash"].startswith("xxh3:") and len(beat["world_hash"]) == 37
     assert beat["sensors"]["s"]["status"] == "ok"
     assert beat["sensors"]["bad"] == {
-        "status": "error",
+        "status": "failed",
         "ms": beat["sensors"]["bad"]["ms"],
         "error": 4,
     }
@@ -177,8 +177,8 @@ def test_bad_config_is_a_clear_usage_error(wd: Paths) -> None:
 def test_a_corrupt_last_world_is_a_cache_rebuilt_by_the_next_decide(wd: Paths) -> None:
     """Issue 10: a torn state/last-world.json used to fail every pulse (a crash loop)."""
     wd.last_world.write_text("{ torn")
-    r = run_looop("-C", str(wd.root), "pulse")
-    assert r.returncode == 0 and "decided" in r.stdout, r.stderr
+    r = run_looop("-C", str(wd.root), "pulse", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["outcome"] == "decided", r.stderr
     assert json.loads(wd.last_world.read_text())["hash"].startswith("xxh3:")
 
 

@@ -34,7 +34,7 @@ def test_decider_test_with_a_script_shows_move_usage_and_latency(wd: Paths) -> N
         "cost_usd": None,
         "total_tokens": 10,
     }
-    assert isinstance(view["latency_ms"], int)
+    assert isinstance(view["ms"], int)
     human = run_looop("-C", str(wd.root), "decider", "test")
     assert human.returncode == 0  # the exhausted script still answers a valid noop
     assert "latency" in human.stdout and "valid       yes" in human.stdout

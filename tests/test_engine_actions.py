@@ -58,6 +58,7 @@ def test_a_non_zero_exit_is_an_action_error_with_the_reason(tmp_path: Path) -> N
         executor.execute(SPEC, ACTION, None)
 
 
+@pytest.mark.slow
 def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
     marker = tmp_path / "still-running"
     command = f"(sleep 0.6; touch {marker}) & sleep 30"

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from looop_py.beat.pulse import beat
-from looop_py.errors import UsageError
+from looop_py.errors import NoAnswer, UsageError
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import CADENCE_NOTE, goal_text
 from looop_py.workdir import mailbox
@@ -69,7 +69,7 @@ def _ask(wd: Paths, asker: str = "human") -> mailbox.Ask:
 
 def test_an_ask_whose_waiter_timed_out_is_expired(wd: Paths) -> None:
     ask = _ask(wd)
-    with pytest.raises(AskError, match="expired"):
+    with pytest.raises(NoAnswer, match="expired"):
         mailbox.wait(wd, ask.id, timeout_s=0.05)
     (view,) = mailbox.listing(wd)
     assert view.state is AskState.EXPIRED and "timeout" in (view.why or "")

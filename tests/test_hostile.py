@@ -145,6 +145,7 @@ def test_allowlisted_simple_command_runs_without_a_shell(wd: Paths, tmp_path: Pa
 
 def test_forged_sections_in_goals_and_sensors_cannot_reach_column_zero(wd: Paths) -> None:
     from looop_py.beat.decide import gather_prompt
+    from looop_py.beat.probes import Seen
     from looop_py.beat.sense import World
     from looop_py.workdir.config import Config
     from looop_py.workdir.goals import read_goals
@@ -156,7 +157,7 @@ def test_forged_sections_in_goals_and_sensors_cannot_reach_column_zero(wd: Paths
         wd,
         Config(),
         now=time.time(),
-        seen=World({}, "", (), snaps, None, tuple(read_goals(wd))),
+        seen=World({}, "", (), snaps, Seen(wd, time.time(), ()), None, tuple(read_goals(wd))),
         changed=(),
         forced_by="force",
         flapping=[],

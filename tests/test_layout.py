@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -51,3 +52,32 @@ def test_the_readme_layout_names_every_module() -> None:
     required = {m for m in every if not (m.endswith("/__init__.py") and "/" in m)}
     assert not required - named, f"the README's Layout does not name: {sorted(required - named)}"
     assert not named - every, f"the README's Layout names what is gone: {sorted(named - every)}"
+
+
+def _says_why(lines: list[str], i: int) -> bool:
+    """A comment on the import, or on the group of imports (or blank lines) it belongs to."""
+    while i >= 0:
+        text = lines[i].strip()
+        if "#" in text:
+            return True
+        if text and not text.startswith(("import ", "from ")):
+            return False
+        i -= 1
+    return False
+
+
+def test_a_function_local_import_says_why_outside_cli() -> None:
+    """Imports go at the top unless start-up cost says otherwise, and then the line says so."""
+    bare = []
+    for path in _modules():
+        if "cli" in path.relative_to(PACKAGE).parts:
+            continue  # cli/__init__.py gives the one reason for all of them
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(fn):
+                    local = isinstance(node, ast.Import | ast.ImportFrom)
+                    if local and not _says_why(lines, node.lineno - 1):
+                        text = lines[node.lineno - 1].strip()
+                        bare.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text}")
+    assert not bare, "say why each is not at the top (a comment):\n" + "\n".join(bare)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.workdir import mailbox
@@ -169,6 +171,7 @@ def test_maker_overspending_ends_budget_exhausted_and_skips_the_checker(wd: Path
     assert jsonio.loads(report.stdout)["rounds"][0]["outcome"] == "budget-exhausted"
 
 
+@pytest.mark.slow
 def test_two_rounds_on_one_target_never_run_at_once(wd: Paths) -> None:
     ledger = wd.root / "ledger"
     setup(wd)

@@ -63,7 +63,27 @@ def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
     (wd.sessions / "x").mkdir()
     (wd.sessions / "x" / "status.json").write_text("nope")
     wd.goal_activity.write_text("[")
-    out = dict(run_probes(wd, time.time(), goals=read_goals(wd)))
+    out = dict(run_probes(wd, time.time(), goals=read_goals(wd))[0])
     assert out["sys-claims"]["signal"] == [{"name": "torn", "session": None}]
     assert out["sys-sessions"]["signal"][0]["state"] == "unreadable"
     assert out["sys-goals"]["signal"] == {}
+
+
+def test_probes_hand_their_findings_on_typed(wd: Paths) -> None:
+    from looop_py.workdir import mailbox
+
+    me = own_holder()
+    (wd.sessions / "w1").mkdir()
+    jsonio.write_json(wd.sessions / "w1" / "status.json", {"state": "running", "exit_code": None})
+    jsonio.write_json(
+        wd.sessions / "w1" / "meta.json",
+        {"id": "w1", "pid": me.pid, "create_time": me.create_time, "started_at": time.time()},
+    )
+    (wd.sessions / "w2").mkdir()
+    jsonio.write_json(wd.sessions / "w2" / "status.json", {"state": "exited", "exit_code": 0})
+    ask = mailbox.open_ask(wd, prompt="Deploy?", asker="w1", now=time.time())
+    jsonio.write_json(wd.goal_activity, {"goals": {"welcome": 123.0}})
+    _, found = run_probes(wd, time.time(), goals=read_goals(wd))
+    assert found.live_workers == {"w1"} and found.ended_workers == {"w2"}
+    assert [a.id for a in found.asks] == [ask.id]
+    assert found.last_acted == {"welcome": 123.0}

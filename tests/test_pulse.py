@@ -156,6 +156,7 @@ def test_locked_beat_steps_aside(wd: Paths) -> None:
         holder.release()
 
 
+@pytest.mark.slow
 def test_concurrent_pulses_one_beats_the_rest_step_aside(wd: Paths) -> None:
     write_sensor(wd, "slow", "sleep 1; echo ok")
     procs = [

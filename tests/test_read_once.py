@@ -8,6 +8,7 @@ from pathlib import Path
 
 from looop_py.beat import pulse
 from looop_py.beat.decide import gather_prompt
+from looop_py.beat.preview import preview
 from looop_py.beat.sense import sense
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.workdir.config import Config
@@ -84,9 +85,9 @@ def test_looop_sense_writes_nothing_under_state(wd: Paths) -> None:
     wd.state.mkdir(exist_ok=True)
     (wd.state / "pulse.lock").touch()  # the lock file is the one thing a sense may need
     before = _state_files(wd)
-    view = pulse.preview(wd)
-    assert view["would_wake"] is True
-    assert "sys-schedules" in view["snapshots"]
+    view = preview(wd)
+    assert view.would_wake is True
+    assert "sys-schedules" in view.world.snapshots
     assert _state_files(wd) == before  # no config cache, loop index or schedule book
 
     # The pulse, by contrast, keeps its caches there.

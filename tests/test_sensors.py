@@ -86,6 +86,7 @@ def _descendants_alive(marker: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_hung_sensor_with_background_child_holding_stdout(wd: Paths) -> None:
     marker = f"looop-test-hang-{os.getpid()}"
     # The background child inherits stdout and never closes it; the script hangs too.

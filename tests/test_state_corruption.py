@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from looop_py.beat.pulse import beat, preview
+from looop_py.beat.preview import preview
+from looop_py.beat.pulse import beat
 from looop_py.errors import LooopError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox

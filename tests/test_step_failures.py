@@ -39,16 +39,16 @@ def test_a_step_that_raises_is_logged_named_and_shown_until_a_clean_beat(
     assert last is not None and last["failed_steps"] == ["advance"]
     failure = [e for e in journal.recent_events(wd) if e["event"] == "advance_failed"]
     assert failure and failure[-1]["step"] == "advance"
-    shown = views.status(wd)["failed_steps"]
-    assert shown is not None and shown["steps"] == ["advance"]
+    shown = views.status(wd).failed_steps
+    assert shown is not None and shown.steps == ("advance",)
     out = run_looop("-C", str(wd.root), "status", "--json")
     assert json.loads(out.stdout)["failed_steps"]["steps"] == ["advance"]
 
     assert beat(wd).failed_steps == ("advance",)  # still failing: still shown
-    assert views.status(wd)["failed_steps"] is not None
+    assert views.status(wd).failed_steps is not None
     monkeypatch.undo()
     assert beat(wd).failed_steps == ()
-    assert views.status(wd)["failed_steps"] is None  # a clean beat clears it
+    assert views.status(wd).failed_steps is None  # a clean beat clears it
 
 
 def test_a_probe_that_raises_is_named_too(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,12 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import CorruptFile
+from looop_py.claims.lease import RELEASED
+from looop_py.engine.rounds import RoundState
+from looop_py.errors import CorruptFile, LooopError
 from looop_py.ids import is_safe_segment
 from looop_py.workdir import journal
+from looop_py.workdir.mailbox import Ask
 from looop_py.workdir.paths import Paths
+from looop_py.workers import records
 
-# typing is not imported at run time: the pulse may load this module every beat.
+# typing is not imported at run time. The pulse imports this module only when
+# there are records to check, so it imports their owners at the top.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -93,11 +98,6 @@ def _json_records(directory: Path) -> Iterator[Path]:
 
 def _rounds(paths: Paths) -> Iterator[tuple[Path, str]]:
     files = [*_json_records(paths.rounds), *_json_records(paths.rounds / "done")]
-    if not files:
-        return
-    from looop_py.engine.rounds import RoundState
-    from looop_py.errors import LooopError
-
     for path in files:
         data, why = _why_json(path)
         if why is None and data is not None:
@@ -115,10 +115,6 @@ def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
             dirs = sorted(e.path for e in it if is_safe_segment(e.name) and e.is_dir())
     except (FileNotFoundError, NotADirectoryError):
         return
-    if not dirs:
-        return
-    from looop_py.workers import records
-
     for d in dirs:
         why = records.misfit(Path(d))
         if why is not None:
@@ -126,8 +122,6 @@ def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
 
 
 def _claims(paths: Paths) -> Iterator[tuple[Path, str]]:
-    from looop_py.claims.lease import RELEASED
-
     for path in [*_json_records(paths.claims), *_json_records(paths.claims / RELEASED)]:
         data, why = _why_json(path)
         if why is None and data is not None and not isinstance(data, dict):
@@ -165,8 +159,6 @@ def _ask_misfit(stem: str, data: Any) -> str | None:
     created = data.get("created_at")
     if isinstance(created, bool) or not isinstance(created, int | float):
         return "not an ask: it has no numeric `created_at`"
-    from looop_py.workdir.mailbox import Ask
-
     with contextlib.suppress(KeyError, TypeError, ValueError):
         Ask.from_json(data)
         return None

@@ -20,7 +20,7 @@ from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
-from looop_py.workdir import journal, mailbox, runs
+from looop_py.workdir import journal, runs
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
@@ -58,6 +58,7 @@ def gather_prompt(
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
     goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
+    probed = seen.probed
     asks = [
         {
             "id": v.ask.id,
@@ -65,14 +66,16 @@ def gather_prompt(
             "asker": v.ask.asker,
             "age_s": max(0.0, now - v.ask.created_at),
             "prompt": v.ask.prompt,
-            "live": v.state is mailbox.AskState.PENDING,
+            "live": v.state == "pending",
             "state": v.state.value,
             "why": v.why,
         }
-        for v in mailbox.listing(paths)
+        for v in probed.asks
     ]
-    ages_detail = ((snapshots.get("sys-goals") or {}).get("detail") or {}).get("goals") or {}
-    goal_ages = {g: (v or {}).get("age_s") for g, v in ages_detail.items()}
+    goal_ages: dict[str, float | None] = {
+        g: None if last is None else max(0, round(now - last))
+        for g, last in probed.last_acted.items()
+    }
     inp = prompt.PromptInput(
         now=now,
         playbook=playbook,
@@ -147,6 +150,8 @@ def decide_and_act(
         changed=changed,
         snapshots=seen.snapshots,
         goals=seen.goals,
+        live_workers=seen.probed.live_workers,
+        last_acted=seen.probed.last_acted,
         forced=forced_by is not None,
         prompt=text,
     )
@@ -184,6 +189,8 @@ def decide_and_act(
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
     limits.save_backoff(paths, None)
+    if outcome.held:
+        stats["held_as"] = outcome.held  # the approval ask a human must answer
     text_line = move.journal or move.summary()
     if outcome.note:
         text_line += f" · {outcome.note}"

@@ -23,11 +23,20 @@ if TYPE_CHECKING:
 
     Snapshot = dict[str, Any]
 
+    from looop_py.workdir.mailbox import AskView
+    from looop_py.workers.records import SessionView
+
 
 class Seen:
-    """What every probe is given: the work dir, the beat's time, the goal ids it read."""
+    """One beat's probing: what the probes are given, and what they found, typed.
 
-    __slots__ = ("goal_ids", "now", "paths", "persist")
+    Given: the work dir, the beat's time, the goal ids SENSE read. Found: the
+    sessions, pending asks and per-goal activity the probes read anyway, so
+    the prompt and the rules decider use them instead of reading the files
+    again or scraping the snapshots by key.
+    """
+
+    __slots__ = ("asks", "goal_ids", "last_acted", "now", "paths", "persist", "sessions")
 
     def __init__(
         self, paths: Paths, now: float, goal_ids: tuple[str, ...], persist: bool = True
@@ -36,6 +45,23 @@ class Seen:
         self.now = now
         self.goal_ids = goal_ids
         self.persist = persist  # False: save nothing under state/ (`looop sense`)
+        self.sessions: list[SessionView] = []
+        self.asks: list[AskView] = []  # unanswered, each with its state
+        self.last_acted: dict[str, float | None] = {}  # goal id → when a move last touched it
+
+    @property
+    def live_workers(self) -> frozenset[str]:
+        from looop_py.workers.records import LIVE_STATES  # asked when deciding, never when quiet
+
+        return frozenset(v.id for v in self.sessions if v.state in LIVE_STATES)
+
+    @property
+    def ended_workers(self) -> frozenset[str]:
+        from looop_py.workers.records import WorkerState  # asked when deciding only
+
+        return frozenset(
+            v.id for v in self.sessions if v.state in (WorkerState.EXITED, WorkerState.KILLED)
+        )
 
 
 Probe = Callable[[Seen], "Snapshot"]
@@ -54,9 +80,9 @@ def sessions(seen: Seen) -> Snapshot:
                 return {"signal": [], "detail": {"count": 0}}
     except FileNotFoundError:
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.workers import records
+    from looop_py.workers import records  # only when sessions/ has entries
 
-    views = records.list_sessions(paths, now)
+    views = seen.sessions = records.list_sessions(paths, now)
     workers: dict[str, Any] = {}
     for v in views:
         row: dict[str, Any] = {
@@ -85,7 +111,7 @@ def claims(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     if not _json_files_exist(paths.claims):
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.claims import reaper
+    from looop_py.claims import reaper  # only when claims/ has entries
 
     live = [v for v in reaper.list_claims(paths, now) if v.live]
     rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
@@ -122,6 +148,7 @@ def goals(seen: Seen) -> Snapshot:
     for goal_id in seen.goal_ids:
         last = acted.get(goal_id)
         last = float(last) if isinstance(last, int | float) else None
+        seen.last_acted[goal_id] = last
         detail[goal_id] = {
             "last_acted": last,
             "age_s": None if last is None else max(0, round(now - last)),
@@ -142,9 +169,9 @@ def asks(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     if _empty_dir(paths.asks):
         return {"signal": {"pending": []}, "detail": {}}
-    from looop_py.workdir import mailbox
+    from looop_py.workdir import mailbox  # only when asks/ has entries
 
-    views = mailbox.listing(paths)
+    views = seen.asks = mailbox.listing(paths)
     signal: dict[str, list[str]] = {"pending": []}
     for v in views:  # an ask turning stranded or expired wakes the loop once
         signal.setdefault(v.state.value, []).append(v.ask.id)
@@ -171,14 +198,14 @@ def schedules(seen: Seen) -> Snapshot:
     paths, now = seen.paths, seen.now
     snap: Snapshot = {"signal": {}, "detail": {}}
     if not _empty_dir(paths.timers):
-        from looop_py.moves import timers
+        from looop_py.moves import timers  # only when a timer is set
 
         snap = timers.probe(paths, now)
-    from looop_py.loops import index as loopindex
+    from looop_py.loops import index as loopindex  # cheap; the engine only with loops
 
     due = loopindex.cadences(loopindex.index(paths, save=seen.persist))
     if due:
-        from looop_py.loops import schedule
+        from looop_py.loops import schedule  # only when a loop has a cadence
 
         book = schedule.schedules_snapshot(paths.loop_schedule, due, now, save=seen.persist)
         for name, value in book["signal"].items():
@@ -193,7 +220,7 @@ def rounds(seen: Seen) -> Snapshot:
     paths = seen.paths
     if _empty_dir(paths.rounds):
         return {"signal": {}, "detail": {}}
-    from looop_py.loops import store
+    from looop_py.loops import store  # only when rounds/ has entries
 
     return store.probe(paths.rounds)
 
@@ -210,7 +237,7 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 
 def run_probes(
     paths: Paths, now: float, *, goals: Sequence[GoalFile], persist: bool = True
-) -> list[tuple[str, Snapshot]]:
+) -> tuple[list[tuple[str, Snapshot]], Seen]:
     """Every probe's snapshot; a probe that breaks reports the error as its signal.
 
     `goals` are the goal files this beat read (the probes list no directory
@@ -222,9 +249,9 @@ def run_probes(
         try:
             snap = probe(seen)
         except Exception as exc:  # a probe bug must not stop the beat
-            from looop_py.workdir import journal
+            from looop_py.workdir import journal  # only when a probe broke
 
             journal.log_bug(paths, f"probe {stem}", now)
             snap = {"signal": {"error": "probe-failed"}, "detail": {"message": str(exc)}}
         out.append((stem, snap))
-    return out
+    return out, seen

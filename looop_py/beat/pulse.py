@@ -67,7 +67,7 @@ def why_decide(
 
 
 @contextmanager
-def _terminate_cleanly() -> Iterator[None]:
+def terminate_cleanly() -> Iterator[None]:
     """SIGTERM/SIGHUP end the beat like Ctrl-C does, so sensor groups get killed."""
 
     def interrupt(signum: int, frame: object) -> None:
@@ -97,7 +97,7 @@ def beat(
         journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value)
         return result
     try:
-        with _terminate_cleanly():
+        with terminate_cleanly():
             return _beat_locked(paths, force=force, clock=clock, decider=decider, started=started)
     finally:
         procs.kill_running()
@@ -147,7 +147,7 @@ def _beat_locked(
         return _finish(paths, base, started, clock)
 
     # 4. DECIDE and 5. ACT
-    from looop_py import deciders
+    from looop_py import deciders  # deciding only: a quiet beat never loads a backend
     from looop_py.beat.decide import decide_and_act
 
     verdict = decide_and_act(
@@ -201,19 +201,19 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     # The usual quiet beat has none of these: nothing to look at, nothing to import.
     record_dirs = (paths.rounds, paths.sessions, paths.claims, paths.asks, paths.answers)
     if any(_has_entries(d) for d in record_dirs):
-        from looop_py.beat import corrupt
+        from looop_py.beat import corrupt  # only when there are records to check
 
         failed += _emit_steps(
             paths, now, "check-records", lambda: corrupt.check_records(paths, now)
         )
     if _has_entries(paths.sessions):
-        from looop_py.workers import reap
+        from looop_py.workers import reap  # only when sessions/ has entries
 
         failed += _emit_steps(
             paths, now, "reap-sessions", lambda: reap.housekeeping(paths, cfg, now)
         )
     if _has_entries(paths.claims):
-        from functools import partial
+        from functools import partial  # only when claims/ has entries
 
         from looop_py.claims import reaper
         from looop_py.loops import store
@@ -227,11 +227,11 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
-    from looop_py.loops import index as loopindex
+    from looop_py.loops import index as loopindex  # cheap: a stat per goal, no YAML
 
     if not loopindex.index(paths) and not _has_entries(paths.rounds):
         return []  # no loops and no rounds: nothing heavy to import
-    from looop_py.loops import advance
+    from looop_py.loops import advance  # the engine loads only when loops exist
 
     return _emit_steps(paths, now, "advance", lambda: advance.advance(paths, cfg, now))
 
@@ -287,37 +287,3 @@ def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> B
     record.pop("journal", None)
     journal.emit(paths, "beat", clock(), **record)
     return result
-
-
-def preview(paths: Paths, *, clock: Clock = time.time) -> dict[str, Any]:
-    """`looop sense`: a SENSE and a DIFF with no decide and no commit."""
-    from looop_py.errors import Busy
-
-    cfg = config_mod.load(paths.config)  # no cache: `looop sense` writes nothing to state/
-    paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.pulse_lock)
-    # Sensing writes snapshots, so wait for a running beat rather than race it.
-    if not lock.acquire(timeout_s=cfg.sensors.timeout_s + 5):
-        raise Busy("a pulse has held the lock for too long", "try again in a minute")
-    try:
-        with _terminate_cleanly():
-            world = sense(paths, cfg, clock(), persist=False)
-    finally:
-        procs.kill_running()
-        lock.release()
-    last = load_committed(paths)
-    return {
-        "world_hash": world.hash,
-        "committed_hash": last.hash,
-        "would_wake": world.hash != last.hash,
-        "changed": [c.to_json() for c in diff(last.items, world.items)],
-        "snapshots": world.snapshots,
-        "failed": [r.stem for r in world.readings if not r.ok],
-        "sensors": {
-            r.stem.removeprefix("sensor-"): {
-                "status": r.status,
-                "ms": round(r.duration_s * 1000, 1),
-            }
-            for r in world.readings
-        },
-    }

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from looop_py import jsonio, world
 from looop_py.beat import probes, sensors
+from looop_py.beat.probes import Seen
 from looop_py.errors import CorruptFile
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
@@ -32,6 +33,7 @@ class World:
     hash: str
     readings: tuple[sensors.Reading, ...]
     snapshots: dict[str, dict[str, Any]]  # stem → snapshot, sensors and probes
+    probed: Seen  # what the probes found, typed (sessions, asks, goal activity)
     playbook: bytes | None = None  # PLAYBOOK.md as hashed (None: there is none)
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
 
@@ -65,7 +67,8 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
     )
     goals = tuple(read_goals(paths))
     snapshots = {r.stem: r.snapshot for r in readings}
-    for stem, snap in probes.run_probes(paths, now, goals=goals, persist=persist):
+    found_by_probes, probed = probes.run_probes(paths, now, goals=goals, persist=persist)
+    for stem, snap in found_by_probes:
         jsonio.write_json_if_changed(paths.snapshot(stem), snap)
         snapshots[stem] = snap
     playbook = read_playbook(paths)
@@ -74,7 +77,9 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
         ((g.id, g.body) for g in goals),
         ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
     )
-    return World(items, world.world_hash(items), tuple(readings), snapshots, playbook, goals)
+    return World(
+        items, world.world_hash(items), tuple(readings), snapshots, probed, playbook, goals
+    )
 
 
 def load_committed(paths: Paths) -> Committed:

@@ -67,7 +67,7 @@ class Reading:
     @property
     def status(self) -> str:
         if not self.ok:
-            return "error"
+            return "failed"  # the word `looop status` uses for a sensor in error
         return "cached" if self.cached else "ok"
 
 
@@ -204,7 +204,7 @@ _INT64 = 1 << 63
 
 def _has_huge_int(text: str) -> bool:
     """Does the JSON hold an integer outside 64 bits (which orjson reads as a float)?"""
-    import json
+    import json  # only when a run of 19 digits hints at one: never on the quiet path
 
     found = False
 

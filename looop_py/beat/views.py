@@ -1,21 +1,23 @@
-"""What `looop status` and `looop why` report, as plain data (the CLI renders it)."""
+"""What `looop status` and `looop why` report, as typed views (cli/render.py renders them)."""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio, world
 from looop_py.beat import limits
 from looop_py.beat.decide import policy_hash
+from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import load_committed
-from looop_py.errors import CorruptFile
+from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
 from looop_py.workdir import config, journal, mailbox
 from looop_py.workdir.goals import goal_paths, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
-from looop_py.world import is_error_signal
+from looop_py.world import Change, is_error_signal
 
 
 def _count_entries(directory: os.PathLike[str], *, dirs: bool = False, suffix: str = "") -> int:
@@ -31,7 +33,16 @@ def _count_entries(directory: os.PathLike[str], *, dirs: bool = False, suffix: s
         return 0
 
 
-def sensor_health(paths: Paths) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class SensorHealth:
+    ok: list[str]
+    failed: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "failed": self.failed}
+
+
+def sensor_health(paths: Paths) -> SensorHealth:
     """Which sensors read ok and which failed, from their latest snapshots."""
     ok: list[str] = []
     failed: list[str] = []
@@ -49,10 +60,54 @@ def sensor_health(paths: Paths) -> dict[str, list[str]]:
             snap = {"signal": {"error": "unreadable"}}
         signal = snap.get("signal") if isinstance(snap, dict) else None
         (failed if is_error_signal(signal) else ok).append(name)
-    return {"ok": ok, "failed": failed}
+    return SensorHealth(ok, failed)
 
 
-def limits_now(paths: Paths, now: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BackoffView:
+    fails: int  # failed decides in a row
+    retry_in_s: int
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fails": self.fails, "retry_in_s": self.retry_in_s, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class LimitsView:
+    """Every spend limit and guard, as it stands now."""
+
+    blocked: str | None  # why the decider would not be called now, if it would not
+    decides_last_hour: int
+    decides_per_hour: int
+    tokens_today: int
+    daily_tokens: int
+    usd_today: float
+    daily_usd: float
+    unmetered_in_a_row: int
+    backoff: BackoffView | None
+    flapping: list[str]
+    next_wake: float | None
+    pending_asks: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "blocked": self.blocked,
+            "decides_last_hour": self.decides_last_hour,
+            "decides_per_hour": self.decides_per_hour,
+            "tokens_today": self.tokens_today,
+            "daily_tokens": self.daily_tokens,
+            "usd_today": self.usd_today,
+            "daily_usd": self.daily_usd,
+            "unmetered_in_a_row": self.unmetered_in_a_row,
+            "backoff": self.backoff.to_json() if self.backoff else None,
+            "flapping": self.flapping,
+            "next_wake": self.next_wake,
+            "pending_asks": self.pending_asks,
+        }
+
+
+def limits_now(paths: Paths, now: float) -> LimitsView:
     """Every spend limit and guard, as it stands now."""
     cfg = config.load(paths.config, paths.config_cache)
     lim = cfg.limits
@@ -61,51 +116,97 @@ def limits_now(paths: Paths, now: float) -> dict[str, Any]:
     policy = policy_hash(
         world.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
     )
-    blocked = limits.decide_block(led, now=now, policy=policy, limits=lim)
     spend = limits.spend_today(led.spend, now)
     b = led.backoff
     retry = b.at + limits.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
-    committed = load_committed(paths)
-    return {
-        "blocked": blocked,
-        "decides_last_hour": sum(1 for t in led.decides if now - t < limits.HOUR),
-        "decides_per_hour": lim.decides_per_hour,
-        "tokens_today": spend.tokens,
-        "daily_tokens": lim.daily_tokens,
-        "usd_today": spend.usd,
-        "daily_usd": lim.daily_usd,
-        "unmetered_in_a_row": spend.unmetered,
-        "backoff": {"fails": b.fails, "retry_in_s": max(0, round(retry)), "reason": b.reason}
-        if b.fails
-        else None,
-        "flapping": limits.flapping(limits.load_flap(paths), lim.flap_streak),
-        "next_wake": committed.next_wake,
-        "pending_asks": len(mailbox.pending(paths)),
-    }
+    wake = load_committed(paths).next_wake
+    return LimitsView(
+        blocked=limits.decide_block(led, now=now, policy=policy, limits=lim),
+        decides_last_hour=sum(1 for t in led.decides if now - t < limits.HOUR),
+        decides_per_hour=lim.decides_per_hour,
+        tokens_today=spend.tokens,
+        daily_tokens=lim.daily_tokens,
+        usd_today=spend.usd,
+        daily_usd=lim.daily_usd,
+        unmetered_in_a_row=spend.unmetered,
+        backoff=BackoffView(b.fails, max(0, round(retry)), b.reason) if b.fails else None,
+        flapping=limits.flapping(limits.load_flap(paths), lim.flap_streak),
+        next_wake=wake if isinstance(wake, int | float) else None,
+        pending_asks=len(mailbox.pending(paths)),
+    )
 
 
-def status(paths: Paths) -> dict[str, Any]:
-    committed = load_committed(paths)
-    last = journal.last_event(paths, "beat")
-    return {
-        "work_dir": str(paths.root),
-        "pulse_running": PulseLock(paths.pulse_lock).held_elsewhere(),
-        "last_beat": _beat_summary(last),
-        "world_hash": committed.hash,
-        "committed_at": committed.at,
-        "sensors": sensor_health(paths),
-        "failed_steps": failed_steps(paths),
-        "limits": limits_now(paths, time.time()),
-        "counts": {
-            "goals": len(goal_paths(paths)),
-            "sessions": _count_entries(paths.sessions, dirs=True),
-            "claims": _count_entries(paths.claims, suffix=".json"),
-        },
-    }
+@dataclass(frozen=True)
+class LastBeat:
+    """The last `beat` event of events.jsonl, as status shows it."""
+
+    ts: str | None
+    outcome: BeatOutcome | None
+    ms: float | None
+    world_hash: str | None = None
+    prev_hash: str | None = None
+    forced: bool = False
+    reason: str | None = None
+    move: Any = None
+    changed: tuple[Change, ...] = ()
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any] | None) -> LastBeat | None:
+        if event is None:
+            return None
+        try:
+            outcome: BeatOutcome | None = BeatOutcome(str(event.get("outcome")))
+        except ValueError:
+            outcome = None  # an event from a looop that knew other outcomes
+        raw = event.get("changed")
+        changed = tuple(
+            Change(str(c.get("item")), _str_or_none(c.get("old")), _str_or_none(c.get("new")))
+            for c in (raw if isinstance(raw, list) else ())
+            if isinstance(c, dict)
+        )
+        ms = event.get("ms")
+        return cls(
+            ts=event.get("ts"),
+            outcome=outcome,
+            ms=ms if isinstance(ms, int | float) else None,
+            world_hash=event.get("world_hash"),
+            prev_hash=event.get("prev_hash"),
+            forced=bool(event.get("forced")),
+            reason=event.get("reason"),
+            move=event.get("move"),
+            changed=changed,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ts": self.ts,
+            "outcome": self.outcome,
+            "world_hash": self.world_hash,
+            "prev_hash": self.prev_hash,
+            "forced": self.forced,
+            "reason": self.reason,
+            "ms": self.ms,
+            "move": self.move,
+        }
 
 
-def failed_steps(paths: Paths) -> dict[str, Any] | None:
-    """The steps the last beat survived a bug in (cleared by a clean beat), or None."""
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class FailedSteps:
+    """The steps the last beat survived a bug in; cleared by the next clean beat."""
+
+    steps: tuple[str, ...]
+    at: str | None
+    log: str  # where their tracebacks are
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": list(self.steps), "at": self.at, "log": self.log}
+
+
+def failed_steps(paths: Paths) -> FailedSteps | None:
     try:
         record = jsonio.read_json(paths.step_failures, None)
     except CorruptFile:
@@ -113,48 +214,112 @@ def failed_steps(paths: Paths) -> dict[str, Any] | None:
     if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
         return None
     at = record.get("at")
-    return {
-        "steps": [str(s) for s in record["steps"]],
-        "at": journal.iso(at) if isinstance(at, int | float) and 0 < at < 1e11 else None,
-        "log": str(paths.error_log),
-    }
+    return FailedSteps(
+        tuple(str(s) for s in record["steps"]),
+        journal.iso(at) if isinstance(at, int | float) and 0 < at < 1e11 else None,
+        str(paths.error_log),
+    )
 
 
-def _beat_summary(event: dict[str, Any] | None) -> dict[str, Any] | None:
-    if event is None:
-        return None
-    keep = ("ts", "outcome", "world_hash", "prev_hash", "forced", "reason", "ms", "move")
-    return {k: event.get(k) for k in keep if k in event}
+@dataclass(frozen=True)
+class StatusView:
+    work_dir: str
+    pulse_running: bool
+    last_beat: LastBeat | None
+    world_hash: str | None
+    committed_at: float | None
+    sensors: SensorHealth
+    limits: LimitsView
+    goals: int
+    sessions: int
+    claims: int
+    committed_error: str | None = None  # last-world.json could not be read (a cache: rebuilt)
+    failed_steps: FailedSteps | None = None  # a bug the last beat survived, until a clean one
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "work_dir": self.work_dir,
+            "pulse_running": self.pulse_running,
+            "last_beat": self.last_beat.to_json() if self.last_beat else None,
+            "world_hash": self.world_hash,
+            "committed_at": self.committed_at,
+            "sensors": self.sensors.to_json(),
+            "limits": self.limits.to_json(),
+            "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
+            "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
+        }
 
 
-def why(paths: Paths) -> dict[str, Any]:
+def status(paths: Paths) -> StatusView:
+    error = None
+    try:
+        jsonio.read_json(paths.last_world, None)
+    except CorruptFile as exc:
+        error = exc.message
+    committed = load_committed(paths)
+    return StatusView(
+        work_dir=str(paths.root),
+        pulse_running=PulseLock(paths.pulse_lock).held_elsewhere(),
+        last_beat=LastBeat.from_event(journal.last_event(paths, "beat")),
+        world_hash=committed.hash,
+        committed_at=committed.at,
+        sensors=sensor_health(paths),
+        limits=limits_now(paths, time.time()),
+        goals=len(goal_paths(paths)),
+        sessions=_count_entries(paths.sessions, dirs=True),
+        claims=_count_entries(paths.claims, suffix=".json"),
+        committed_error=error,
+        failed_steps=failed_steps(paths),
+    )
+
+
+@dataclass(frozen=True)
+class WhyView:
     """Why the last beat skipped or woke: its outcome and every changed item, old → new."""
-    last = journal.last_event(paths, "beat")
+
+    explanation: str
+    last: LastBeat | None = None
+    limits: LimitsView | None = None
+    changed: tuple[Change, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.last is None:
+            return {"outcome": None, "explanation": self.explanation}
+        return {
+            "ts": self.last.ts,
+            "outcome": self.last.outcome,
+            "world_hash": self.last.world_hash,
+            "prev_hash": self.last.prev_hash,
+            "explanation": self.explanation,
+            "changed": [c.to_json() for c in self.changed],
+            "limits": self.limits.to_json() if self.limits else None,
+        }
+
+
+def explain(last: LastBeat) -> str:
+    """One sentence on why this beat did what it did. Pure."""
+    n = len(last.changed)
+    match last.outcome:
+        case BeatOutcome.SKIPPED:
+            return "the world hash is unchanged since the last decision, so no decider was called"
+        case BeatOutcome.LOCKED:
+            return "another pulse held the lock, so this one stepped aside"
+        case BeatOutcome.HELD:
+            return f"{n} item(s) changed, but the decider was not called: {last.reason}"
+        case BeatOutcome.FAILED:
+            return f"{n} item(s) changed since the last decision; the beat failed: {last.reason}"
+        case BeatOutcome.DECIDED if last.forced and not n:
+            return "forced with --force; nothing had changed"
+        case BeatOutcome.DECIDED:
+            return f"{n} item(s) changed since the last decision"
+        case None:
+            return f"the last beat ended in a way this looop does not know ({last.reason})"
+        case _:
+            unreachable(last.outcome)
+
+
+def why(paths: Paths) -> WhyView:
+    last = LastBeat.from_event(journal.last_event(paths, "beat"))
     if last is None:
-        return {"outcome": None, "explanation": "no beat has run yet; run `looop pulse`"}
-    outcome = last.get("outcome")
-    changed = last.get("changed")
-    changed = changed if isinstance(changed, list) else []
-    if outcome == "skipped":
-        text = "the world hash is unchanged since the last decision, so no decider was called"
-    elif outcome == "locked":
-        text = "another pulse held the lock, so this one stepped aside"
-    elif outcome == "held":
-        text = (
-            f"{len(changed)} item(s) changed, but the decider was not called: {last.get('reason')}"
-        )
-    elif last.get("forced") and not changed:
-        text = "forced with --force; nothing had changed"
-    else:
-        text = f"{len(changed)} item(s) changed since the last decision"
-        if outcome == "failed":
-            text += f", but the beat failed: {last.get('reason')}"
-    return {
-        "ts": last.get("ts"),
-        "outcome": outcome,
-        "world_hash": last.get("world_hash"),
-        "prev_hash": last.get("prev_hash"),
-        "explanation": text,
-        "changed": changed,
-        "limits": limits_now(paths, time.time()),
-    }
+        return WhyView("no beat has run yet; run `looop pulse`")
+    return WhyView(explain(last), last, limits_now(paths, time.time()), last.changed)

@@ -124,7 +124,7 @@ _locks: dict[str, Any] = {}  # one FileLock per lock file, reused: building one 
 @contextlib.contextmanager
 def locked(paths: Paths, name: str) -> Iterator[None]:
     """Hold the per-name lock of claim `name` (Busy if it stays taken for LOCK_TIMEOUT_S)."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # reading claims needs no lock: load it to write
 
     key = str(paths.claims / LOCKS / f"{name}.lock")
     (paths.claims / LOCKS).mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ def load(config: Config) -> Decider:
     module_name, cls_name = target.split(":")
     module = importlib.import_module(module_name)
     cls = getattr(module, cls_name)
-    import inspect
+    import inspect  # slow to import; needed only to report a broken backend
 
     # A backend that takes arguments gets the [decider] table; one that needs none, none.
     if inspect.signature(cls).parameters:

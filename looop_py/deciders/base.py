@@ -47,6 +47,8 @@ class DecideRequest:
     changed: tuple[Change, ...] = ()
     snapshots: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # stem → snapshot
     goals: tuple[GoalFile, ...] = ()  # the goal files exactly as this beat hashed them
+    live_workers: frozenset[str] = frozenset()  # workers starting or running now
+    last_acted: Mapping[str, float | None] = field(default_factory=dict)  # goal id → last move
     forced: bool = False
     prompt: str = ""  # the full decide prompt (beat/prompt.py); LLM backends send only this
 

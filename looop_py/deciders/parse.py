@@ -110,7 +110,7 @@ def _kind(value: Any) -> str:
 
 def _why_not_json(body: str, detail: str) -> str:
     """A reason a person can act on: garbage, prose, or more than one value."""
-    import json
+    import json  # raw_decode, which orjson lacks; only for text with more than one value
 
     try:
         _, end = json.JSONDecoder().raw_decode(body)

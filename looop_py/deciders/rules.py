@@ -37,15 +37,6 @@ def _sensor_name(item: str) -> str | None:
     return item.removeprefix("snap:sensor-") if item.startswith("snap:sensor-") else None
 
 
-def _live_workers(snapshots: Any) -> set[str]:
-    rows = (snapshots.get("sys-sessions") or {}).get("signal") or []
-    return {
-        r["id"]
-        for r in rows
-        if isinstance(r, dict) and r.get("state") in ("starting", "running") and "id" in r
-    }
-
-
 class RulesDecider:
     name = "rules"
 
@@ -120,9 +111,9 @@ class RulesDecider:
         return specs, pending
 
     def _ready(self, request: DecideRequest, pending: list[str]) -> list[str]:
-        live = _live_workers(request.snapshots)
-        ages = _ages(request)
-        return sorted((g for g in pending if g not in live), key=lambda g: ages.get(g, 0.0))
+        live = request.live_workers
+        acted = request.last_acted
+        return sorted((g for g in pending if g not in live), key=lambda g: acted.get(g) or 0.0)
 
     def _triggered_goal(
         self,
@@ -131,7 +122,7 @@ class RulesDecider:
         pending: list[str],
     ) -> dict[str, Any] | None:
         state_path = request.state_dir / PENDING
-        live = _live_workers(request.snapshots)
+        live = request.live_workers
         ready = self._ready(request, pending)
         if not ready:
             jsonio.write_json(state_path, {"v": 1, "pending": pending})
@@ -157,10 +148,3 @@ class RulesDecider:
         if [g for g in pending if g not in live]:
             move["next_interval_s"] = FOLLOW_UP_S  # more triggered goals wait their turn
         return move
-
-
-def _ages(request: DecideRequest) -> dict[str, float]:
-    """Last-acted time per goal (never acted = 0, so it goes first)."""
-    snap = request.snapshots.get("sys-goals") or {}
-    goals = (snap.get("detail") or {}).get("goals") or {}
-    return {g: float(v.get("last_acted") or 0.0) for g, v in goals.items() if isinstance(v, dict)}

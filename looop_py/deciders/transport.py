@@ -112,7 +112,7 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    import email.utils
+    import email.utils  # only to read an HTTP-date Retry-After
 
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from looop_py.engine.budget import TokenBudget
 from looop_py.engine.levels import LoopLevel
 from looop_py.engine.spec import LoopSpec
+from looop_py.errors import UsageError
 
 
 def daily_triage() -> LoopSpec:
@@ -176,7 +177,6 @@ def by_name(name: str) -> LoopSpec:
     for spec in catalogue():
         if spec.name == key:
             return spec
-    from looop_py.errors import UsageError
 
     names = ", ".join(s.name for s in catalogue())
     raise UsageError(f"no pattern named {name!r}", f"patterns: {names}")

@@ -175,7 +175,7 @@ class LoopSpec:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> LoopSpec:
-        import json
+        import json  # as in to_json
 
         return cls.from_dict(json.loads(text))
 
@@ -220,7 +220,7 @@ class LoopSpec:
 
     def check(self) -> None:
         """Raise LoopSpecError if the cadence or any name would break a round."""
-        from looop_py.engine.cadence import Schedule
+        from looop_py.engine.cadence import Schedule  # cadence parsing is loaded on demand
 
         try:
             if self.cadence != ON_DEMAND:
@@ -248,7 +248,7 @@ def is_loop(meta: dict[str, Any]) -> bool:
 
 def _reject_typos(name: str, meta: dict[str, Any]) -> None:
     """A key that looks like a misspelt loop key is an error; other keys belong to the goal."""
-    import difflib
+    import difflib  # only to suggest the key a typo meant
 
     keys = sorted(SPEC_KEYS | {"intent", "on"})
     for key in sorted(set(meta) - set(keys)):

@@ -59,8 +59,8 @@ def _describe(goal_id: str, path: Path) -> dict[str, Any]:
         return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
     if goal.body[:3] != b"---":
         return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
-    from looop_py.engine.spec import LoopSpec, is_loop
-    from looop_py.workdir.goals import frontmatter
+    from looop_py.engine.spec import LoopSpec, is_loop  # only for a goal edited since
+    from looop_py.workdir.goals import frontmatter  # yaml with it
 
     try:
         meta, _ = frontmatter(goal.body.decode("utf-8"))

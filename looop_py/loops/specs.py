@@ -6,11 +6,14 @@ the files is this module's job.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from looop_py.engine import patterns
 from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
+from looop_py.workdir import goals
 from looop_py.workdir.goals import frontmatter, goal_paths, read_goal, render_frontmatter
 from looop_py.workdir.paths import Paths
 
@@ -88,3 +91,12 @@ def goal_text(spec: LoopSpec) -> str:
     """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
 
     return render_frontmatter(goal_frontmatter(spec), goal_body(spec) + "\n" + CADENCE_NOTE)
+
+
+def write_goal(paths: Paths, pattern: str, *, name: str | None = None) -> tuple[LoopSpec, Path]:
+    """`looop new`: goals/<name>.md from a pattern (default name: the pattern's), never
+    overwriting; ready to edit."""
+    spec = patterns.by_name(pattern)
+    if name:
+        spec = replace(spec, name=name)
+    return spec, goals.create(paths, spec.name, goal_text(spec))

@@ -64,7 +64,7 @@ class RoundFiles:
             ) from None
 
     def new_id(self, loop: str, now: float) -> str:
-        from looop_py.engine.rounds import round_id_for
+        from looop_py.engine.rounds import round_id_for  # as in load
 
         base = round_id_for(loop, now)
         rid, n = base, 1
@@ -252,7 +252,7 @@ class JsonlMemory:
         return self.directory / f"{check_segment(loop, 'loop name')}.jsonl"
 
     def recall(self, loop: str, k: int) -> list[MemoryEntry]:
-        from looop_py.engine.ports import MemoryEntry
+        from looop_py.engine.ports import MemoryEntry  # as in load
 
         lines = jsonio.tail_lines(self.path(loop), k)
         return [

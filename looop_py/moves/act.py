@@ -224,7 +224,7 @@ def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float)
 
 
 def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    from looop_py.workers import kill, launch
+    from looop_py.workers import kill, launch  # only for a worker move
 
     a = move.action
     if isinstance(a, StartWorker):
@@ -246,7 +246,7 @@ def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
 
 
 def _start_round(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
-    from looop_py.loops import advance
+    from looop_py.loops import advance  # only for a round move: the engine is heavy
 
     a = move.action
     assert isinstance(a, StartRound)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from looop_py.errors import Busy, UsageError
 from looop_py.locks import PulseLock
+from looop_py.loops import advance, store
 from looop_py.moves import act, union
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
@@ -31,7 +32,6 @@ def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
 
 def _settle_round(paths: Paths, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
-    from looop_py.loops import advance, store
 
     cfg = config_mod.load(paths.config, paths.config_cache)
     lock = PulseLock(paths.pulse_lock)

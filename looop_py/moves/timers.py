@@ -29,7 +29,7 @@ def write(
 ) -> dict[str, Any]:
     check_segment(name, "schedule name")
     if cron is not None:
-        from looop_py.engine.cadence import Schedule
+        from looop_py.engine.cadence import Schedule  # only when a timer is set
 
         Schedule.parse(f"cron {cron}")  # raises a clear error for a bad expression
         record: dict[str, Any] = {"kind": "cron", "cron": cron, "anchor": now}
@@ -74,7 +74,7 @@ def state_of(record: dict[str, Any], now: float) -> tuple[Any, dict[str, Any]]:
         next_in = anchor + (period + 1) * every - now
         return {"period": period}, {"kind": kind, "every_s": every, "next_due_in_s": round(next_in)}
     if kind == "cron":
-        from looop_py.engine.cadence import Schedule
+        from looop_py.engine.cadence import Schedule  # only when a timer is set
 
         # The next slot moves exactly when a slot passes: a stable signal between slots.
         nxt = Schedule.parse(f"cron {record['cron']}").next_fire(now)

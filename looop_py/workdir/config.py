@@ -15,6 +15,7 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import ConfigError
+from looop_py.ids import is_safe_segment
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -146,7 +147,7 @@ CACHE_VERSION = 2  # 2: tables in the cache passed bounds.check
 
 
 def _parse(path: Path) -> dict[str, Any]:
-    import tomllib
+    import tomllib  # only when looop.toml changed since the cached parse
 
     from looop_py.errors import CorruptFile
 
@@ -216,7 +217,7 @@ def build(cls: type[Any], table: Any, where: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(table) - set(fields))
     if unknown:
-        import difflib
+        import difflib  # only to suggest the key a typo meant
 
         close = difflib.get_close_matches(unknown[0], list(fields), n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(fields)}"
@@ -237,7 +238,6 @@ def build(cls: type[Any], table: Any, where: str) -> Any:
 
 def _build_tables(cls: type[Any], table: Any, where: str) -> dict[str, Any]:
     """A table of named tables, e.g. [runtimes.NAME]: each name must be a safe segment."""
-    from looop_py.ids import is_safe_segment
 
     if not isinstance(table, dict):
         raise ConfigError(f"[{where}] should be a table of tables, e.g. [{where}.NAME]")

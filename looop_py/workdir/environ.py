@@ -17,7 +17,7 @@ def looop_bin() -> str:
     beside = os.path.join(os.path.dirname(sys.executable), "looop")
     if os.path.isfile(beside):
         return beside
-    import shutil
+    import shutil  # only when the looop executable must be found on PATH
 
     return shutil.which("looop") or "looop"
 

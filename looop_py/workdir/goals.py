@@ -105,6 +105,18 @@ def read_goals(paths: Paths) -> list[GoalFile]:
     return goals
 
 
+def create(paths: Paths, goal_id: str, text: str) -> Path:
+    """Write goals/<id>.md only if no such file exists yet: a goal is never overwritten."""
+    path = paths.goal(goal_id)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists", "pick another id with --name") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 class GoalError(UsageError):
     """A goal file whose frontmatter cannot be read."""
 
@@ -116,9 +128,9 @@ def _yaml12_loader() -> Any:
     YAML 1.1 also reads on/off/yes/no as booleans, which would turn the `on:`
     key of a loop into `True`.
     """
-    import re
+    import re  # only for frontmatter
 
-    import yaml
+    import yaml  # only for a goal with frontmatter: plain goals never load it
 
     class Loader(yaml.SafeLoader):
         pass
@@ -159,7 +171,7 @@ def frontmatter(text: str) -> tuple[dict[str, Any], str]:
             f"the frontmatter nests more than {jsonio.MAX_DEPTH} levels deep",
             "flatten it: a loop needs a few levels",
         )
-    import yaml
+    import yaml  # only for frontmatter
 
     try:
         meta = yaml.load(head, Loader=_yaml12_loader())  # noqa: S506 - safe loader
@@ -186,7 +198,7 @@ def _bracket_depth(text: str) -> int:
     """How deep `[`/`{` open at most, ignoring quotes: a cheap bound, for bombs only."""
     if text.count("[") + text.count("{") <= 4 * jsonio.MAX_DEPTH:
         return 0
-    import re
+    import re  # only for a frontmatter full of brackets
 
     depth = deepest = 0
     for bracket in re.findall(r"[\[\]{}]", text):
@@ -197,7 +209,7 @@ def _bracket_depth(text: str) -> int:
 
 def render_frontmatter(meta: dict[str, Any], body: str) -> str:
     """The inverse of `frontmatter`: `---`, the mapping as YAML in the given key order, `---`."""
-    import yaml
+    import yaml  # only for frontmatter
 
     head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=88)
     return f"---\n{head}---\n{body}"

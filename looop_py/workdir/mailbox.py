@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import LooopError, UsageError
-from looop_py.ids import check_segment
+from looop_py.errors import LooopError, NoAnswer, UsageError
+from looop_py.identity import create_time, is_alive
+from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -242,8 +243,6 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
     The waiting process is recorded in the ask (so a listing can tell when it is
     gone: the ask is stranded), and so is a timeout (the ask is expired).
     """
-    from looop_py.identity import create_time
-
     _update(paths, ask_id, waiter={"pid": os.getpid(), "create_time": create_time(os.getpid())})
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
@@ -255,10 +254,10 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
                 )
             return got
         if not (paths.asks / f"{ask_id}.json").exists():
-            raise AskError(f"ask {ask_id} was removed before it was answered")
+            raise NoAnswer(f"ask {ask_id} was removed before it was answered")
         if deadline is not None and time.monotonic() >= deadline:
             _update(paths, ask_id, expired_at=time.time())
-            raise AskError(
+            raise NoAnswer(
                 f"no answer to {ask_id} within {timeout_s:g}s",
                 f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
             )
@@ -296,6 +295,10 @@ class AskView:
     state: AskState
     why: str | None = None
 
+    @property
+    def id(self) -> str:
+        return self.ask.id
+
     def to_json(self) -> dict[str, Any]:
         return {**self.ask.to_json(), "state": self.state.value, "why": self.why}
 
@@ -304,15 +307,13 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
     """Expired when its waiting `looop ask` timed out; stranded when that process, or the
     worker that asked, is gone; else pending. Asks from the decider, a loop or a human
     at a prompt wait for a human and stay pending."""
-    from looop_py.identity import is_alive
-
     if ask.expired_at is not None:
         return AskState.EXPIRED, "the asker stopped waiting (its --timeout passed)"
     pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
     if isinstance(pid, int) and isinstance(created, int | float) and not is_alive(pid, created):
         return AskState.STRANDED, f"the `looop ask` that waited (pid {pid}) is gone"
     session = paths.sessions / ask.asker
-    if ask.asker not in ("human", "decider") and _safe(ask.asker) and session.is_dir():
+    if ask.asker not in ("human", "decider") and is_safe_segment(ask.asker) and session.is_dir():
         try:
             meta = jsonio.read_json(session / "meta.json", {})
         except LooopError:
@@ -321,12 +322,6 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
         if isinstance(pid, int) and not is_alive(pid, meta.get("create_time")):
             return AskState.STRANDED, f"its worker {ask.asker} is not running"
     return AskState.PENDING, None
-
-
-def _safe(name: str) -> bool:
-    from looop_py.ids import is_safe_segment
-
-    return is_safe_segment(name)
 
 
 def listing(paths: Paths) -> list[AskView]:

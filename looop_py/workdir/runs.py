@@ -30,11 +30,14 @@ def write(run: Path, name: str, data: bytes | str | dict[str, Any]) -> None:
         jsonio.atomic_write(run / name, data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def prune(paths: Paths, keep: int) -> None:
-    """Keep the newest `keep` runs (0 keeps all)."""
+def prune(paths: Paths, keep: int) -> list[str]:
+    """Keep the newest `keep` runs (0 keeps all); the ids of the runs removed."""
+    removed: list[str] = []
     if keep <= 0:
-        return
+        return removed
     with contextlib.suppress(FileNotFoundError):
         runs = sorted((p for p in paths.runs.iterdir() if p.is_dir()), key=lambda p: p.name)
         for old in runs[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
+            removed.append(old.name)
+    return removed

@@ -41,22 +41,27 @@ if TYPE_CHECKING:
     from looop_py.workdir.config import Config
 
 
-def housekeeping(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
+def housekeeping(
+    paths: Paths, config: Config, now: float, *, ttl_s: float | None = None
+) -> list[dict[str, Any]]:
     """Record lost workers, verify and settle dead ones, prune old records.
 
-    Returns one event dict per thing done ({"event": name, ...}); the pulse logs them.
+    A settled session is pruned once it has been dead for `ttl_s` (default
+    [workers] session_ttl_s; `looop prune` passes 0). Returns one event dict
+    per thing done ({"event": name, ...}); the pulse logs them.
     """
     events: list[dict[str, Any]] = []
     dirs = session_dirs(paths)
     if dirs:
+        ttl = config.workers.session_ttl_s if ttl_s is None else ttl_s
         budget_end = time.monotonic() + config.workers.verify_budget_s
         for d in dirs:
-            events += _housekeep_one(paths, config, d, now, budget_end)
+            events += _housekeep_one(paths, config, d, now, budget_end, ttl_s=ttl)
     return events
 
 
 def _housekeep_one(
-    paths: Paths, config: Config, d: Path, now: float, budget_end: float
+    paths: Paths, config: Config, d: Path, now: float, budget_end: float, *, ttl_s: float
 ) -> list[dict[str, Any]]:
     meta, status = read_record(d / META), read_record(d / STATUS)
     if meta.get("unreadable") or status.get("unreadable"):
@@ -85,7 +90,7 @@ def _housekeep_one(
         events.append(_finalize(paths, d, meta, status, now))
         return events
     ended = as_number(status.get("ended_at")) or as_number(status.get("finalized_at")) or now
-    if now - ended > config.workers.session_ttl_s:
+    if now - ended > ttl_s:
         shutil.rmtree(d, ignore_errors=True)
         events.append({"event": "session_pruned", "id": sid})
     return events

@@ -1,0 +1,93 @@
+"""Upkeep of the work dir: schedules, schedule drop, prune."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from looop_py.cli import render
+from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.output import json_out, present, show
+from looop_py.errors import UsageError
+from looop_py.workdir.paths import Paths
+
+
+@click.command()
+@json_option
+@pass_paths
+def schedules(paths: Paths, as_json: bool) -> None:
+    """List the durable timers the decider set with write_schedule, and when each is due.
+
+    A timer wakes the loop through the sys-schedules probe when it comes due
+    (state/schedules/NAME.json).
+
+    \b
+    Example:
+      looop schedules
+      looop schedules --json | jq -r '.schedules[] | select(.signal == "due") | .name'
+    """
+    from looop_py.moves import timers
+
+    probe = timers.probe(paths, time.time())
+    if as_json:
+        json_out(render.schedules_json(probe))
+    else:
+        show(render.schedules_lines(probe))
+
+
+@click.group()
+def schedule() -> None:
+    """Change the durable timers by hand (the decider sets them with write_schedule).
+
+    \b
+    Example:
+      looop schedule drop nightly-report
+    """
+
+
+@schedule.command("drop")
+@click.argument("name", metavar="ID")
+@json_option
+@pass_paths
+def schedule_drop(paths: Paths, name: str, as_json: bool) -> None:
+    """Remove the timer ID, as a drop_schedule move would. Exit 2 if there is none.
+
+    \b
+    Example:
+      looop schedule drop nightly-report
+      looop schedule drop nightly-report --json
+    """
+    from looop_py.moves import timers
+
+    if not timers.drop(paths, name):
+        raise UsageError(f"no schedule {name!r}", "list them with `looop schedules`")
+    if as_json:
+        json_out({"name": name, "dropped": True})
+    else:
+        show(render.dropped_lines(name))
+
+
+@click.command()
+@json_option
+@pass_paths
+def prune(paths: Paths, as_json: bool) -> None:
+    """Housekeeping now: remove dead workers' sessions and old decide runs, archive old rounds.
+
+    Removes the sessions of dead workers a beat has already settled (instead
+    of after [workers] session_ttl_s), the decide archives in runs/ beyond
+    [limits] runs_keep, and moves rounds finished over an hour ago to
+    rounds/done/. Like a beat it also settles workers that just ended and
+    reaps dead claims. Prints what it did.
+
+    \b
+    Example:
+      looop prune
+      looop prune --json | jq '.sessions_removed'
+    """
+    from looop_py.beat.prune import prune as run_prune
+
+    present(run_prune(paths), as_json, render.prune_lines)
+
+
+COMMANDS = [schedules, schedule, prune]

@@ -1,0 +1,117 @@
+"""The beat, seen from the command line: pulse, sense, status, why, journal."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from looop_py.cli import render
+from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.output import json_out, present, show
+from looop_py.cli.pulse import pulse_command
+from looop_py.workdir.paths import Paths
+
+
+@click.command()
+@json_option
+@click.option("--force", is_flag=True, help="Decide even if the world is unchanged.")
+@click.option("-v", "--verbose", is_flag=True, help="Also show each sensor on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing unless the beat failed.")
+@pass_paths
+def pulse(paths: Paths, as_json: bool, force: bool, verbose: bool, quiet: bool) -> None:
+    """Run one beat: sense, hash, and decide only if the world changed.
+
+    Quiet on stdout when nothing happened (skipped, held or locked) and stdout
+    is not a terminal, so cron mails you only when the loop acted. Exits 0
+    for skipped, decided, held and locked beats, 1 for a failed one.
+
+    \b
+    Example:
+      looop pulse                 # one beat
+      looop pulse --json          # outcome, world_hash, changed, sensors, ms
+      * * * * * looop -C ~/ops pulse     # crontab line
+    """
+    sys.exit(pulse_command(paths, as_json=as_json, force=force, verbose=verbose, quiet=quiet))
+
+
+@click.command()
+@json_option
+@pass_paths
+def sense(paths: Paths, as_json: bool) -> None:
+    """Run the sensors now and show readings and what would change.
+
+    Writes snapshots but decides and commits nothing, so the next
+    `looop pulse` still sees the same changes.
+
+    \b
+    Example:
+      looop sense
+      looop sense --json | jq '.changed'
+    """
+    from looop_py.beat.preview import preview
+
+    present(preview(paths), as_json, render.sense_lines)
+
+
+@click.command()
+@json_option
+@pass_paths
+def status(paths: Paths, as_json: bool) -> None:
+    """Show the last beat, the committed world hash, sensor health and counts.
+
+    \b
+    Example:
+      looop status
+      looop status --json | jq .sensors.failed
+    """
+    from looop_py.beat.views import status as build
+
+    present(build(paths), as_json, render.status_lines)
+
+
+@click.command()
+@json_option
+@pass_paths
+def why(paths: Paths, as_json: bool) -> None:
+    """Explain the last beat: why it skipped or woke, and what changed (old → new).
+
+    \b
+    Example:
+      looop why
+      looop why --json | jq '.changed[].item'
+    """
+    from looop_py.beat.views import why as build
+
+    present(build(paths), as_json, render.why_lines)
+
+
+@click.command()
+@click.option(
+    "-n",
+    "lines",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many lines to show.",
+)
+@json_option
+@pass_paths
+def journal(paths: Paths, lines: int, as_json: bool) -> None:
+    """Show the newest lines of journal.md: one line per executed move.
+
+    \b
+    Example:
+      looop journal -n 50
+      looop journal --json | jq -r '.lines[-1]'
+    """
+    from looop_py.workdir import journal as journal_file
+
+    tail = journal_file.tail(paths, lines)
+    if as_json:
+        json_out({"lines": tail})
+    else:
+        show(render.journal_lines(tail))
+
+
+COMMANDS = [pulse, sense, status, why, journal]

@@ -1,0 +1,65 @@
+"""The manual and shell completion: help TOPIC, completion SHELL."""
+
+from __future__ import annotations
+
+import click
+
+from looop_py.cli import render
+from looop_py.cli.manual import PAGES
+from looop_py.cli.output import raw_out, show
+
+
+@click.command(name="help")
+@click.argument(
+    "topic",
+    required=False,
+    shell_complete=lambda _ctx, _param, incomplete: [t for t in PAGES if t.startswith(incomplete)],
+)
+@click.pass_context
+def help_command(ctx: click.Context, topic: str | None) -> None:
+    """Read a page of the manual; with no TOPIC, list the topics.
+
+    A command's name as TOPIC shows that command's --help.
+
+    \b
+    Example:
+      looop help
+      looop help sensors
+      looop help exit-codes
+    """
+    root = ctx.find_root()
+    group = root.command
+    if topic is None:
+        show(render.topics_lines(PAGES))
+    elif topic in PAGES:
+        show(PAGES[topic].splitlines())
+    elif isinstance(group, click.Group) and (command := group.get_command(root, topic)):
+        show(command.get_help(click.Context(command, info_name=topic, parent=root)).splitlines())
+    else:
+        raise click.BadParameter(
+            f"no such topic; one of: {', '.join(PAGES)} (or a command's name)",
+            param_hint="TOPIC",
+        )
+
+
+@click.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+@click.pass_context
+def completion(ctx: click.Context, shell: str) -> None:
+    """Print the shell completion script for SHELL (bash, zsh or fish).
+
+    \b
+    Example:
+      eval "$(looop completion bash)"                       # in ~/.bashrc
+      eval "$(looop completion zsh)"                        # in ~/.zshrc
+      looop completion fish > ~/.config/fish/completions/looop.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    complete = get_completion_class(shell)
+    assert complete is not None  # every click.Choice above has a class
+    script = complete(ctx.find_root().command, {}, "looop", "_LOOOP_COMPLETE").source()
+    raw_out(script.encode())  # exactly what `_LOOOP_COMPLETE=bash_source looop` prints
+
+
+COMMANDS = [help_command, completion]

@@ -1,0 +1,125 @@
+"""Loops from the command line: loops, run, rounds, patterns, new."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from looop_py.cli import render
+from looop_py.cli.options import json_option, pass_config, pass_paths
+from looop_py.cli.output import json_out, present, show
+from looop_py.workdir.config import Config
+from looop_py.workdir.paths import Paths
+
+
+@click.command()
+@json_option
+@pass_paths
+def loops(paths: Paths, as_json: bool) -> None:
+    """List the loops (goals whose frontmatter makes them one): level, cadence, next fire,
+    last outcome and tokens spent.
+
+    \b
+    Example:
+      looop loops
+      looop loops --json | jq '.loops[] | {name, next_fire}'
+    """
+    from looop_py.loops.views import overview
+
+    present(overview(paths, time.time()), as_json, render.loops_lines)
+
+
+@click.command(name="run")
+@click.argument("loop")
+@click.option("--wait", is_flag=True, help="Also wait for a human's approval if it escalates.")
+@json_option
+@pass_config
+def run_loop(paths: Paths, cfg: Config, loop: str, wait: bool, as_json: bool) -> None:
+    """Run one round of LOOP in the foreground and print its report.
+
+    The same round the pulse would run (workers, claim, gate, memory); it
+    returns when the round ends or, unless --wait, when it asks a human.
+    Exits 1 when the round failed.
+
+    \b
+    Example:
+      looop run daily-triage
+      looop run ci-sweeper --json | jq .outcome
+    """
+    from looop_py.loops import advance
+
+    report = advance.run(paths, cfg, loop, wait_for_human=wait)
+    if as_json:
+        json_out(report.to_dict())
+    else:
+        show(report.render().splitlines())
+    if report.outcome is not None and report.outcome.value == "failed":
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--all", "show_all", is_flag=True, help="Also list finished rounds.")
+@json_option
+@pass_paths
+def rounds(paths: Paths, show_all: bool, as_json: bool) -> None:
+    """List loop rounds: live ones (where each is), or all with --all.
+
+    \b
+    Example:
+      looop rounds
+      looop rounds --all --json | jq '.rounds[] | {id, outcome}'
+    """
+    from looop_py.loops.views import list_rounds
+
+    rows = list_rounds(paths, include_done=show_all)
+    if as_json:
+        json_out({"rounds": [r.to_json() for r in rows]})
+    else:
+        show(render.rounds_lines(rows, all_=show_all))
+
+
+@click.command()
+@json_option
+def patterns(as_json: bool) -> None:
+    """List the seven ready-made loop patterns.
+
+    \b
+    Example:
+      looop patterns
+      looop patterns --json | jq -r '.patterns[].name'
+      looop new ci-sweeper
+    """
+    from looop_py.engine import patterns as catalogue
+
+    specs = catalogue.catalogue()
+    if as_json:
+        json_out({"patterns": [s.to_dict() for s in specs]})
+    else:
+        show(render.patterns_lines(specs))
+
+
+@click.command()
+@click.argument("pattern")
+@click.option("--name", help="Goal id to write (default: the pattern's name).")
+@json_option
+@pass_paths
+def new(paths: Paths, pattern: str, name: str | None, as_json: bool) -> None:
+    """Write a goal file from a pattern, ready to edit (never overwrites).
+
+    \b
+    Example:
+      looop new daily-triage
+      looop new ci-sweeper --name ci-main
+    """
+    from looop_py.loops.specs import write_goal
+
+    spec, _ = write_goal(paths, pattern, name=name)
+    if as_json:
+        json_out(render.new_goal_json(spec, pattern))
+    else:
+        show(render.new_goal_lines(spec))
+
+
+COMMANDS = [loops, run_loop, rounds, patterns, new]

@@ -1,0 +1,154 @@
+"""The human mailbox from the command line: ask, asks, answer, approve, deny."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from looop_py.cli import render
+from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.output import json_out, show
+from looop_py.workdir.paths import Paths
+
+if TYPE_CHECKING:
+    from looop_py.workdir.mailbox import Answer
+
+
+@click.command()
+@click.option("--prompt", "prompt_text", required=True, help="The question for a human.")
+@click.option("--options", help="Comma-separated choices the answer must be one of.")
+@click.option("--ref", help="A file the human should look at (path relative to the work dir).")
+@click.option("--timeout", type=float, help="Give up after S seconds (exit 4; the ask stays).")
+@json_option
+@pass_paths
+def ask(
+    paths: Paths,
+    *,
+    prompt_text: str,
+    options: str | None,
+    ref: str | None,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Ask a human and wait: prints only the answer, so $(looop ask …) is the answer.
+
+    The asker is $LOOOP_SESSION_ID inside a worker, else "human".
+
+    \b
+    Example:
+      answer=$("$LOOOP_BIN" ask --prompt "Merge PR 12 now?" --options yes,no)
+      "$LOOOP_BIN" ask --prompt "Which DB?" --timeout 600 --json | jq -r .answer
+    """
+    from looop_py.workdir import mailbox
+
+    asker = os.environ.get("LOOOP_SESSION_ID") or "human"
+    choices = tuple(o.strip() for o in options.split(",") if o.strip()) if options else ()
+    filed = mailbox.open_ask(
+        paths, prompt=prompt_text, asker=asker, now=time.time(), options=choices, ref=ref
+    )
+    show(render.ask_waiting(filed.id))
+    got = mailbox.wait(paths, filed.id, timeout_s=timeout)  # NoAnswer: exit 4
+    if as_json:
+        json_out(render.answer_json(filed.id, got))
+    else:
+        show([got.text])
+
+
+@click.command()
+@json_option
+@pass_paths
+def asks(paths: Paths, as_json: bool) -> None:
+    """List the asks waiting on a human (questions and approvals).
+
+    \b
+    Example:
+      looop asks
+      looop asks --json | jq -r '.asks[].id'
+    """
+    from looop_py.workdir import mailbox
+
+    now = time.time()
+    pending = mailbox.pending(paths)
+    if as_json:
+        json_out(render.asks_json(pending, now))
+    else:
+        show(render.asks_lines(pending, now))
+
+
+@click.command()
+@click.argument("ask_id")
+@click.argument("text", required=False)
+@click.option("--force", is_flag=True, help="Replace an existing answer.")
+@json_option
+@pass_paths
+def answer(paths: Paths, ask_id: str, text: str | None, force: bool, as_json: bool) -> None:
+    """Answer a question; TEXT or - reads the answer from stdin.
+
+    \b
+    Example:
+      looop answer w1-3 "yes, go ahead"
+      echo "use the staging DB" | looop answer w1-4 -
+    """
+    from looop_py.workdir import mailbox
+
+    if text is None or text == "-":
+        text = sys.stdin.read().strip()
+    if not text:
+        raise click.UsageError("the answer is empty")
+    got = mailbox.answer(paths, ask_id, text, now=time.time(), force=force)
+    _report(ask_id, got, as_json)
+
+
+@click.command()
+@click.argument("ask_id")
+@json_option
+@pass_paths
+def approve(paths: Paths, ask_id: str, as_json: bool) -> None:
+    """Approve a held move: looop runs it now and journals what happened.
+
+    Exits 1 when the approved move ran and failed.
+
+    \b
+    Example:
+      looop asks            # find the approval, e.g. decider-2
+      looop approve decider-2
+      looop approve decider-2 --json | jq -r .note
+    """
+    from looop_py.moves.approvals import approve as do_approve
+
+    got = do_approve(paths, ask_id, now=time.time())
+    _report(ask_id, got, as_json)
+    if got.note and got.note.startswith("failed"):
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("ask_id")
+@click.option("--reason", help="Why; the decider sees it in the journal.")
+@json_option
+@pass_paths
+def deny(paths: Paths, ask_id: str, reason: str | None, as_json: bool) -> None:
+    """Refuse a held move; nothing runs.
+
+    \b
+    Example:
+      looop deny decider-2 --reason "not during the release freeze"
+    """
+    from looop_py.moves.approvals import deny as do_deny
+
+    got = do_deny(paths, ask_id, now=time.time(), reason=reason)
+    _report(ask_id, got, as_json)
+
+
+def _report(ask_id: str, got: Answer, as_json: bool) -> None:
+    if as_json:
+        json_out(render.answer_json(ask_id, got))
+    else:
+        show(render.verdict_lines(ask_id, got))
+
+
+COMMANDS = [ask, asks, answer, approve, deny]

@@ -1,0 +1,232 @@
+"""The manual that ships with the tool: `looop help TOPIC` prints one of these pages.
+
+Each page is plain text, kept in step with README.md and the code it describes.
+"""
+
+from __future__ import annotations
+
+SENSORS = """\
+SENSORS: what wakes the loop
+
+A sensor is any executable sensors/<name>.sh. Every beat runs all of them at
+once ([sensors] concurrency, 8), with the work dir as the current directory and
+LOOOP_DIR and LOOOP_BIN in the environment. What one prints becomes
+snapshots/sensor-<name>.json, always {"signal": …, "detail": …}:
+
+  prints a JSON object with "signal"   stored as is ("detail" defaults to {})
+  prints other JSON                    {"signal": <value>, "detail": {}}
+  prints plain text                    {"signal": "<trimmed text>", "detail": {}}
+  exits non-zero                       {"signal": {"error": true, "exit_code": N}, …}
+  runs past its timeout                exit code 124 (a signal death is 128+N;
+                                       not runnable is 126/127)
+  prints more than max_bytes (8192)    {"signal": {"error": "too-large", "cap": 8192}, …}
+  prints bytes that are not UTF-8      {"signal": {"error": "not-utf8"}, …}
+
+Only "signal" enters the world hash, so put there what should wake the loop
+(states, counts, ids; never timestamps) and the rest in "detail".
+
+Headers in the first 20 lines of the script:
+  # looop:interval=300   reuse the last reading for 300 s (an edited script re-runs at once)
+  # looop:timeout=10     kill it, and everything it started, after 10 s
+                         (default: [sensors] timeout_s, 60)
+
+A broken sensor wakes the loop once (its error signal is stable) and never stops
+a beat; `looop status` lists the failed ones. A sensor is a reading, not a daemon:
+whatever it leaves running when it exits is ended.
+
+Example:
+  #!/usr/bin/env bash
+  # looop:interval=300
+  n=$(gh pr list --json number --jq length)
+  printf '{"signal":{"open_prs":%d},"detail":{"checked":"%s"}}\\n' "$n" "$(date +%T)"
+
+See also: looop sense (run them now, commit nothing), looop help goals.
+"""
+
+GOALS = """\
+GOALS: the desired state, in markdown
+
+A goal is goals/<id>.md (id: letters, digits, '.', '_', '-'). Goals and
+PLAYBOOK.md (the policy in prose) are part of the world hash: editing one wakes
+the decider, which sees every goal in its prompt. goals/archive/ is not read.
+
+Optional YAML frontmatter between `---` fences tells the offline `rules`
+decider what to do when one of the goal's sensors changes:
+
+  ---
+  goal: Keep this work dir healthy
+  on: [disk, git]        # sensors whose change starts this goal's work
+  runtime: shell         # the worker runtime (see: looop help runtimes)
+  work: |                # the worker's prompt (default: the goal's body)
+    ...
+  verify: test -s reports/status.md   # run once after the worker ends
+  ---
+
+The rules decider starts one worker (id: the goal's id) per beat for goals
+whose `on:` sensors changed, least recently acted first. A goal whose
+frontmatter has loop keys (level, cadence, budget, action, allow, maker,
+checker) is a loop instead: see `looop help loops`.
+
+Example:
+  looop new daily-triage          # a loop goal from a ready-made pattern
+  $EDITOR goals/daily-triage.md
+"""
+
+LOOPS = """\
+LOOPS: maker, checker, gate, executor on a cadence and a budget
+
+A goal whose frontmatter carries loop keys is a loop:
+
+  ---
+  intent: Keep the default branch green by proposing fixes for CI failures.
+  level: L2-assisted     # L1-report | L2-assisted | L3-unattended (L1, L2, L3 work too)
+  cadence: every 10m     # every N{s,m,h,d} | daily HH:MM | weekly <day> HH:MM
+                         # | cron "m h dom mon dow" (local time)
+  budget: {max_total_tokens: 400000, max_iters_per_round: 20, max_wall_s: 1800}
+  action: apply-patch    # the kind the gate matches and the executor runs
+  allow: [apply-patch]   # at L3, these kinds run without a human
+  target: repo-main      # the claim a round takes (default: the loop's own name)
+  runtime: claude        # maker and checker runtime
+  on: [ci]               # the rules decider starts a round when these sensors change
+  maker: |
+    If CI is failing, find the root cause and make the smallest fix.
+  checker: |
+    Run the build and the tests; confirm nothing regressed.
+  ---
+
+A round: recall the last five memory entries, claim the target, workspace,
+maker worker, budget check, checker worker, budget check, gate, then the
+executor or an approval ask, a memory entry, release the claim. Rounds advance
+at the start of every beat and are saved in rounds/<id>.json after each step;
+a finished round moves to rounds/done/ after an hour (`looop prune`).
+
+Levels: L1 reports and never acts (read-only workers); at L2 every action waits
+for `looop approve`; at L3 only verified work of an allowed kind runs alone.
+
+An approved action runs [actions.<kind>] command from looop.toml in the round's
+workspace (the proposal on stdin); with none configured it does nothing and says so.
+
+Example:
+  looop patterns                  # the seven ready-made loops
+  looop new ci-sweeper && looop run ci-sweeper
+  looop loops; looop rounds --all
+"""
+
+DECIDERS = """\
+DECIDERS: who proposes the move
+
+When the world changed, the pulse builds a prompt and asks the decider in
+looop.toml [decider] backend for one move; looop validates it and carries it
+out (the model never acts itself). Check a choice with `looop decider test`.
+
+  rules      the default: offline, deterministic moves from what changed; no model
+  command    any agent CLI under `bash -c`; the prompt on stdin or in {{prompt_file}};
+             one JSON move read from stdout (keys: command, timeout_s)
+  openai     chat completions over HTTP with the move union as a strict JSON schema:
+             OpenAI, Ollama, llama.cpp, vLLM, LiteLLM (keys: model, base_url, api_key_env)
+  anthropic  the Messages API; the move comes back as a forced tool call
+  script     replays moves from a file, one per decide (key: script)
+  noop       always decides noop
+
+Moves: noop, write_goal, archive_goal, write_sensor, write_playbook,
+write_schedule, drop_schedule, run_shell, start_worker, kill_worker,
+start_round, ask_human; each may carry `journal` and `next_interval_s`.
+Anything else (an unknown action, a bad field, two JSON objects, prose) fails
+the decide with its reason, journaled.
+
+Limits live outside the model ([limits]): decides_per_hour (120), daily_tokens
+and daily_usd budgets, failure backoff 60·2^(n−1) s up to 300 s, a noop re-decided
+after 6 h. A beat the limits hold back reports `held`; `looop why` says which.
+Every decide is archived in runs/<id>/ (the newest runs_keep, 50, are kept).
+
+Example:
+  [decider]
+  backend = "command"
+  command = "claude -p --output-format json --model sonnet"
+"""
+
+RUNTIMES = """\
+RUNTIMES: how a worker's agent CLI is launched
+
+A worker is a detached session (sessions/<id>/) running one runtime: a bash
+command line holding {{prompt_file}}, replaced by the quoted path of the prompt.
+
+  claude   claude -p --output-format stream-json …  (usage and cost from its result line)
+  codex    codex exec --json …                      (usage from its turns)
+  pi       pi --print --mode json @{{prompt_file}}
+  aider    aider --yes-always --no-pretty --message-file {{prompt_file}}
+  shell    bash {{prompt_file}}: the prompt is a bash script (the offline default)
+
+[workers] default_runtime picks the one used when none is named. Override a
+built-in or add one in looop.toml:
+
+  [runtimes.mine]
+  command = "my-agent --prompt-file {{prompt_file}}"
+  usage = ""           # "claude" | "codex": read usage from that JSON stream
+  read_only = ""       # the command in a read-only mode, for L1 loops
+
+The worker contract goes before every prompt: ask with "$LOOOP_BIN" ask, claim
+before touching a shared target, deliver into reports/, finish with
+"$LOOOP_BIN" done. Workers get LOOOP_SESSION_ID, LOOOP_BIN, LOOOP_DIR,
+LOOOP_CLAIMS_DIR, LOOOP_REPORTS_DIR and LOOOP_WORKSPACE.
+
+Example:
+  looop worker start fix-ci "Make CI green" --runtime claude --verify 'make test'
+  looop workers; looop worker logs fix-ci -f
+"""
+
+GATES = """\
+GATES: what may run without a human
+
+run_shell is gated in code. A command runs on its own only when it is simple
+(no pipes, redirections, substitutions, `;` or `&&`) and its leading words
+match an entry of [gates] shell_allow; it then runs without a shell, its whole
+process group killed after shell_timeout_s (300). Anything else becomes an
+approval: `looop asks`, then `looop approve ID` or `looop deny ID`.
+
+A deny-list tripwire refuses outright: sudo/doas/su, rm -rf of / or ~, a
+force-push to main or master, curl|sh, mkfs, dd or writes to a disk device,
+shutdown/reboot, a fork bomb, chmod/chown of /. allow_dangerous = true switches
+it off. It catches the catastrophic mistake; it is not a sandbox.
+
+Loops have their own gate, by level: L1 never acts, L2 asks a human for every
+action, L3 lets verified work (the checker ended `done`) of an `allow:`ed kind
+proceed alone. These floors hold whatever gate is installed.
+
+Example:
+  [gates]
+  shell_allow = ["git status", "gh pr list", "df -h"]
+"""
+
+EXIT_CODES = """\
+EXIT CODES: what a cron job or a script can rely on
+
+  0   done; for `pulse`: skipped, decided, held or locked
+  1   the command ran and failed: a failed beat, a failed approved move,
+      `decider test` without a valid move, a failed round (`run`)
+  2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id
+  3   busy: a lock another process holds
+  4   `claim`/`unclaim`: another live holder has the claim;
+      `ask`: no answer within --timeout (the ask stays pending)
+  70  a bug in looop: the traceback goes to state/errors.log, not to cron mail
+  130 interrupted
+
+With --json an error is one object on stdout, with the same exit code:
+  {"error": "no work dir found …", "hint": "…", "exit_code": 2}
+
+A closed pipe (`looop journal | head -1`) is not an error: exit 0.
+
+Example:
+  epoch=$(looop claim repo-main) || exit 0
+  looop pulse || echo "the beat failed: see looop why"
+"""
+
+PAGES: dict[str, str] = {
+    "sensors": SENSORS,
+    "goals": GOALS,
+    "loops": LOOPS,
+    "deciders": DECIDERS,
+    "runtimes": RUNTIMES,
+    "gates": GATES,
+    "exit-codes": EXIT_CODES,
+}

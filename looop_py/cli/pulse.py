@@ -1,0 +1,41 @@
+"""`looop pulse`: one door used both by console.py's click-free fast path and by click.
+
+No click here, and no typing at run time: a quiet beat is bound by start-up cost.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from looop_py.beat.result import BeatOutcome
+from looop_py.cli.output import echo, json_out, show
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from looop_py.workdir.paths import Paths
+
+# Outcomes that say nothing happened: silent on a non-terminal stdout, so cron
+# mails only when the loop acted (or a beat failed).
+QUIET = frozenset({BeatOutcome.SKIPPED, BeatOutcome.LOCKED, BeatOutcome.HELD})
+
+
+def pulse_command(paths: Paths, *, as_json: bool, force: bool, verbose: bool, quiet: bool) -> int:
+    """Run one beat, print what it did, and return the exit code (1 for a failed beat)."""
+    from looop_py.beat.pulse import beat
+
+    result = beat(paths, force=force)
+    failed = result.outcome is BeatOutcome.FAILED
+    if as_json:
+        json_out(result.to_json())
+        return 1 if failed else 0
+    nothing_happened = result.outcome in QUIET and not sys.stdout.isatty()
+    if quiet and not failed:
+        return 0
+    if verbose or failed or not nothing_happened:
+        from looop_py.cli import summary
+
+        if verbose and not quiet:
+            show(summary.sensor_lines(result))
+        echo(summary.beat_line(result), err=failed)
+    return 1 if failed else 0

@@ -1,0 +1,441 @@
+"""Every view the CLI shows, turned into human lines (or the object `--json` prints).
+
+No click and no printing here: each function returns the lines, and a line
+that is a `Note` goes to stderr (commentary a script reading stdout should not
+see). The pulse door imports this module only when a beat has something to say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from looop_py.cli.output import Note
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from looop_py.beat.preview import Preview
+    from looop_py.beat.prune import Pruned
+    from looop_py.beat.views import LimitsView, StatusView, WhyView
+    from looop_py.claims.lease import Claim
+    from looop_py.claims.reaper import ClaimView
+    from looop_py.deciders.check import DeciderCheck
+    from looop_py.engine.spec import LoopSpec
+    from looop_py.loops.store import RoundRow
+    from looop_py.loops.views import LoopsView
+    from looop_py.ops.cron import CronStatus
+    from looop_py.ops.doctor import Report
+    from looop_py.workdir.mailbox import Answer, Ask
+    from looop_py.workdir.template import InitResult
+    from looop_py.workers.fleet import Fleet
+    from looop_py.workers.kill import KillResult
+    from looop_py.workers.records import Session
+    from looop_py.world import Change
+
+    Lines = list[str]
+
+
+# -- small pieces --------------------------------------------------------------------
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def compact(value: Any, limit: int = 100) -> str:
+    from looop_py import jsonio
+
+    text = jsonio.canonical(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- the beat: pulse, sense, status, why, journal ---------------------------------------
+
+
+def sense_lines(view: Preview) -> Lines:
+    failed = {f"sensor-{name}" for name in view.failed}
+    lines: Lines = [
+        f"{'✗' if stem in failed else '·'} {stem}: {compact(snap.get('signal'))}"
+        for stem, snap in view.world.snapshots.items()
+    ]
+    if not view.changed:
+        return [*lines, "would skip: the world is unchanged since the last decision"]
+    lines.append(f"would wake the decider: {len(view.changed)} item(s) changed")
+    return lines + [change_line(c) for c in view.changed]
+
+
+def status_lines(view: StatusView) -> Lines:
+    last, s = view.last_beat, view.sensors
+    lines = [
+        f"work dir    {view.work_dir}",
+        f"pulse       {'running now' if view.pulse_running else 'idle'}",
+        f"last beat   {last.ts} {last.outcome or '?'} ({last.ms} ms)"
+        if last
+        else "last beat   none yet (run `looop pulse`)",
+        f"world hash  {view.world_hash or 'none committed yet'}",
+        f"sensors     {len(s.ok)} ok, {len(s.failed)} failed"
+        + (f": {', '.join(s.failed)}" if s.failed else ""),
+        f"goals       {view.goals}   sessions {view.sessions}   claims {view.claims}",
+    ]
+    if view.committed_error:
+        lines.append(Note(f"✗ {view.committed_error}"))
+    return lines + limits_lines(view.limits)
+
+
+def limits_lines(lim: LimitsView) -> Lines:
+    tokens = f"{lim.tokens_today}" + (f" of {lim.daily_tokens}" if lim.daily_tokens else "")
+    usd = f"${lim.usd_today:.4f}" + (f" of ${lim.daily_usd:.2f}" if lim.daily_usd else "")
+    lines: Lines = [
+        f"decides     {lim.decides_last_hour} in the last hour"
+        f" (cap {lim.decides_per_hour or 'no cap'})",
+        f"spend today {tokens} tokens, {usd}",
+    ]
+    if b := lim.backoff:
+        when = f"retry in {b.retry_in_s}s"
+        lines.append(f"backoff     {b.fails} failure(s) in a row, {when}: {b.reason}")
+    if lim.flapping:
+        lines.append(f"flapping    {', '.join(lim.flapping)}")
+    if lim.pending_asks:
+        lines.append(f"asks        {lim.pending_asks} waiting on a human (looop asks)")
+    if lim.blocked:
+        lines.append(f"held        the decider will not be called now: {lim.blocked}")
+    return lines
+
+
+def change_line(c: Change) -> str:
+    """One changed item, old → new; an absent side is named, never printed as None."""
+    match c.kind:
+        case "appeared":
+            return f"  + {c.item} appeared: {c.new}"
+        case "gone":
+            return f"  - {c.item} gone (was {c.old})"
+        case _:
+            return f"  ~ {c.item}: {c.old} → {c.new}"
+
+
+def why_lines(view: WhyView) -> Lines:
+    last = view.last
+    lines = [f"last beat {last.ts}: {last.outcome or '?'}"] if last and last.ts else []
+    lines.append(view.explanation)
+    if view.limits and view.limits.blocked:
+        lines.append(f"right now: {view.limits.blocked}")
+    return lines + [change_line(c) for c in view.changed]
+
+
+def journal_lines(tail: list[str]) -> Lines:
+    return tail or [Note("(the journal is empty: no move has been made yet)")]
+
+
+# -- init ----------------------------------------------------------------------------------
+
+
+def init_lines(result: InitResult) -> Lines:
+    lines = [
+        f"  created {p.relative_to(result.root)}{'/' if p.is_dir() else ''}" for p in result.created
+    ]
+    if result.kept:
+        lines.append(f"  kept {len(result.kept)} existing file(s) as they were")
+    if not result.created:
+        return [*lines, f"{result.root} is already a complete work dir; nothing to do"]
+    lines.append(f"work dir ready: {result.root}")
+    lines.append("next:")
+    return lines + [f"  {n}. {step}" for n, step in enumerate(next_steps(result), 1)]
+
+
+def next_steps(result: InitResult) -> list[str]:
+    """Three steps, tailored to what init found: the repo, agent CLIs, cron."""
+    d = result.root
+    watch = (
+        f"the git sensor watches {result.repo}"
+        if result.repo
+        else "no git repo here, so the git sensor reports none"
+    )
+    first = f"run one beat: looop -C {d} pulse   ({watch}; the welcome goal writes reports/)"
+    if result.agent_clis:
+        clis = ", ".join(result.agent_clis)
+        second = (
+            f"let a model decide: found {clis} on PATH; uncomment its block under [decider]"
+            f" in {d}/looop.toml, then check it with: looop -C {d} decider test"
+        )
+    else:
+        second = (
+            "decisions come from the offline rules decider (looop help deciders); with"
+            " claude, codex, pi or llm on PATH, `looop init` offers a ready block for each"
+        )
+    if result.crontab:
+        third = f"run it every minute from cron: looop -C {d} cron install"
+    else:
+        third = (
+            f"no crontab here: run `looop -C {d} pulse` every minute from your scheduler"
+            " (or install cron, then `looop cron install`)"
+        )
+    return [first, second, third]
+
+
+# -- the human mailbox -----------------------------------------------------------------------
+
+
+def ask_waiting(ask_id: str) -> Lines:
+    return [Note(f"looop: waiting for an answer to {ask_id} (looop answer {ask_id} …)")]
+
+
+def answer_json(ask_id: str, got: Answer) -> dict[str, Any]:
+    """`answer`, `approve`, `deny`, `ask --json`: the answer as answers/ID.json holds it."""
+    record = dataclasses.asdict(got)
+    return {"id": ask_id, "answer": record.pop("text"), **record}
+
+
+def asks_json(pending: list[Ask], now: float) -> dict[str, Any]:
+    return {"asks": [{**a.to_json(), "age_s": round(now - a.created_at)} for a in pending]}
+
+
+def asks_lines(pending: list[Ask], now: float) -> Lines:
+    lines = [] if pending else ["no pending asks"]
+    for a in pending:
+        verb = "approve or deny" if a.kind == "approval" else "answer"
+        lines.append(
+            f"{a.id}  [{a.kind} from {a.asker}, {round(now - a.created_at)}s ago]  ({verb})"
+        )
+        lines += [f"    {line}" for line in a.prompt.strip().splitlines()]
+        if a.options:
+            lines.append(f"    options: {', '.join(a.options)}")
+    return lines
+
+
+def verdict_lines(ask_id: str, got: Answer) -> Lines:
+    if got.verdict == "denied":
+        return [f"denied {ask_id}"]
+    if got.verdict == "approved":
+        return [f"approved {ask_id}: {got.note}"]
+    return [f"answered {ask_id}"]
+
+
+# -- workers ---------------------------------------------------------------------------------
+
+
+def started_lines(started: Session) -> Lines:
+    return [
+        f"started {started.id} (pid {started.pid}, runtime {started.runtime}, cwd {started.cwd})",
+        f"  logs: looop worker logs {started.id} -f",
+        f"  stop: looop worker kill {started.id}",
+    ]
+
+
+def kill_lines(result: KillResult) -> Lines:
+    if not result.was_alive:
+        return [f"{result.id} was not running ({result.state}, exit {result.exit_code})"]
+    how = " (needed SIGKILL)" if result.forced else ""
+    return [f"killed {result.id}{how}: {result.state}, exit {result.exit_code}"]
+
+
+def workers_lines(view: Fleet, *, all_: bool) -> Lines:
+    if not view.workers:
+        lines = ["no live workers" + ("" if all_ else " (--all lists ended ones)")]
+    else:
+        lines = [
+            f"{'ID':<24} {'HEALTH':<11} {'STATE':<8} {'EXIT':>4} {'UP':>5} {'IDLE':>5} "
+            f"{'RUNTIME':<8} {'VERIFY':<6} RESULT"
+        ]
+    for v in view.workers:
+        code = "-" if v.exit_code is None else str(v.exit_code)
+        lines.append(
+            f"{v.id:<24} {v.health:<11} {v.state:<8} {code:>4} {age(v.uptime_s):>5} "
+            f"{age(v.idle_s if v.alive else None):>5} {v.runtime or '-':<8} "
+            f"{v.verify or '-':<6} {(v.result or {}).get('status') or '-'}"
+        )
+    lines.append(Note(f"{view.live}/{view.max_live} live"))
+    return lines + [
+        f"kept worktree {k['path']} (branch {k['branch']}): {k['reason'] or 'holds work'}"
+        for k in view.kept_worktrees
+    ]
+
+
+def done_line(session: str, status: str) -> str:
+    return f"{session}: recorded {status}"
+
+
+# -- claims ----------------------------------------------------------------------------------
+
+
+def unclaim_lines(name: str, released: Claim | None) -> Lines:
+    return [] if released else [Note(f"{name} was not claimed")]
+
+
+def claims_lines(views: list[ClaimView], now: float) -> Lines:
+    if not views:
+        return ["no claims"]
+    lines = [f"{'NAME':<24} {'SESSION':<20} {'PID':>7} {'EPOCH':>5} {'AGE':>5} {'EXPIRES':>7} LIVE"]
+    for v in views:
+        c = v.claim
+        if c is None:
+            lines.append(f"{v.name:<24} (unreadable)")
+            continue
+        expires = "-" if c.expires_at is None else age(max(0.0, c.expires_at - now))
+        lines.append(
+            f"{v.name:<24} {c.session or '-':<20} {c.pid or '-':>7} {c.epoch:>5} "
+            f"{age(now - c.acquired_at):>5} {expires:>7} "
+            + ("yes" if v.live else "no (reaped next beat)")
+        )
+    return lines
+
+
+# -- decider, loops, rounds, patterns ------------------------------------------------------
+
+
+def decider_test_lines(view: DeciderCheck) -> Lines:
+    lines = [f"backend     {view.backend}", f"latency     {view.ms} ms"]
+    usage = view.usage
+    if usage is None:
+        lines.append("usage       not reported (unmetered)")
+    else:
+        cost = usage.cost_usd
+        lines.append(
+            f"usage       {usage.input_tokens} in / {usage.output_tokens} out"
+            f" tokens, {'cost unknown' if cost is None else f'${cost:.6f}'}"
+        )
+    if view.error:
+        lines.append(f"error       {view.error}")
+        return lines + ([f"            → {view.hint}"] if view.hint else [])
+    lines.append(f"move        {compact(view.move, 200)}")
+    return [*lines, f"invalid     {view.invalid}" if view.invalid else "valid       yes"]
+
+
+def loops_lines(view: LoopsView) -> Lines:
+    lines: Lines = []
+    if not view.loops and not view.errors:
+        lines.append(
+            "no loops yet: `looop patterns` lists ready-made ones, `looop new NAME` writes one"
+        )
+    for lp in view.loops:
+        lines.append(
+            f"{lp.name:<22} {lp.level:<14} {lp.cadence:<18} next {lp.next_fire or '-':<20}"
+            f" last {lp.last_outcome or '-':<16} {lp.tokens} tokens"
+        )
+    return lines + [Note(f"✗ goals/{goal}.md: {err}") for goal, err in view.errors.items()]
+
+
+def rounds_lines(rows: list[RoundRow], *, all_: bool) -> Lines:
+    lines = [] if rows else ["no live rounds" + ("" if all_ else " (--all shows finished ones)")]
+    for r in rows:
+        lines.append(f"{r.id:<40} {r.phase:<18} {r.outcome or '-':<16} {r.tokens} tokens")
+        if r.ask:
+            lines.append(f"    waiting on a human: looop approve {r.ask}  /  looop deny {r.ask}")
+    return lines
+
+
+def patterns_lines(specs: Iterable[LoopSpec]) -> Lines:
+    lines: Lines = []
+    for spec in specs:
+        lines.append(
+            f"{spec.name:<20} {spec.level.label:<14} {spec.cadence:<12} {spec.action_kind:<12}"
+        )
+        lines.append(f"    {spec.intent}")
+    return lines
+
+
+def new_goal_json(spec: LoopSpec, pattern: str) -> dict[str, Any]:
+    return {"goal": f"goals/{spec.name}.md", "pattern": pattern, **spec.to_dict()}
+
+
+def new_goal_lines(spec: LoopSpec) -> Lines:
+    return [
+        f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence}); edit it, then",
+        f"try it: looop run {spec.name}",
+    ]
+
+
+def topics_lines(pages: dict[str, str]) -> Lines:
+    """`looop help`: each topic with the first line of its page."""
+    lines = ["looop help TOPIC: the manual. Topics:"]
+    lines += [
+        f"  {name:<12} {text.splitlines()[0].partition(': ')[2]}" for name, text in pages.items()
+    ]
+    return [*lines, "", "Every command also has --help with an example: looop COMMAND --help"]
+
+
+# -- schedules and prune --------------------------------------------------------------------
+
+
+def schedules_json(probe: dict[str, Any]) -> dict[str, Any]:
+    """The sys-schedules probe as one row per timer: name, its signal, and its detail."""
+    return {
+        "schedules": [
+            {"name": name, "signal": signal, **probe["detail"].get(name, {})}
+            for name, signal in sorted(probe["signal"].items())
+        ]
+    }
+
+
+def schedules_lines(probe: dict[str, Any]) -> Lines:
+    rows = schedules_json(probe)["schedules"]
+    lines = [f"{'NAME':<24} {'KIND':<6} {'WHEN':<20} STATE"] if rows else ["no schedules"]
+    for row in rows:
+        kind = row.get("kind") or "?"
+        when = {"once": "once", "every": f"every {age(row.get('every_s'))}"}
+        when["cron"] = f"cron {row.get('cron')}"
+        due_in = row.get("due_in_s", row.get("next_due_in_s"))
+        if row["signal"] == "invalid":
+            state = f"invalid: {row.get('error') or compact(row.get('record'))}"
+        elif row["signal"] == "due":
+            state = "due now"
+        else:
+            state = f"next in {age(max(0, due_in or 0))}"
+        lines.append(f"{row['name']:<24} {kind:<6} {when.get(kind, '-'):<20} {state}")
+    return lines
+
+
+def dropped_lines(name: str) -> Lines:
+    return [f"dropped schedule {name}"]
+
+
+def prune_lines(result: Pruned) -> Lines:
+    lines = [f"removed session {s}" for s in result.sessions_removed]
+    lines += [f"removed run {r}" for r in result.runs_removed]
+    lines += [f"archived round {r} to rounds/done/" for r in result.rounds_archived]
+    lines += [_event_line(e) for e in result.events if e["event"] != "session_pruned"]
+    return lines or ["nothing to prune"]
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    """One housekeeping event (the ones the beat writes to events.jsonl) in words."""
+    what = {
+        "worker_lost": "worker {id} lost: its supervisor vanished",
+        "worker_verified": "verified worker {id}: {verdict}",
+        "worker_ended": "settled worker {id}: {state}, exit {exit_code}",
+        "claim_reaped": "reaped claim {name}: {reason}",
+    }.get(e["event"])
+    return what.format_map(defaultdict(lambda: "?", e)) if what else f"{e['event']}: {compact(e)}"
+
+
+# -- doctor and cron -----------------------------------------------------------------------
+
+MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
+
+
+def doctor_lines(report: Report) -> Lines:
+    lines: Lines = []
+    for c in report.checks:
+        lines.append(f"{MARKS[c.verdict]} {c.name:<16} {c.message}")
+        if c.fix and c.verdict != "ok":
+            lines.append(f"  {'':<16} → {c.fix}")
+    bad = sum(c.verdict == "fail" for c in report.checks)
+    return [*lines, "all good" if report.ok else f"{bad} check(s) failed"]
+
+
+def cron_lines(entry: CronStatus, *, did: str | None = None) -> Lines:
+    if did:
+        return [f"{did}: {entry.line}" if entry.installed else f"{did}: no looop line left"]
+    if entry.installed is None:
+        return ["not installed; `looop cron install` adds:", f"  {entry.line}"]
+    state = "installed" if entry.up_to_date else "installed, but out of date (`looop cron install`)"
+    return [f"{state}:", f"  {entry.installed}"]
