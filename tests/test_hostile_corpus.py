@@ -116,6 +116,9 @@ COMMANDS = [
     ["claims"],
     ["asks"],
     ["journal"],
+    ["schedules"],
+    ["doctor", "--offline"],
+    ["prune"],
 ]
 
 

@@ -248,6 +248,8 @@ def test_every_file_corrupt_at_once_every_command_exits_0_to_4(
         ["asks"],
         ["journal"],
         ["status", "--json"],
+        ["schedules"],
+        ["doctor", "--offline"],
     ):
         out = run_looop("-C", str(root), *args)
         assert 0 <= out.returncode <= 4, (args, out.returncode, out.stderr)
