@@ -19,17 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.claims.lease import RELEASED
-from looop_py.engine.rounds import RoundState
 from looop_py.errors import CorruptFile, LooopError
 from looop_py.ids import is_safe_segment
 from looop_py.workdir import journal
-from looop_py.workdir.mailbox import Ask
 from looop_py.workdir.paths import Paths
-from looop_py.workers import records
 
-# typing is not imported at run time. The pulse imports this module only when
-# there are records to check, so it imports their owners at the top.
+# typing is not imported at run time: worker sessions linger for days, so the pulse
+# loads this module on many quiet beats; each record's owner is imported only when
+# there is such a record to check.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -98,6 +95,10 @@ def _json_records(directory: Path) -> Iterator[Path]:
 
 def _rounds(paths: Paths) -> Iterator[tuple[Path, str]]:
     files = [*_json_records(paths.rounds), *_json_records(paths.rounds / "done")]
+    if not files:
+        return
+    from looop_py.engine.rounds import RoundState  # only when there are rounds to check
+
     for path in files:
         data, why = _why_json(path)
         if why is None and data is not None:
@@ -115,10 +116,17 @@ def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
             dirs = sorted(e.path for e in it if is_safe_segment(e.name) and e.is_dir())
     except (FileNotFoundError, NotADirectoryError):
         return
+    if not dirs:
+        return
+    from looop_py.workers import records  # only when there are sessions (reaping loads it too)
+
     for d in dirs:
         why = records.misfit(Path(d))
         if why is not None:
             yield Path(d), why
+
+
+RELEASED = ".released"  # claims.lease.RELEASED (a test keeps them equal; lease loads filelock)
 
 
 def _claims(paths: Paths) -> Iterator[tuple[Path, str]]:
@@ -159,6 +167,8 @@ def _ask_misfit(stem: str, data: Any) -> str | None:
     created = data.get("created_at")
     if isinstance(created, bool) or not isinstance(created, int | float):
         return "not an ask: it has no numeric `created_at`"
+    from looop_py.workdir.mailbox import Ask  # only when there are asks (sys-asks loads it too)
+
     with contextlib.suppress(KeyError, TypeError, ValueError):
         Ask.from_json(data)
         return None
