@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from looop_py.loops.views import LoopsView
     from looop_py.ops.cron import CronStatus
     from looop_py.ops.doctor import Report
-    from looop_py.workdir.mailbox import Answer, Ask
+    from looop_py.workdir.mailbox import Answer, AskView
     from looop_py.workdir.template import InitResult
     from looop_py.workers.fleet import Fleet
     from looop_py.workers.kill import KillResult
@@ -148,6 +148,7 @@ def init_lines(result: InitResult) -> Lines:
     if not result.created:
         return [*lines, f"{result.root} is already a complete work dir; nothing to do"]
     lines.append(f"work dir ready: {result.root}")
+    lines.append(result.runtime_note())
     lines.append("next:")
     return lines + [f"  {n}. {step}" for n, step in enumerate(next_steps(result), 1)]
 
@@ -195,14 +196,27 @@ def answer_json(ask_id: str, got: Answer) -> dict[str, Any]:
     return {"id": ask_id, "answer": record.pop("text"), **record}
 
 
-def asks_json(pending: list[Ask], now: float) -> dict[str, Any]:
-    return {"asks": [{**a.to_json(), "age_s": round(now - a.created_at)} for a in pending]}
+def asks_json(views: list[AskView], now: float) -> dict[str, Any]:
+    return {
+        "asks": [
+            {
+                **v.ask.to_json(),
+                "age_s": round(now - v.ask.created_at),
+                "state": v.state,
+                "why": v.why,
+            }
+            for v in views
+        ]
+    }
 
 
-def asks_lines(pending: list[Ask], now: float) -> Lines:
-    lines = [] if pending else ["no pending asks"]
-    for a in pending:
+def asks_lines(views: list[AskView], now: float) -> Lines:
+    lines = [] if views else ["no pending asks"]
+    for v in views:
+        a = v.ask
         verb = "approve or deny" if a.kind == "approval" else "answer"
+        if v.state != "pending":
+            verb = f"{v.state}: {v.why or 'nobody waits for it'}; looop withdraw {a.id}"
         lines.append(
             f"{a.id}  [{a.kind} from {a.asker}, {round(now - a.created_at)}s ago]  ({verb})"
         )
