@@ -52,7 +52,10 @@ def test_plain_pulse_never_imports_click(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     for args in (["pulse"], ["pulse", "-v"], ["pulse", "--json", "--force"]):
         code = (
-            "import runpy, sys\n"
+            "import os, runpy, sys\n"
+            "def stay(code):\n"  # the fast path ends with os._exit; stay to look around
+            "    raise SystemExit(code)\n"
+            "os._exit = stay\n"
             f"sys.argv = ['looop', '-C', {str(wd.root)!r}, *{args!r}]\n"
             "try:\n"
             "    runpy.run_module('looop_py', run_name='__main__')\n"
@@ -89,3 +92,11 @@ def test_cli_and_console_import_no_cycle() -> None:
     for module in cli_dir.glob("*.py"):
         text = module.read_text()
         assert "looop_py.console" not in text and "import console" not in text, module.name
+
+
+def test_the_fast_path_flushes_before_it_leaves(wd: Paths) -> None:
+    write_sensor(wd, "s", "echo 1")
+    done = run_looop("-C", str(wd.root), "pulse", "--json")
+    assert done.returncode == 0 and jsonio.loads(done.stdout)["outcome"] == "decided"
+    done = run_looop("-C", str(wd.root), "pulse", "-v")
+    assert done.returncode == 0 and done.stdout.strip(), done

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from looop_py.workdir.paths import Paths
 from looop_py.world import Change, build_items, diff, world_hash
 
 
@@ -32,3 +33,26 @@ def test_diff_reports_appeared_changed_gone() -> None:
     assert changes == [Change("b", "2", "3"), Change("c", None, "4"), Change("a", "1", None)]
     assert [c.kind for c in changes] == ["changed", "appeared", "gone"]
     assert Change("x", "a" * 500, None).to_json(limit=10)["old"] == "a" * 9 + "…"
+
+
+def test_world_hash_of_a_fixed_work_dir_is_pinned(wd: Paths) -> None:
+    """The quiet path may be made faster, never different: this hash is today's value."""
+    from looop_py.beat.pulse import beat
+    from tests.conftest import write_sensor
+
+    for i in range(3):
+        write_sensor(wd, f"s{i}", f'echo \'{{"signal": {{"n": {i}}}, "detail": {{"x": 1}}}}\'\n')
+    write_sensor(wd, "plain", "echo 'not json'\n")
+    for g in wd.goals.glob("*.md"):
+        g.unlink()
+    for i in range(5):
+        (wd.goals / f"goal-{i}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
+    (wd.root / "PLAYBOOK.md").write_text("# Playbook\n\nBe careful.\n")
+    first = beat(wd, clock=lambda: 1_700_000_000.0)
+    second = beat(wd, clock=lambda: 1_700_000_060.0)
+    assert second.outcome.value == "skipped"
+    assert first.world_hash == second.world_hash
+    assert first.world_hash == PINNED_WORLD_HASH, first.world_hash
+
+
+PINNED_WORLD_HASH = "xxh3:d97b0ded19d407b8678e22c425f01861"
