@@ -1,17 +1,23 @@
 """Benchmark (a): the quiet beat — 8 trivial sensors, 100 goals, world unchanged.
 
 Reports the wall time of `looop pulse` on an unchanged world beside a plain bash
-loop that runs the same 8 sensors one after another and hashes their output.
+loop that runs the same 8 sensors one after another and hashes their output, and
+beside bench/floor.py (posix_spawn + xxh3: the least a Python program can do).
+The commands run interleaved, one round after another, so a loaded machine
+slows them alike and the ratios hold.
 
     python bench/quiet_beat.py [RUNS]
 """
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
+import time
+from pathlib import Path
 
-from _common import add_sensor, cleanup, fresh_workdir, looop_cmd, summary, time_runs
+from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 
@@ -27,15 +33,30 @@ def main() -> None:
     check = subprocess.run([*pulse[:-1], "--json"], check=True, capture_output=True, text=True)
     assert '"outcome": "skipped"' in check.stdout, check.stdout
 
+    floor = str(Path(__file__).with_name("floor.py"))
     bash_loop = f'cd "{root}" && for s in sensors/*.sh; do "$s"; done | sha256sum >/dev/null'
-    time_runs(pulse, 3)  # warm the page cache
-    looop = time_runs(pulse, RUNS)
-    bash = time_runs(["bash", "-c", bash_loop], RUNS)
-    python = time_runs([sys.executable, "-c", "pass"], RUNS)
-    print(f"quiet beat, 8 sensors + 100 goals, {RUNS} runs each")
-    print(f"  looop pulse (skipped)        {summary(looop)}")
-    print(f"  bash loop, serial + sha256   {summary(bash)}")
-    print(f"  python -c pass (floor)       {summary(python)}")
+    commands = {
+        "looop pulse (skipped)": pulse,
+        "bash loop, serial + sha256": ["bash", "-c", bash_loop],
+        "floor: posix_spawn + xxh3": [sys.executable, floor, str(root)],
+        "python -c pass": [sys.executable, "-c", "pass"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(3 + RUNS):  # the first 3 rounds warm the page cache and are dropped
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - start)
+    median = {name: statistics.median(samples[3:]) for name, samples in times.items()}
+    print(f"quiet beat, 8 sensors + 100 goals, {RUNS} interleaved runs each")
+    for name, samples in times.items():
+        ms = sorted(s * 1000 for s in samples[3:])
+        print(f"  {name:28} median {median[name] * 1000:7.1f} ms   min {ms[0]:7.1f} ms")
+    looop = median["looop pulse (skipped)"]
+    bash = median["bash loop, serial + sha256"]
+    floor_s = median["floor: posix_spawn + xxh3"]
+    print(f"  looop / bash {looop / bash:.2f}   floor / bash {floor_s / bash:.2f}", end="")
+    print(f"   looop / floor {looop / floor_s:.2f}")
     cleanup(root)
 
 

@@ -26,8 +26,9 @@ import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+
+from looop_py.record import record
 
 _POLL_S = 0.05  # how often children are checked for having exited while silent
 _EXIT_POLL_S = 0.002  # … once their pipes have closed and only the exit is awaited
@@ -37,7 +38,7 @@ _READ = 65536
 RC_TIMEOUT = 124
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Job:
     key: str
     argv: list[str]
@@ -47,7 +48,7 @@ class Job:
     stderr_tail: int = 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Result:
     returncode: int | None  # None: it never started (see spawn_errno)
     stdout: bytes  # at most cap + 1 bytes

@@ -12,11 +12,11 @@ Detail never enters; neither does time.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 import xxhash
 
 from looop_py import jsonio
+from looop_py.record import record
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -55,7 +55,7 @@ def world_hash(items: Mapping[str, str]) -> str:
     return PREFIX + h.hexdigest()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     item: str
     old: str | None  # None: the item appeared

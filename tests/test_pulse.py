@@ -238,3 +238,13 @@ def test_many_goals_hash_each_one(wd: Paths, n_goals: int) -> None:
     (wd.goals / "g050.md").write_text("goal 50, edited\n")
     again = beat(wd, decider=d)
     assert [c.item for c in again.changed] == ["goal:g050"]
+
+
+def test_the_beat_event_names_only_sensors_that_changed_or_failed(wd: Paths) -> None:
+    write_sensor(wd, "steady", "echo steady")
+    write_sensor(wd, "broken", "exit 3")
+    beat(wd, decider=Counting())
+    beat(wd, decider=Counting())
+    first, second = [e for e in events(wd) if e["event"] == "beat"]
+    assert set(first["sensors"]) == {"steady", "broken"} and first["sensors_steady"] == 0
+    assert set(second["sensors"]) == {"broken"} and second["sensors_steady"] == 1

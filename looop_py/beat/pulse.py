@@ -19,7 +19,6 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from looop_py import jsonio, procs
@@ -27,6 +26,7 @@ from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.locks import PulseLock
 from looop_py.moves import wal
+from looop_py.record import replace
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
@@ -291,5 +291,14 @@ def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> B
     result = replace(result, duration_s=time.monotonic() - started)
     record = result.to_json()
     record.pop("journal", None)
+    # events.jsonl grows every beat, forever: name only the sensors that changed or failed.
+    changed = {c.item for c in result.changed}
+    noted = {
+        r.stem.removeprefix("sensor-")
+        for r in result.readings
+        if not r.ok or f"snap:{r.stem}" in changed
+    }
+    record["sensors"] = {n: d for n, d in record["sensors"].items() if n in noted}
+    record["sensors_steady"] = len(result.readings) - len(record["sensors"])
     journal.emit(paths, "beat", clock(), **record)
     return result

@@ -13,11 +13,11 @@ import os
 import re
 import signal
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio, procs
 from looop_py.ids import is_safe_segment
+from looop_py.record import record
 from looop_py.workdir.paths import Paths
 from looop_py.world import is_error_signal
 
@@ -33,7 +33,7 @@ _HEADER = re.compile(rb"^\s*#\s*looop:(timeout|interval)\s*=\s*(\d+(?:\.\d+)?)\s
 RC_NOT_EXECUTABLE = 126
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sensor:
     """One script in sensors/, with the knobs its header sets."""
 
@@ -51,7 +51,7 @@ class Sensor:
 RawRun = procs.Result  # what a process did, before any interpretation
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reading:
     """A normalized snapshot plus how it was obtained."""
 

@@ -27,10 +27,7 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
 
     Goals are parsed only when their file changed since the last call.
     """
-    try:
-        cached = jsonio.read_json(paths.loops_index, {})
-    except CorruptFile:
-        cached = {}
+    cached = _read(paths.loops_index)
     entries = cached.get("goals") if isinstance(cached, dict) else None
     if not isinstance(entries, dict):
         entries = {}  # a cache that does not fit is rebuilt from the goal files
@@ -49,8 +46,32 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
         fresh[goal_id] = entry
     if save and (changed or set(fresh) != set(entries)):
         with contextlib.suppress(OSError):
-            jsonio.write_json(paths.loops_index, {"v": 1, "goals": fresh})
+            # Compact: at thousands of goals, pretty-printing doubled what every beat reads.
+            jsonio.atomic_write(paths.loops_index, jsonio.dumps({"v": 1, "goals": fresh}) + b"\n")
     return {g: e for g, e in fresh.items() if e.get("loop")}
+
+
+# The last parse of each index file, by its stat: a beat asks twice (ADVANCE and
+# the sys-schedules probe) and parses the file once.
+_PARSED: dict[Path, tuple[tuple[int, int, int, int], Any]] = {}
+
+
+def _read(path: Path) -> Any:
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    memo = _PARSED.get(path)
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
+    try:
+        cached = jsonio.read_json(path, {})
+    except CorruptFile:
+        return {}
+    _PARSED.clear()  # one work dir per process, as a rule: keep one parse
+    _PARSED[path] = (stamp, cached)
+    return cached
 
 
 def _describe(goal_id: str, path: Path) -> dict[str, Any]:

@@ -12,9 +12,10 @@ Imported only when looop.toml changed: a cached table passed these checks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from looop_py.errors import ConfigError
+from looop_py.record import fields, is_record
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -190,7 +191,7 @@ def numeric_keys(config_cls: type[Any]) -> list[str]:
     out: list[str] = []
     for section in fields(config_cls):
         sample = getattr(config_cls(), section.name)
-        if not hasattr(sample, "__dataclass_fields__"):
+        if not is_record(sample):
             continue
         for f in fields(sample):
             if str(f.type).removesuffix(" | None") in ("int", "float"):

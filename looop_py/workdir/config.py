@@ -1,6 +1,6 @@
-"""looop.toml → frozen dataclasses with documented defaults.
+"""looop.toml → frozen records with documented defaults.
 
-Each `[section]` of the file is one dataclass below; a key the file leaves out
+Each `[section]` of the file is one record below; a key the file leaves out
 keeps the default written here (and, commented, in the starter looop.toml).
 A key of the wrong type or an unknown key is a ConfigError naming it, so a
 typo never silently falls back to a default.
@@ -9,13 +9,12 @@ typo never silently falls back to a default.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import ConfigError
 from looop_py.ids import is_safe_segment
+from looop_py.record import MISSING, Field, field, fields, is_record, record
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -23,14 +22,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SensorsConfig:
     timeout_s: float = 60.0  # per sensor; a `# looop:timeout=N` header overrides it
     max_bytes: int = 8192  # stdout cap; more is reported as too-large, never stored
     concurrency: int = 8  # sensors running at once
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DeciderConfig:
     backend: str = "rules"  # rules | command | openai | anthropic | script | noop
     # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
@@ -51,7 +50,7 @@ class DeciderConfig:
     usd_per_mtok_out: float | None = None  # report tokens but no cost
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GatesConfig:
     shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
     shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
@@ -62,7 +61,7 @@ class GatesConfig:
     allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LimitsConfig:
     decides_per_hour: int = 120  # 0 = no cap
     daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
@@ -76,7 +75,7 @@ class LimitsConfig:
     runs_keep: int = 50  # decide archives kept in runs/
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WorkersConfig:
     max_live: int = 8  # fleet cap: live workers at once
     default_runtime: str = "shell"  # runtime when a start names none
@@ -89,7 +88,7 @@ class WorkersConfig:
     worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuntimeConfig:
     """`[runtimes.NAME]`: how to launch one kind of worker."""
 
@@ -106,7 +105,7 @@ class RuntimeConfig:
 DEFAULT_SCRUB = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_PASSWORD")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EnvConfig:
     """`[env]`: variables no child process (sensor, worker, run_shell, verify, action) gets."""
 
@@ -114,7 +113,7 @@ class EnvConfig:
     keep: tuple[str, ...] = ()  # names every child keeps although they match `scrub`
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
@@ -232,20 +231,20 @@ def _check(value: Any, type_name: str, where: str) -> Any:
 
 
 def build(cls: type[Any], table: Any, where: str) -> Any:
-    """Build dataclass `cls` from a TOML table, checking every key and type."""
+    """Build record `cls` from a TOML table, checking every key and type."""
     if not isinstance(table, dict):
         raise ConfigError(f"[{where}] should be a table")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(table) - set(fields))
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(table) - set(known))
     if unknown:
         import difflib  # only to suggest the key a typo meant
 
-        close = difflib.get_close_matches(unknown[0], list(fields), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(fields)}"
+        close = difflib.get_close_matches(unknown[0], list(known), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
         raise ConfigError(f"unknown key {_key(where, unknown[0])}", hint)
     values: dict[str, Any] = {}
     for name, value in table.items():
-        f = fields[name]
+        f = known[name]
         table_of = f.metadata.get("table_of")
         nested = _nested_type(f)
         if table_of is not None:
@@ -276,9 +275,9 @@ def _key(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
-def _nested_type(f: dataclasses.Field[Any]) -> type[Any] | None:
-    if f.default_factory is not dataclasses.MISSING:
+def _nested_type(f: Field[Any]) -> type[Any] | None:
+    if f.default_factory is not MISSING:
         sample = f.default_factory()
-        if dataclasses.is_dataclass(sample):
+        if is_record(sample):
             return type(sample)
     return None

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py.errors import NotAWorkDir
 from looop_py.ids import check_segment
+from looop_py.record import record
 
 CONFIG_NAME = "looop.toml"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Paths:
     root: Path
 
