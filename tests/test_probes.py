@@ -18,10 +18,7 @@ def test_empty_states(wd: Paths) -> None:
     assert sessions(seen(wd, now)) == {"signal": [], "detail": {"count": 0}}
     assert claims(seen(wd, now)) == {"signal": [], "detail": {"count": 0}}
     g = goals(seen(wd, now))
-    assert g["signal"] == {} and g["detail"]["goals"]["welcome"] == {
-        "last_acted": None,
-        "age_s": None,
-    }
+    assert g["signal"] == {} and g["detail"]["goals"]["welcome"] == {"last_acted": None}
 
 
 def test_sessions_and_claims_are_sorted_and_carry_only_wake_fields(wd: Paths) -> None:
@@ -55,7 +52,8 @@ def test_goal_ages_live_in_detail_only(wd: Paths) -> None:
     jsonio.write_json(wd.goal_activity, {"goals": {"welcome": now - 90}})
     g = goals(seen(wd, now))
     assert g["signal"] == {}
-    assert g["detail"]["goals"]["welcome"] == {"last_acted": now - 90, "age_s": 90}
+    assert g["detail"]["goals"]["welcome"] == {"last_acted": now - 90}
+    assert goals(seen(wd, now + 60)) == g  # no age in the snapshot: nothing to rewrite
 
 
 def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
@@ -87,3 +85,13 @@ def test_probes_hand_their_findings_on_typed(wd: Paths) -> None:
     assert found.live_workers == {"w1"} and found.ended_workers == {"w2"}
     assert [a.id for a in found.asks] == [ask.id]
     assert found.last_acted == {"welcome": 123.0}
+
+
+def test_the_prompt_shows_goal_ages_computed_when_shown() -> None:
+    from looop_py.beat.decide import _with_goal_ages
+
+    snaps = {"sys-goals": {"signal": {}, "detail": {"goals": {"a": {"last_acted": 10.0}}}}}
+    shown = _with_goal_ages(snaps, {"a": 90})
+    assert shown["sys-goals"]["detail"]["goals"]["a"] == {"last_acted": 10.0, "age_s": 90}
+    assert snaps["sys-goals"]["detail"]["goals"]["a"] == {"last_acted": 10.0}  # not mutated
+    assert _with_goal_ages({"x": {}}, {}) == {"x": {}}

@@ -80,7 +80,7 @@ def gather_prompt(
         now=now,
         playbook=playbook,
         goals=goals,
-        snapshots=sorted(snapshots.items()),
+        snapshots=sorted(_with_goal_ages(snapshots, goal_ages).items()),
         asks=asks,
         goal_ages=goal_ages,
         journal=journal.tail(paths, 20),
@@ -91,6 +91,20 @@ def gather_prompt(
         last_failure=last_failure,
     )
     return prompt.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
+
+
+def _with_goal_ages(snapshots: dict[str, Any], ages: dict[str, float | None]) -> dict[str, Any]:
+    """sys-goals as the prompt shows it: each goal's age beside when it was last acted on
+    (computed now; the snapshot keeps only the time, so it is not rewritten every beat)."""
+    snap: Any = snapshots.get("sys-goals")
+    goals = snap.get("detail", {}).get("goals") if isinstance(snap, dict) else None
+    if not isinstance(goals, dict):
+        return snapshots
+    shown = {
+        g: {**row, "age_s": ages.get(g)} if isinstance(row, dict) else row
+        for g, row in goals.items()
+    }
+    return {**snapshots, "sys-goals": {**snap, "detail": {**snap["detail"], "goals": shown}}}
 
 
 def decide_and_act(

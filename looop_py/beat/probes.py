@@ -139,8 +139,8 @@ def _json_files_exist(directory: Path) -> bool:
 
 
 def goals(seen: Seen) -> Snapshot:
-    """Per-goal age since last acted on: detail only, so fairness never wakes the loop."""
-    paths, now = seen.paths, seen.now
+    """When each goal was last acted on: detail only, so fairness never wakes the loop."""
+    paths = seen.paths
     try:
         ledger = jsonio.read_json(paths.goal_activity, None)
     except CorruptFile:
@@ -156,10 +156,9 @@ def goals(seen: Seen) -> Snapshot:
         last = acted.get(goal_id)
         last = float(last) if isinstance(last, int | float) else None
         seen.last_acted[goal_id] = last
-        detail[goal_id] = {
-            "last_acted": last,
-            "age_s": None if last is None else max(0, round(now - last)),
-        }
+        # No age here: it would change every beat and rewrite the snapshot; the
+        # prompt computes it when it shows the probe (decide.gather_prompt).
+        detail[goal_id] = {"last_acted": last}
     return {"signal": {}, "detail": {"goals": detail}}
 
 

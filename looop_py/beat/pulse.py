@@ -28,7 +28,7 @@ from looop_py.locks import PulseLock
 from looop_py.moves import wal
 from looop_py.record import replace
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import journal
+from looop_py.workdir import goals, journal
 from looop_py.workdir.paths import Paths
 from looop_py.world import diff
 
@@ -120,11 +120,12 @@ def _beat_locked(
             paths, now, "approval_failed", lambda: approvals.carry_out_pending(paths, cfg, now)
         )
 
-    # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
-    failed = housekeep(paths, cfg, now) + advance_loops(paths, cfg, now)
+    with goals.one_scan():  # goals/ listed once for ADVANCE, the probes and the hash
+        # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
+        failed = housekeep(paths, cfg, now) + advance_loops(paths, cfg, now)
 
-    # 1. SENSE
-    world = sense(paths, cfg, now)
+        # 1. SENSE
+        world = sense(paths, cfg, now)
     failed += [
         f"probe {stem}"
         for stem, snap in world.snapshots.items()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from looop_py import jsonio
@@ -74,7 +76,32 @@ def _outside_links_allowed(paths: Paths) -> bool:
         return False
 
 
+# While a beat runs REAP, ADVANCE and SENSE nothing writes goals/, so the pulse
+# lists it once for all of them (the loop index twice, the probes, the hash).
+_SCANS: list[dict[Path, tuple[list[tuple[str, Path]], dict[str, str]]]] = []
+
+
+@contextmanager
+def one_scan() -> Iterator[None]:
+    """Within this block goals/ is listed once; each caller gets its own copy."""
+    _SCANS.append(_SCANS[-1] if _SCANS else {})
+    try:
+        yield
+    finally:
+        _SCANS.pop()
+
+
 def _scan(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
+    if not _SCANS:
+        return _scan_now(paths)
+    memo = _SCANS[-1]
+    if paths.goals not in memo:
+        memo[paths.goals] = _scan_now(paths)
+    found, refused = memo[paths.goals]
+    return list(found), dict(refused)
+
+
+def _scan_now(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     try:
         entries = os.scandir(paths.goals)
     except (FileNotFoundError, NotADirectoryError):
