@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from looop_py.beat import pulse
 from looop_py.beat.decide import gather_prompt
 from looop_py.beat.preview import preview
@@ -94,3 +96,28 @@ def test_looop_sense_writes_nothing_under_state(wd: Paths) -> None:
     pulse.beat(wd)
     after = _state_files(wd)
     assert {"config-cache.json", "loops-index.json", "loop-schedule.json"} <= set(after)
+
+
+def test_a_beat_lists_goals_and_builds_the_loop_index_once(
+    wd: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from looop_py.loops import index as loopindex
+    from looop_py.workdir import goals
+
+    (wd.goals / "hello.md").write_text(LOOP_GOAL)
+    calls = {"scan": 0, "index": 0}
+    real_scan, real_index = goals._scan_now, loopindex._index
+
+    def scan(paths: Paths) -> object:
+        calls["scan"] += 1
+        return real_scan(paths)
+
+    def index(paths: Paths, *, save: bool) -> object:
+        calls["index"] += 1
+        return real_index(paths, save=save)
+
+    monkeypatch.setattr(goals, "_scan_now", scan)
+    monkeypatch.setattr(loopindex, "_index", index)
+    pulse.beat(wd, clock=lambda: 1_700_000_000.0)
+    assert calls == {"scan": 1, "index": 1}
+    assert loopindex.index(wd) and calls["index"] == 2  # outside a beat: worked out afresh

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError
-from looop_py.workdir.goals import goal_paths, read_goal
+from looop_py.workdir.goals import goal_paths, once_per_scan, read_goal
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
     """{goal id: {"cadence": str|None, "error": str|None}} for every goal that is a loop.
 
-    Goals are parsed only when their file changed since the last call.
+    Goals are parsed only when their file changed since the last call; within a
+    beat's one pass over goals/ (goals.one_scan) the index is worked out once.
     """
+    found = once_per_scan(("loops-index", paths.loops_index), lambda: _index(paths, save=save))
+    return dict(found)
+
+
+def _index(paths: Paths, *, save: bool) -> dict[str, dict[str, Any]]:
     cached = _read(paths.loops_index)
     entries = cached.get("goals") if isinstance(cached, dict) else None
     if not isinstance(entries, dict):

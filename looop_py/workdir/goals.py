@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,7 +24,9 @@ from looop_py.workdir.paths import Paths
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
 # What looop reads of the files a human edits. Past a cap, or not a regular file
@@ -77,27 +79,34 @@ def _outside_links_allowed(paths: Paths) -> bool:
 
 
 # While a beat runs REAP, ADVANCE and SENSE nothing writes goals/, so the pulse
-# lists it once for all of them (the loop index twice, the probes, the hash).
-_SCANS: list[dict[Path, tuple[list[tuple[str, Path]], dict[str, str]]]] = []
+# lists it once for all of them (the loop index twice, the probes, the hash), and
+# what is derived from the listing (the loop index) is worked out once too.
+_SCOPES: list[dict[object, Any]] = []
 
 
 @contextmanager
 def one_scan() -> Iterator[None]:
     """Within this block goals/ is listed once; each caller gets its own copy."""
-    _SCANS.append(_SCANS[-1] if _SCANS else {})
+    _SCOPES.append(_SCOPES[-1] if _SCOPES else {})
     try:
         yield
     finally:
-        _SCANS.pop()
+        _SCOPES.pop()
+
+
+def once_per_scan(key: object, compute: Callable[[], T]) -> T:
+    """`compute()`, worked out once within a `one_scan` block (every time outside one)."""
+    if not _SCOPES:
+        return compute()
+    memo = _SCOPES[-1]
+    if key not in memo:
+        memo[key] = compute()
+    value: T = memo[key]
+    return value
 
 
 def _scan(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
-    if not _SCANS:
-        return _scan_now(paths)
-    memo = _SCANS[-1]
-    if paths.goals not in memo:
-        memo[paths.goals] = _scan_now(paths)
-    found, refused = memo[paths.goals]
+    found, refused = once_per_scan(("goals", paths.goals), lambda: _scan_now(paths))
     return list(found), dict(refused)
 
 
