@@ -52,6 +52,7 @@ class Seen:
 @dataclass
 class FakeModel:
     script: list[Turn] = field(default_factory=list)
+    fail_first: list[int] = field(default_factory=list)  # statuses for the first POSTs, in order
     requests: list[Seen] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
@@ -124,6 +125,8 @@ class FakeModel:
         turn = self.script[n] if n < len(self.script) else Turn(text="done")
         with self.lock:
             self.requests.append(Seen("POST", path, body, n))
+            if self.fail_first:
+                turn = Turn(status=self.fail_first.pop(0))
         if turn.status != 200:
             kind, message = ERROR_TEXT.get(turn.status, ("api_error", f"HTTP {turn.status}"))
             err = (
