@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,12 @@ import pytest
 from tests.fakemodel import FakeModel
 
 CACHE = Path(os.environ.get("LOOOP_CI_CACHE", Path.home() / ".cache" / "looop-ci"))
-SEARCH = (CACHE / "npm" / "node_modules" / ".bin", CACHE / "llm-venv" / "bin")
+# The npm cache .ci/run fills, the venv running the tests (llm), a venv of llm's own.
+SEARCH = (
+    CACHE / "npm" / "node_modules" / ".bin",
+    Path(sys.executable).parent,
+    CACHE / "llm-venv" / "bin",
+)
 VERSIONS = {"claude": "2.1.197", "codex": "0.169.0", "pi": "0.73.1", "llm": "0.36"}
 KEY = "sk-fake-key"
 

@@ -6,8 +6,8 @@
 - OpenAI chat completions, `POST …/chat/completions`, streaming with
   `stream_options.include_usage` (pi, aider) and non-streaming (llm).
 
-The script is a list of `Turn`s. The reply to a request is chosen by how many assistant
-turns its conversation already holds, so a CLI's own retries and side requests see the same
+The script is a list of `Turn`s. The reply to a request is chosen by how many tool calls
+its conversation already holds, so a CLI's own retries and side requests see the same
 answer for the same point in the conversation. A turn is a text, a shell tool call (found
 by the name the CLI gave its shell tool, with that tool's argument shape), or an error
 status. Every reply's usage is added to `usage`, so a test compares what the CLI reported
@@ -139,7 +139,7 @@ class FakeModel:
         with self.lock:
             self.input_tokens += turn.input_tokens
             self.output_tokens += turn.output_tokens
-        call = _shell_call(wire, body, turn.shell) if turn.shell else None
+        call = _shell_call(wire, body, turn.shell, n) if turn.shell else None
         if wire == "anthropic":
             events = _anthropic(turn, call)
         elif wire == "responses":
@@ -184,6 +184,10 @@ class FakeModel:
 
 
 def _assistant_turns(wire: str, body: dict[str, Any]) -> int:
+    """How far the conversation is: the tool calls it holds (only a tool call continues it).
+
+    Calls are counted, not assistant messages: claude merges consecutive ones.
+    """
     if wire == "responses":
         items = body.get("input") if isinstance(body.get("input"), list) else []
         return sum(
@@ -192,7 +196,15 @@ def _assistant_turns(wire: str, body: dict[str, Any]) -> int:
             if isinstance(i, dict) and i.get("type") in ("function_call", "local_shell_call")
         )
     messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    n = 0
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        content = m.get("content")
+        n += len(m.get("tool_calls") or [])
+        if isinstance(content, list):
+            n += sum(1 for c in content if isinstance(c, dict) and c.get("type") == "tool_use")
+    return n
 
 
 def _include_usage(body: dict[str, Any]) -> bool:
@@ -214,8 +226,13 @@ def _tools(wire: str, body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _shell_call(wire: str, body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]:
-    """(tool name, arguments) that run `command` through the shell tool this CLI offered."""
+def _shell_call(
+    wire: str, body: dict[str, Any], command: str, n: int
+) -> tuple[str, dict[str, Any], str]:
+    """(tool name, arguments, call id) that run `command` through this CLI's shell tool.
+
+    Each turn's call has its own id: a CLI may merge calls that share one.
+    """
     tools = _tools(wire, body)
     name = next((n for n in SHELL_TOOLS if n in tools), "bash")
     props = tools.get(name, {}).get("properties") or {}
@@ -225,13 +242,15 @@ def _shell_call(wire: str, body: dict[str, Any], command: str) -> tuple[str, dic
     args: dict[str, Any] = {key: value}
     if "description" in props and "description" in (tools[name].get("required") or []):
         args["description"] = "run a command"
-    return name, args
+    return name, args, f"fake{n}"
 
 
 # -- Anthropic Messages -----------------------------------------------------------------
 
 
-def _anthropic(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> list[tuple[str | None, Any]]:
+def _anthropic(
+    turn: Turn, call: tuple[str, dict[str, Any], str] | None
+) -> list[tuple[str | None, Any]]:
     msg = {
         "id": "msg_fake",
         "type": "message",
@@ -277,7 +296,7 @@ def _anthropic(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> list[tupl
                     "index": index,
                     "content_block": {
                         "type": "tool_use",
-                        "id": "toolu_fake1",
+                        "id": f"toolu_{call[2]}",
                         "name": call[0],
                         "input": {},
                     },
@@ -307,10 +326,12 @@ def _anthropic(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> list[tupl
     return ev
 
 
-def _anthropic_whole(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> dict[str, Any]:
+def _anthropic_whole(turn: Turn, call: tuple[str, dict[str, Any], str] | None) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
     if call:
-        content.append({"type": "tool_use", "id": "toolu_fake1", "name": call[0], "input": call[1]})
+        content.append(
+            {"type": "tool_use", "id": f"toolu_{call[2]}", "name": call[0], "input": call[1]}
+        )
     return {
         "id": "msg_fake",
         "type": "message",
@@ -326,7 +347,9 @@ def _anthropic_whole(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> dic
 # -- OpenAI Responses -------------------------------------------------------------------
 
 
-def _responses(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> list[tuple[str | None, Any]]:
+def _responses(
+    turn: Turn, call: tuple[str, dict[str, Any], str] | None
+) -> list[tuple[str | None, Any]]:
     now = int(time.time())
     resp: dict[str, Any] = {
         "id": "resp_fake",
@@ -377,8 +400,8 @@ def _responses(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> list[tupl
     if call:
         item = {
             "type": "function_call",
-            "id": "fc_fake",
-            "call_id": "call_fake1",
+            "id": f"fc_{call[2]}",
+            "call_id": f"call_{call[2]}",
             "name": call[0],
             "arguments": json.dumps(call[1]),
             "status": "completed",
@@ -431,17 +454,17 @@ def _usage(turn: Turn) -> dict[str, int]:
     }
 
 
-def _tool_call(call: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+def _tool_call(call: tuple[str, dict[str, Any], str]) -> dict[str, Any]:
     return {
         "index": 0,
-        "id": "call_fake1",
+        "id": f"call_{call[2]}",
         "type": "function",
         "function": {"name": call[0], "arguments": json.dumps(call[1])},
     }
 
 
 def _chat_stream(
-    turn: Turn, call: tuple[str, dict[str, Any]] | None, include_usage: bool
+    turn: Turn, call: tuple[str, dict[str, Any], str] | None, include_usage: bool
 ) -> list[tuple[str | None, Any]]:
     ev: list[tuple[str | None, Any]] = [(None, _chunk({"role": "assistant", "content": ""}, None))]
     if turn.text:
@@ -458,7 +481,7 @@ def _chat_stream(
     return ev
 
 
-def _chat_whole(turn: Turn, call: tuple[str, dict[str, Any]] | None) -> dict[str, Any]:
+def _chat_whole(turn: Turn, call: tuple[str, dict[str, Any], str] | None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if call:
         message["tool_calls"] = [{k: v for k, v in _tool_call(call).items() if k != "index"}]

@@ -71,7 +71,8 @@ def test_chat_stream_ends_with_usage_only_when_asked() -> None:
 def test_chat_whole_and_the_turn_follows_the_conversation() -> None:
     with FakeModel(script=[Turn(text="first"), Turn(text="second")]) as m:
         _, a = post(m, "/v1/chat/completions", {"messages": [{"role": "user"}]})
-        _, b = post(m, "/v1/chat/completions", {"messages": [{"role": "assistant"}]})
+        called = {"role": "assistant", "tool_calls": [{"id": "c1"}]}
+        _, b = post(m, "/v1/chat/completions", {"messages": [called]})
     assert json.loads(a)["choices"][0]["message"]["content"] == "first"
     assert json.loads(b)["choices"][0]["message"]["content"] == "second"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shlex
 import shutil
 import subprocess
 import sys
@@ -84,6 +85,7 @@ def start(
     if not prompt.strip():
         raise WorkerRefused("the prompt is empty", "say what the worker should do")
     rt = runtimes.resolve(config, runtime)
+    check_runnable(rt.launch_template(read_only), rt.name, worker_env(paths, "-", paths.root))
     kind = workspace or "none"
     if kind not in workspaces.KINDS:
         raise WorkerRefused(
@@ -166,6 +168,33 @@ def start(
         verify=verify,
         workspace=meta["workspace"],
     )
+
+
+_SHELL_WORDS = {"cd", "exec", "env", "export", "set", "source", ".", "eval", "if", "for", "while"}
+
+
+def check_runnable(template: str, runtime: str, env: dict[str, str]) -> None:
+    """Refuse at start what would only die later: a program not on PATH, claude as root."""
+    try:
+        words = shlex.split(template)
+    except ValueError:
+        return  # bash will say what is wrong with it
+    program = words[0] if words else ""
+    if not program or "=" in program or program in _SHELL_WORDS or "$" in program:
+        return  # a command line that starts with shell syntax: bash finds the program
+    if shutil.which(program, path=env.get("PATH")) is None:
+        raise WorkerRefused(
+            f"runtime {runtime!r} runs {program!r}, which is not on PATH",
+            f"install {program}, put it on looop's PATH, or use another --runtime",
+        )
+    skips = "--dangerously-skip-permissions" in words
+    sandboxed = env.get("IS_SANDBOX") == "1"
+    if Path(program).name == "claude" and skips and os.geteuid() == 0 and not sandboxed:
+        raise WorkerRefused(
+            "claude refuses --dangerously-skip-permissions as root (it would exit 1 at once)",
+            "run looop as a normal user; inside a throwaway container or VM, "
+            "export IS_SANDBOX=1 (claude's documented switch for sandboxes)",
+        )
 
 
 def _spawn_supervisor(d: Path, env: dict[str, str]) -> dict[str, Any]:

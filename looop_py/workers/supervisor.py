@@ -8,8 +8,10 @@ reports the worker's pid; from then on the two outlive any looop process.
     2. fork the worker into its own session (so its own process group), held
        at a gate until its pid and create time are in meta.json, so anything
        it runs (`looop claim` …) finds its session already on record;
-    3. wait for it; write status.json with its exit code; end whatever it
-       left behind in its group (SIGTERM, then SIGKILL after the grace).
+    3. wait for it; write status.json with its exit code; read the CLI's stream
+       for usage (into status.json and result.json) and, when the worker never
+       called `looop done`, a result from the CLI's final envelope; end whatever
+       it left behind in its group (SIGTERM, then SIGKILL after the grace).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import traceback
 from pathlib import Path
 
 from looop_py import identity, jsonio
-from looop_py.workers import records
+from looop_py.workers import records, streams
 
 # typing is not imported at run time.
 TYPE_CHECKING = False
@@ -71,10 +73,32 @@ def main(argv: list[str]) -> int:
         "ended_at": ended,
     }
     jsonio.write_json(d / records.STATUS, status)  # first: the exit is news at once
+    with contextlib.suppress(Exception):  # a broken stream must not lose the exit record
+        _settle(d, meta, status)
     if not killed:  # `looop worker kill` ends the whole tree itself
         grace = records.as_dict(meta.get("limits")).get("kill_grace_s")
         _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
     return 0
+
+
+def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> None:
+    """Usage from the CLI's stream into status.json and result.json; a result if none.
+
+    Done here, when the worker ends, so a pulse and `looop run` see the same record.
+    """
+    stream = streams.read(str(meta.get("usage_stream") or ""), d / records.OUTPUT)
+    result = records.read_record(d / records.RESULT)
+    if not (d / records.RESULT).exists():
+        result = streams.derived_result(stream, status.get("exit_code"), time.time()) or {}
+    if stream.usage is not None:
+        jsonio.write_json(d / records.STATUS, {**status, "usage": stream.usage})
+        if result:
+            worker_said = result.get("usage")
+            result = {**result, "usage": stream.usage}
+            if worker_said is not None:
+                result["reported_usage"] = worker_said
+    if result and not result.get("unreadable"):
+        jsonio.write_json(d / records.RESULT, result)
 
 
 def _ready(message: dict[str, Any]) -> None:
