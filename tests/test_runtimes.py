@@ -194,3 +194,12 @@ def test_claude_as_root_is_explained_at_start(
     launch.check_runnable(cmd, "claude", {"PATH": str(tmp_path), "IS_SANDBOX": "1"})
     read_only = runtimes.BUILTINS["claude"].read_only  # plan mode skips nothing: allowed
     launch.check_runnable(read_only, "claude", {"PATH": str(tmp_path)})
+
+
+def test_prose_on_the_shell_runtime_is_refused_with_a_hint() -> None:
+    env = {"PATH": "/usr/bin:/bin"}
+    with pytest.raises(WorkerRefused, match="'Summarize' is not a command") as info:
+        launch.check_script("Summarize open PRs", "shell", env)
+    assert "--runtime claude" in str(info.value.hint)
+    for script in ("# a comment\necho hi", "x=1; echo $x", "./run.sh", "if true; then :; fi"):
+        launch.check_script(script, "shell", env)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import shlex
 import shutil
@@ -73,19 +74,24 @@ def start(
     round: str | None = None,
     cwd: Path | None = None,
     read_only: bool = False,
+    refuse_prose: bool = False,
     now: float,
 ) -> Session:
     """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not.
 
     `cwd` runs it in a directory that already exists (a loop round's workspace);
-    `read_only` uses the runtime's read-only mode when it has one (L1 loops).
+    `read_only` uses the runtime's read-only mode when it has one (L1 loops);
+    `refuse_prose` (`looop worker start`) refuses prose on a script runtime.
     """
 
     session_id = check_segment(id, "worker id")
     if not prompt.strip():
         raise WorkerRefused("the prompt is empty", "say what the worker should do")
     rt = runtimes.resolve(config, runtime)
-    check_runnable(rt.launch_template(read_only), rt.name, worker_env(paths, "-", paths.root))
+    env = worker_env(paths, "-", paths.root)
+    check_runnable(rt.launch_template(read_only), rt.name, env)
+    if rt.script and refuse_prose:
+        check_script(prompt, rt.name, env)
     kind = workspace or "none"
     if kind not in workspaces.KINDS:
         raise WorkerRefused(
@@ -194,6 +200,38 @@ def check_runnable(template: str, runtime: str, env: dict[str, str]) -> None:
             "claude refuses --dangerously-skip-permissions as root (it would exit 1 at once)",
             "run looop as a normal user; inside a throwaway container or VM, "
             "export IS_SANDBOX=1 (claude's documented switch for sandboxes)",
+        )
+
+
+_FIRST_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+def check_script(prompt: str, runtime: str, env: dict[str, str]) -> None:
+    """A script runtime runs the prompt as bash: refuse prose, whose first word is no command."""
+    line = next(
+        (
+            ln.strip()
+            for ln in prompt.splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")
+        ),
+        "",
+    )
+    word = line.split()[0] if line.split() else ""
+    if not _FIRST_WORD.fullmatch(word):
+        return  # a path, an assignment, a function definition, shell syntax: bash decides
+    probe = subprocess.run(
+        ["bash", "-c", 'type -t -- "$1" >/dev/null', "_", word],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        raise WorkerRefused(
+            f"runtime {runtime!r} runs the prompt as a bash script, and its first word"
+            f" {word!r} is not a command (is this prose for an agent?)",
+            "pass --runtime claude (or codex, pi, aider), or set [workers] default_runtime"
+            " in looop.toml; for the shell runtime, the prompt is a script",
         )
 
 
