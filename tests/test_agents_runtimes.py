@@ -18,7 +18,7 @@ from looop_py.workdir.config import load
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
 from tests.agentclis import env_for
-from tests.conftest import wait_for
+from tests.conftest import run_looop, wait_for
 from tests.fakemodel import FakeModel, Turn
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -90,4 +90,18 @@ def test_l1_leaves_the_workspace_unchanged_and_still_records_a_result(
     assert sorted((p.name, p.read_bytes()) for p in ws.iterdir()) == before
     assert result["status"] in ("done", "done-with-concerns", "blocked"), result
     assert result["summary"], result
-    print(json.dumps(result))
+
+
+@pytest.mark.parametrize("cli", RUNTIMES)
+def test_looop_run_counts_the_tokens_the_cli_reported(cli: str, wd: Paths, tmp_path: Path) -> None:
+    (wd.goals / "welcome.md").unlink()
+    (wd.goals / "triage.md").write_text(
+        "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
+        f"runtime: {cli}\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
+    )
+    with FakeModel(script=[Turn(shell=DONE), Turn(text="Reported.")]) as model:
+        env = env_for(cli, model, tmp_path / "home")
+        r = run_looop("-C", str(wd.root), "run", "triage", "--json", env=env, timeout=150)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["total_tokens"] == model.input_tokens + model.output_tokens == 600  # 2 workers

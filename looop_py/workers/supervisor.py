@@ -72,26 +72,26 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
-    jsonio.write_json(d / records.STATUS, status)  # first: the exit is news at once
     with contextlib.suppress(Exception):  # a broken stream must not lose the exit record
-        _settle(d, meta, status)
+        status = _settle(d, meta, status)
+    # One write holds the exit and its usage, after result.json: whoever sees the worker
+    # ended (a pulse, `looop run`) sees its result and usage with it.
+    jsonio.write_json(d / records.STATUS, status)
     if not killed:  # `looop worker kill` ends the whole tree itself
         grace = records.as_dict(meta.get("limits")).get("kill_grace_s")
         _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
     return 0
 
 
-def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> None:
-    """Usage from the CLI's stream into status.json and result.json; a result if none.
-
-    Done here, when the worker ends, so a pulse and `looop run` see the same record.
-    """
+def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """Usage from the CLI's stream into result.json (and the status returned); a result
+    from the CLI's final envelope when the worker never called `looop done`."""
     stream = streams.read(str(meta.get("usage_stream") or ""), d / records.OUTPUT)
     result = records.read_record(d / records.RESULT)
     if not (d / records.RESULT).exists():
         result = streams.derived_result(stream, status.get("exit_code"), time.time()) or {}
     if stream.usage is not None:
-        jsonio.write_json(d / records.STATUS, {**status, "usage": stream.usage})
+        status = {**status, "usage": stream.usage}
         if result:
             worker_said = result.get("usage")
             result = {**result, "usage": stream.usage}
@@ -99,6 +99,7 @@ def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> None:
                 result["reported_usage"] = worker_said
     if result and not result.get("unreadable"):
         jsonio.write_json(d / records.RESULT, result)
+    return status
 
 
 def _ready(message: dict[str, Any]) -> None:
