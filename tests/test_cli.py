@@ -94,7 +94,7 @@ def test_starter_sensors_run_offline_and_read_ok(tmp_path: Path) -> None:
 def test_pulse_is_silent_when_skipped_and_not_a_tty(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     first = run_looop("-C", str(wd.root), "pulse")
-    assert "decided" in first.stdout
+    assert first.stdout.startswith("✓ nothing to do") and "sensor s appeared" in first.stdout
     quiet = run_looop("-C", str(wd.root), "pulse")
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
     verbose = run_looop("-C", str(wd.root), "pulse", "-v")

@@ -11,7 +11,7 @@ from looop_py import jsonio
 from looop_py.beat import pulse as beat_mod
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sensors import Reading
-from looop_py.cli import render
+from looop_py.cli import render, summary
 from looop_py.cli.output import Note, show
 from looop_py.cli.pulse import pulse_command
 from looop_py.workdir.paths import Paths
@@ -48,7 +48,8 @@ OUTCOMES: dict[str, BeatResult] = {
 
 HUMAN = {
     "skipped": "· skipped: world unchanged (xxh3:0123456789ab…), 1/1 sensors ok, 12 ms",
-    "decided": "✓ decided noop: 1 item(s) changed, 1/2 sensors ok (failed: ci), 200 ms",
+    "decided": '✓ nothing to do: fine (1 changed: sensor disk "low" → "ok";'
+    " 1/2 sensors ok (failed: ci), 200 ms)",
     "failed": "✗ beat failed: the decider timed out after 600 s (1/1 sensors ok, 300 ms)",
     "held": "· held: backoff: 2 failed beats in a row, retry in 120 s (1/1 sensors ok, 20 ms)",
     "locked": "· locked: another pulse is running; this one stepped aside",
@@ -61,7 +62,7 @@ def test_every_outcome_has_a_case_here() -> None:
 
 @pytest.mark.parametrize("outcome", sorted(OUTCOMES))
 def test_every_beat_outcome_renders_in_words(outcome: str) -> None:
-    assert render.beat_line(OUTCOMES[outcome]) == HUMAN[outcome]
+    assert summary.beat_line(OUTCOMES[outcome]) == HUMAN[outcome]
 
 
 @pytest.mark.parametrize("outcome", sorted(OUTCOMES))
@@ -177,3 +178,43 @@ def test_a_changed_item_names_an_absent_side_instead_of_printing_none() -> None:
     assert render.change_line(Change("playbook", None, "xxh3:1")) == "  + playbook appeared: xxh3:1"
     assert render.change_line(Change("goal:x", "xxh3:1", None)) == "  - goal:x gone (was xxh3:1)"
     assert render.change_line(Change("snap:s", '"a"', '"b"')) == '  ~ snap:s: "a" → "b"'
+
+
+def test_a_decided_beat_names_its_target_what_changed_and_where_to_look() -> None:
+    ended = Change(
+        "snap:sys-sessions",
+        '[{"exit_code":null,"health":"busy","id":"welcome","state":"running"}]',
+        '[{"exit_code":0,"health":"dead","id":"welcome","state":"exited"}]',
+    )
+    goal = Change("goal:welcome", None, "xxh3:1")
+    started = BeatResult(
+        BeatOutcome.DECIDED,
+        changed=(goal,),
+        readings=(OK,),
+        move={"action": "start_worker", "id": "welcome", "prompt": "…"},
+        duration_s=0.05,
+    )
+    assert summary.beat_line(started) == (
+        "✓ started worker welcome (1 changed: goal welcome appeared; 1/1 sensors ok, 50 ms)"
+        " → follow: looop worker logs welcome -f"
+    )
+    noop = BeatResult(
+        BeatOutcome.DECIDED, changed=(ended,), move={"action": "noop"}, duration_s=0.01
+    )
+    assert "1 changed: worker welcome exited 0" in summary.beat_line(noop)
+    held = BeatResult(
+        BeatOutcome.DECIDED,
+        changed=(goal,),
+        move={"action": "run_shell", "cmd": "make deploy"},
+        decide={"held_as": "decider-3"},
+    )
+    line = summary.beat_line(held)
+    assert line.startswith("✓ held run_shell for a human") and "looop approve decider-3" in line
+    forced = BeatResult(BeatOutcome.DECIDED, move={"action": "noop"}, forced_by="force")
+    assert "(force;" in summary.beat_line(forced)
+
+
+def test_many_changes_are_counted_not_listed() -> None:
+    changed = tuple(Change(f"goal:g{i}", "xxh3:a", "xxh3:b") for i in range(7))
+    clause = summary.changes_clause(changed)
+    assert clause == "7 changed: goal g0 edited, goal g1 edited, goal g2 edited (+4 more)"

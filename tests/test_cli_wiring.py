@@ -40,7 +40,9 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
 
 
 # Commands that do not report: they stream a log, print the manual or a script, or group others.
-NOT_REPORTING = {"worker logs", "help", "completion", "worker", "decider", "schedule"}
+NOT_REPORTING = {
+    "worker logs", "help", "completion", "worker", "decider", "schedule", "cron", "up"
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _all_commands()])
@@ -121,12 +123,12 @@ def test_usage_errors_exit_2_with_or_without_json(wd: Paths, args: list[str]) ->
 
 
 def test_a_closed_pipe_ends_quietly(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
-    from looop_py.cli import beat
+    from looop_py.cli import output
 
     def gone(lines: object) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(beat, "show", gone)
+    monkeypatch.setattr(output, "show", gone)
     result = looop(wd, "status")
     assert result.exit_code == 0 and result.output == ""
     assert not wd.error_log.exists()

@@ -190,6 +190,8 @@ def decide_and_act(
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
     limits.save_backoff(paths, None)
+    if outcome.held:
+        stats["held_as"] = outcome.held  # the approval ask a human must answer
     text_line = move.journal or move.summary()
     if outcome.note:
         text_line += f" · {outcome.note}"

@@ -8,7 +8,7 @@ import click
 
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths
-from looop_py.cli.output import json_out, show
+from looop_py.cli.output import json_out, present, show
 from looop_py.errors import UsageError
 from looop_py.workdir.paths import Paths
 
@@ -87,11 +87,7 @@ def prune(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.prune import prune as run_prune
 
-    result = run_prune(paths)
-    if as_json:
-        json_out(result.to_json())
-    else:
-        show(render.prune_lines(result))
+    present(run_prune(paths), as_json, render.prune_lines)
 
 
 COMMANDS = [schedules, schedule, prune]

@@ -25,6 +25,7 @@ from looop_py.cli import (
     init,
     loops,
     mailbox,
+    ops,
     output,
     workers,
 )
@@ -102,14 +103,16 @@ def cli(ctx: click.Context, workdir: str | None) -> None:
     \b
     Start:
       looop init ~/ops && cd ~/ops
-      looop pulse            # one beat; put it in cron: * * * * * looop -C ~/ops pulse
+      looop pulse            # one beat
+      looop cron install     # run it every minute from your crontab
+      looop doctor --offline # check that the pieces work together
       looop status
       looop help             # the manual: sensors, goals, loops, deciders, exit codes …
     """
     ctx.obj = State(workdir)
 
 
-for _module in (init, beat, workers, claims, mailbox, loops, decider, admin, docs):
+for _module in (init, beat, workers, claims, mailbox, loops, decider, admin, ops, docs):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -8,7 +8,7 @@ import click
 
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths
-from looop_py.cli.output import json_out, show
+from looop_py.cli.output import json_out, present, show
 from looop_py.cli.pulse import pulse_command
 from looop_py.workdir.paths import Paths
 
@@ -51,11 +51,7 @@ def sense(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.preview import preview
 
-    view = preview(paths)
-    if as_json:
-        json_out(view.to_json())
-    else:
-        show(render.sense_lines(view))
+    present(preview(paths), as_json, render.sense_lines)
 
 
 @click.command()
@@ -71,11 +67,7 @@ def status(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.views import status as build
 
-    view = build(paths)
-    if as_json:
-        json_out(view.to_json())
-    else:
-        show(render.status_lines(view))
+    present(build(paths), as_json, render.status_lines)
 
 
 @click.command()
@@ -91,11 +83,7 @@ def why(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.views import why as build
 
-    view = build(paths)
-    if as_json:
-        json_out(view.to_json())
-    else:
-        show(render.why_lines(view))
+    present(build(paths), as_json, render.why_lines)
 
 
 @click.command()

@@ -9,7 +9,7 @@ import click
 
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths
-from looop_py.cli.output import json_out, show
+from looop_py.cli.output import present
 from looop_py.workdir.paths import Paths
 
 
@@ -41,10 +41,7 @@ def decider_test(paths: Paths, as_json: bool) -> None:
     from looop_py.deciders.check import run_test
 
     view = run_test(paths, time.time())
-    if as_json:
-        json_out(view.to_json())
-    else:
-        show(render.decider_test_lines(view))
+    present(view, as_json, render.decider_test_lines)
     sys.exit(0 if view.ok else 1)
 
 

@@ -27,7 +27,7 @@ def init(directory: Path, as_json: bool) -> None:
 
     result = create(directory)
     if as_json:
-        json_out(render.init_json(result))
+        json_out({**result.to_json(), "next_steps": render.next_steps(result)})
     else:
         show(render.init_lines(result))
 

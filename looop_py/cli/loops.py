@@ -9,7 +9,7 @@ import click
 
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_config, pass_paths
-from looop_py.cli.output import json_out, show
+from looop_py.cli.output import json_out, present, show
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 
@@ -28,11 +28,7 @@ def loops(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.loops.views import overview
 
-    view = overview(paths, time.time())
-    if as_json:
-        json_out(view.to_json())
-    else:
-        show(render.loops_lines(view))
+    present(overview(paths, time.time()), as_json, render.loops_lines)
 
 
 @click.command(name="run")

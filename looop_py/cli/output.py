@@ -23,7 +23,7 @@ from looop_py.errors import LooopError
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from typing import Any
 
     from looop_py.workdir.paths import Paths
@@ -55,6 +55,14 @@ def json_out(value: Any) -> None:
 
     sys.stdout.buffer.write(jsonio.dumps(value, pretty=True) + b"\n")
     sys.stdout.flush()
+
+
+def present(view: Any, as_json: bool, lines: Callable[[Any], Iterable[str]]) -> None:
+    """A view as JSON (its to_json()) under --json, else as the lines `lines` renders."""
+    if as_json:
+        json_out(view.to_json())
+    else:
+        show(lines(view))
 
 
 def raw_out(chunk: bytes) -> None:

@@ -33,9 +33,9 @@ def pulse_command(paths: Paths, *, as_json: bool, force: bool, verbose: bool, qu
     if quiet and not failed:
         return 0
     if verbose or failed or not nothing_happened:
-        from looop_py.cli import render
+        from looop_py.cli import summary
 
         if verbose and not quiet:
-            show(render.sensor_lines(result))
-        echo(render.beat_line(result), err=failed)
+            show(summary.sensor_lines(result))
+        echo(summary.beat_line(result), err=failed)
     return 1 if failed else 0

@@ -10,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from looop_py.beat.result import BeatOutcome
 from looop_py.cli.output import Note
-from looop_py.errors import unreachable
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -22,7 +20,6 @@ if TYPE_CHECKING:
 
     from looop_py.beat.preview import Preview
     from looop_py.beat.prune import Pruned
-    from looop_py.beat.result import BeatResult
     from looop_py.beat.views import LimitsView, StatusView, WhyView
     from looop_py.claims.lease import Claim
     from looop_py.claims.reaper import ClaimView
@@ -30,6 +27,8 @@ if TYPE_CHECKING:
     from looop_py.engine.spec import LoopSpec
     from looop_py.loops.store import RoundRow
     from looop_py.loops.views import LoopsView
+    from looop_py.ops.cron import CronStatus
+    from looop_py.ops.doctor import Report
     from looop_py.workdir.mailbox import Answer, Ask
     from looop_py.workdir.template import InitResult
     from looop_py.workers.fleet import Fleet
@@ -41,10 +40,6 @@ if TYPE_CHECKING:
 
 
 # -- small pieces --------------------------------------------------------------------
-
-
-def short_hash(h: str | None) -> str:
-    return "none" if not h else h[:17] + "…"
 
 
 def age(seconds: float | None) -> str:
@@ -65,34 +60,6 @@ def compact(value: Any, limit: int = 100) -> str:
 
 
 # -- the beat: pulse, sense, status, why, journal ---------------------------------------
-
-
-def beat_line(r: BeatResult) -> str:
-    """One line per beat outcome: skipped, locked, held, failed or decided."""
-    ms = f"{r.duration_s * 1000:.0f} ms"
-    failed = [x.stem.removeprefix("sensor-") for x in r.readings if not x.ok]
-    health = f"{len(r.readings) - len(failed)}/{len(r.readings)} sensors ok"
-    if failed:
-        health += f" (failed: {', '.join(failed)})"
-    match r.outcome:
-        case BeatOutcome.SKIPPED:
-            return f"· skipped: world unchanged ({short_hash(r.world_hash)}), {health}, {ms}"
-        case BeatOutcome.LOCKED:
-            return "· locked: another pulse is running; this one stepped aside"
-        case BeatOutcome.HELD:
-            return f"· held: {r.reason} ({health}, {ms})"
-        case BeatOutcome.FAILED:
-            return f"✗ beat failed: {r.reason} ({health}, {ms})"
-        case BeatOutcome.DECIDED:
-            action = r.move.get("action") if isinstance(r.move, dict) else "?"
-            return f"✓ decided {action}: {len(r.changed)} item(s) changed, {health}, {ms}"
-        case _:
-            unreachable(r.outcome)
-
-
-def sensor_lines(r: BeatResult) -> Lines:
-    """`pulse -v`: each sensor's status and time, on stderr."""
-    return [Note(f"  {x.status:<6} {x.stem:<24} {x.duration_s * 1000:7.1f} ms") for x in r.readings]
 
 
 def sense_lines(view: Preview) -> Lines:
@@ -172,15 +139,6 @@ def journal_lines(tail: list[str]) -> Lines:
 # -- init ----------------------------------------------------------------------------------
 
 
-def init_json(result: InitResult) -> dict[str, Any]:
-    return {
-        "work_dir": str(result.root),
-        "created": [str(p.relative_to(result.root)) for p in result.created],
-        "kept": [str(p.relative_to(result.root)) for p in result.kept],
-        "agent_clis": list(result.agent_clis),
-    }
-
-
 def init_lines(result: InitResult) -> Lines:
     lines = [
         f"  created {p.relative_to(result.root)}{'/' if p.is_dir() else ''}" for p in result.created
@@ -190,12 +148,38 @@ def init_lines(result: InitResult) -> Lines:
     if not result.created:
         return [*lines, f"{result.root} is already a complete work dir; nothing to do"]
     lines.append(f"work dir ready: {result.root}")
+    lines.append("next:")
+    return lines + [f"  {n}. {step}" for n, step in enumerate(next_steps(result), 1)]
+
+
+def next_steps(result: InitResult) -> list[str]:
+    """Three steps, tailored to what init found: the repo, agent CLIs, cron."""
+    d = result.root
+    watch = (
+        f"the git sensor watches {result.repo}"
+        if result.repo
+        else "no git repo here, so the git sensor reports none"
+    )
+    first = f"run one beat: looop -C {d} pulse   ({watch}; the welcome goal writes reports/)"
     if result.agent_clis:
-        lines.append(
-            f"found {', '.join(result.agent_clis)} on PATH: looop.toml [decider] has a"
-            " ready, commented block for each (the default stays the offline rules decider)"
+        clis = ", ".join(result.agent_clis)
+        second = (
+            f"let a model decide: found {clis} on PATH; uncomment its block under [decider]"
+            f" in {d}/looop.toml, then check it with: looop -C {d} decider test"
         )
-    return [*lines, f"next: looop -C {result.root} pulse"]
+    else:
+        second = (
+            "decisions come from the offline rules decider (looop help deciders); with"
+            " claude, codex, pi or llm on PATH, `looop init` offers a ready block for each"
+        )
+    if result.crontab:
+        third = f"run it every minute from cron: looop -C {d} cron install"
+    else:
+        third = (
+            f"no crontab here: run `looop -C {d} pulse` every minute from your scheduler"
+            " (or install cron, then `looop cron install`)"
+        )
+    return [first, second, third]
 
 
 # -- the human mailbox -----------------------------------------------------------------------
@@ -245,10 +229,6 @@ def started_lines(started: Session) -> Lines:
         f"  logs: looop worker logs {started.id} -f",
         f"  stop: looop worker kill {started.id}",
     ]
-
-
-def kill_json(result: KillResult) -> dict[str, Any]:
-    return dataclasses.asdict(result)  # id, was_alive, state, exit_code, forced
 
 
 def kill_lines(result: KillResult) -> Lines:
@@ -435,3 +415,27 @@ def _event_line(e: dict[str, Any]) -> str:
         "claim_reaped": "reaped claim {name}: {reason}",
     }.get(e["event"])
     return what.format_map(defaultdict(lambda: "?", e)) if what else f"{e['event']}: {compact(e)}"
+
+
+# -- doctor and cron -----------------------------------------------------------------------
+
+MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
+
+
+def doctor_lines(report: Report) -> Lines:
+    lines: Lines = []
+    for c in report.checks:
+        lines.append(f"{MARKS[c.verdict]} {c.name:<16} {c.message}")
+        if c.fix and c.verdict != "ok":
+            lines.append(f"  {'':<16} → {c.fix}")
+    bad = sum(c.verdict == "fail" for c in report.checks)
+    return [*lines, "all good" if report.ok else f"{bad} check(s) failed"]
+
+
+def cron_lines(entry: CronStatus, *, did: str | None = None) -> Lines:
+    if did:
+        return [f"{did}: {entry.line}" if entry.installed else f"{did}: no looop line left"]
+    if entry.installed is None:
+        return ["not installed; `looop cron install` adds:", f"  {entry.line}"]
+    state = "installed" if entry.up_to_date else "installed, but out of date (`looop cron install`)"
+    return [f"{state}:", f"  {entry.installed}"]

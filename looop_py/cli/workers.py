@@ -104,7 +104,7 @@ def worker_kill(paths: Paths, worker_id: str, reason: str | None, as_json: bool)
 
     result = kill.kill(paths, worker_id, reason=reason)
     if as_json:
-        json_out(render.kill_json(result))
+        json_out(result.to_json())
     else:
         show(render.kill_lines(result))
 

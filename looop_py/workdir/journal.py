@@ -35,6 +35,20 @@ def iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
 
 
+def from_iso(text: Any) -> float | None:
+    """The Unix time of an `iso()` string; None for anything else."""
+    import calendar  # only to read a time back (`looop doctor`)
+
+    if not isinstance(text, str) or not text.endswith("Z"):
+        return None
+    whole, _, frac = text[:-1].partition(".")
+    try:
+        t = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+        return t + (int(frac) / 1000 if frac.isdigit() else 0.0)
+    except ValueError:
+        return None
+
+
 def emit(paths: Paths, event: str, now: float, **fields: Any) -> None:
     jsonio.append_line(paths.events, {"ts": iso(now), "event": event, **fields})
 

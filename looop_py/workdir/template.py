@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 from looop_py.workdir import presets
 from looop_py.workdir.paths import CONFIG_NAME, Paths
@@ -21,6 +23,18 @@ class InitResult:
     created: tuple[Path, ...]
     kept: tuple[Path, ...]  # already there, left untouched
     agent_clis: tuple[str, ...] = ()  # agent CLIs found on PATH, offered in the new looop.toml
+    repo: Path | None = None  # the git repo the work dir sits in (the git sensor watches it)
+    crontab: bool = False  # a crontab program is on PATH (`looop cron install` can work)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "work_dir": str(self.root),
+            "created": [str(p.relative_to(self.root)) for p in self.created],
+            "kept": [str(p.relative_to(self.root)) for p in self.kept],
+            "agent_clis": list(self.agent_clis),
+            "repo": str(self.repo) if self.repo else None,
+            "crontab": self.crontab,
+        }
 
 
 def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
@@ -82,7 +96,22 @@ def init(target: Path) -> InitResult:
         created.append(dest)
     if paths.config in kept:
         found = ()  # an existing looop.toml is never touched, so nothing was offered
-    return InitResult(paths.root, tuple(created), tuple(kept), found)
+    return InitResult(
+        paths.root,
+        tuple(created),
+        tuple(kept),
+        found,
+        repo=git_repo_of(paths.root),
+        crontab=shutil.which("crontab") is not None,
+    )
+
+
+def git_repo_of(directory: Path) -> Path | None:
+    """The nearest ancestor (or `directory` itself) that holds a `.git`; None outside a repo."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
 
 
 def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:

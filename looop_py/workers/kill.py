@@ -46,6 +46,15 @@ class KillResult:
     exit_code: int | None
     forced: bool = False  # it needed SIGKILL
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "was_alive": self.was_alive,
+            "state": self.state,
+            "exit_code": self.exit_code,
+            "forced": self.forced,
+        }
+
 
 def kill(paths: Paths, id: str, *, reason: str | None = None) -> KillResult:
     """End a worker and everything it started: SIGTERM, then SIGKILL after the grace."""

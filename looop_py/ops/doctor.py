@@ -1,0 +1,247 @@
+"""`looop doctor`: do the pieces a user configured work together? One line each, with a fix.
+
+Every check is a small function returning a Check; none changes anything in
+the work dir but a probe file it removes at once. `offline` skips the one check
+that costs a model call (the decider round trip).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from looop_py.errors import LooopError
+from looop_py.locks import PulseLock
+from looop_py.ops import cron
+from looop_py.workdir import config as config_mod
+from looop_py.workdir import journal
+from looop_py.workdir.config import Config
+from looop_py.workdir.paths import Paths
+
+MIN_FREE_BYTES = 200 * 1024 * 1024
+MAX_SKEW_S = 5.0  # the file system's clock against this machine's
+STALE_BEAT_S = 15 * 60  # a scheduled pulse should have beaten within this
+METERED = ("openai", "anthropic", "command")  # backends that spend money per decide
+
+
+class Verdict(enum.StrEnum):
+    OK = "ok"
+    WARN = "warn"  # works, but not as the user probably wants it
+    FAIL = "fail"  # broken: doctor exits 1
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    verdict: Verdict
+    message: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "verdict": self.verdict,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.verdict is not Verdict.FAIL for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
+
+
+def diagnose(paths: Paths, *, offline: bool = False, now: float | None = None) -> Report:
+    """Run every check; a check that cannot even run is a failed check, not a crash."""
+    now = time.time() if now is None else now
+    checks: list[Check] = [work_dir(paths), disk_space(paths), clock_skew(paths)]
+    try:
+        cfg = config_mod.load(paths.config)
+    except LooopError as exc:
+        checks.append(Check("config", Verdict.FAIL, str(exc).splitlines()[0], exc.hint))
+        return Report(checks)
+    checks.append(Check("config", Verdict.OK, f"{paths.config} is valid"))
+    steps: list[Callable[[], Check]] = [
+        lambda: decider(paths, cfg, offline=offline, now=now),
+        lambda: budget(cfg),
+        *(lambda name=name: runtime(cfg, name) for name in _runtimes_in_use(cfg)),
+        lambda: scheduled(paths, now),
+        lambda: pulse_lock(paths, cfg, now),
+    ]
+    for step in steps:
+        try:
+            checks.append(step())
+        except Exception as exc:  # a check must never take the others down
+            checks.append(Check("doctor", Verdict.FAIL, f"a check broke: {exc!r}"))
+    return Report(checks)
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
+def work_dir(paths: Paths) -> Check:
+    missing = [d.name for d in paths.layout_dirs() if not d.is_dir()]
+    if missing:
+        return Check(
+            "work dir", Verdict.FAIL, f"missing: {', '.join(missing)}", f"looop init {paths.root}"
+        )
+    unwritable = [d.name for d in (paths.root, paths.state) if not os.access(d, os.W_OK)]
+    if unwritable:
+        return Check(
+            "work dir",
+            Verdict.FAIL,
+            f"cannot write to {', '.join(unwritable)}",
+            "run looop as the user who owns the work dir",
+        )
+    return Check("work dir", Verdict.OK, f"{paths.root} is complete and writable")
+
+
+def disk_space(paths: Paths) -> Check:
+    free = shutil.disk_usage(paths.root).free
+    text = f"{free / 1024**3:.1f} GiB free"
+    if free < MIN_FREE_BYTES:
+        return Check("disk", Verdict.FAIL, text, "free some space: snapshots and state are tiny")
+    return Check("disk", Verdict.OK, text)
+
+
+def clock_skew(paths: Paths) -> Check:
+    """Ages and cadences compare the clock with file times; a skewed mount breaks both."""
+    paths.state.mkdir(exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=paths.state, prefix=".doctor-") as probe:
+        skew = os.fstat(probe.fileno()).st_mtime - time.time()
+    if abs(skew) > MAX_SKEW_S:
+        return Check(
+            "clock",
+            Verdict.FAIL,
+            f"the file system's clock is {skew:+.0f} s off this machine's",
+            "sync both clocks (NTP) or keep the work dir on a local disk",
+        )
+    return Check("clock", Verdict.OK, f"file times agree with the clock ({skew:+.2f} s)")
+
+
+def decider(paths: Paths, cfg: Config, *, offline: bool, now: float) -> Check:
+    backend = cfg.decider.backend
+    if backend in ("rules", "noop"):
+        return Check("decider", Verdict.OK, f"{backend}: offline, nothing to reach")
+    if offline:
+        return Check("decider", Verdict.OK, f"{backend}: not called (--offline)")
+    from looop_py.deciders.check import run_test  # a real round trip: only when asked for
+
+    found = run_test(paths, now)
+    if found.ok:
+        return Check("decider", Verdict.OK, f"{backend} answered a valid move in {found.ms} ms")
+    why = found.error or f"answered an invalid move: {found.invalid}"
+    return Check("decider", Verdict.FAIL, f"{backend}: {why}", found.hint or "looop decider test")
+
+
+def budget(cfg: Config) -> Check:
+    backend, lim = cfg.decider.backend, cfg.limits
+    if backend not in METERED:
+        return Check("budget", Verdict.OK, f"{backend} costs nothing per decide")
+    if lim.daily_tokens <= 0 and lim.daily_usd <= 0:
+        return Check(
+            "budget",
+            Verdict.WARN,
+            f"{backend} is metered and no daily budget is set",
+            "set [limits] daily_tokens or daily_usd in looop.toml",
+        )
+    parts = [f"{lim.daily_tokens} tokens"] if lim.daily_tokens > 0 else []
+    parts += [f"${lim.daily_usd:g}"] if lim.daily_usd > 0 else []
+    return Check("budget", Verdict.OK, f"at most {' and '.join(parts)} a day")
+
+
+def _runtimes_in_use(cfg: Config) -> list[str]:
+    return sorted({cfg.workers.default_runtime, *cfg.runtimes})
+
+
+def runtime(cfg: Config, name: str) -> Check:
+    from looop_py.workers import runtimes  # only to read the command lines
+
+    try:
+        rt = runtimes.resolve(cfg, name)
+    except LooopError as exc:
+        return Check(f"runtime {name}", Verdict.FAIL, exc.message, exc.hint)
+    program = shlex.split(rt.command)[0] if rt.command.strip() else ""
+    if not program or shutil.which(program) is None:
+        return Check(
+            f"runtime {name}",
+            Verdict.FAIL,
+            f"`{program or '?'}` is not on PATH",
+            f"install {program or 'its program'}, or set [workers] default_runtime",
+        )
+    if name == "claude" and os.geteuid() == 0 and "--dangerously-skip-permissions" in rt.command:
+        return Check(
+            "runtime claude",
+            Verdict.FAIL,
+            "claude refuses --dangerously-skip-permissions as root",
+            "run looop as an ordinary user, or set [runtimes.claude] command without that flag",
+        )
+    return Check(f"runtime {name}", Verdict.OK, f"`{program}` is {shutil.which(program)}")
+
+
+def scheduled(paths: Paths, now: float) -> Check:
+    last = journal.last_event(paths, "beat")
+    ts = last.get("ts") if last else None
+    when = f"last beat {ts}" if ts else "no beat yet"
+    try:
+        entry = cron.status(paths)
+    except LooopError as exc:
+        return Check("schedule", Verdict.WARN, f"{exc.message}; {when}", exc.hint)
+    if entry.installed is None:
+        return Check(
+            "schedule",
+            Verdict.WARN,
+            f"no crontab line runs this work dir's pulse; {when}",
+            f"looop -C {paths.root} cron install",
+        )
+    if not entry.up_to_date:
+        return Check(
+            "schedule",
+            Verdict.WARN,
+            f"the crontab line is out of date; {when}",
+            f"looop -C {paths.root} cron install",
+        )
+    age = _age_s(last, now)
+    if age is not None and age > STALE_BEAT_S:
+        return Check(
+            "schedule",
+            Verdict.FAIL,
+            f"scheduled in cron, but {when} ({age / 60:.0f} min ago)",
+            "is cron running? (service cron status); see state/errors.log",
+        )
+    return Check("schedule", Verdict.OK, f"in the crontab; {when}")
+
+
+def _age_s(event: dict[str, Any] | None, now: float) -> float | None:
+    t = journal.from_iso(event.get("ts")) if event else None
+    return None if t is None else now - t
+
+
+def pulse_lock(paths: Paths, cfg: Config, now: float) -> Check:
+    """The flock is released whatever way its holder dies; a pulse holding it too long hangs."""
+    if not PulseLock(paths.pulse_lock).held_elsewhere():
+        return Check("pulse lock", Verdict.OK, "free")
+    longest = cfg.sensors.timeout_s + cfg.decider.timeout_s + 120
+    age = _age_s(journal.last_event(paths, "beat"), now)
+    if age is not None and age > longest:
+        return Check(
+            "pulse lock",
+            Verdict.FAIL,
+            f"held by a pulse that has run for over {longest:.0f} s",
+            "find it with `pgrep -af 'looop.*pulse'` and end it; the lock goes with it",
+        )
+    return Check("pulse lock", Verdict.OK, "held by a pulse running now")
