@@ -111,3 +111,19 @@ def test_a_transient_failure_is_retried(cli: str, wd: Paths, tmp_path: Path) -> 
     assert len(model.posts) == 2
     # llm's OpenAI client retries a 429 itself; the others are set not to, so looop does.
     assert check["meta"]["attempts"] == (1 if cli == "llm" else 2)
+
+
+def test_claude_stream_json_with_verbose_decides_and_without_it_says_why(
+    wd: Paths, tmp_path: Path
+) -> None:
+    with FakeModel(script=[Turn(text=json.dumps(MOVE))]) as model:
+        env = env_for("claude", model, tmp_path / "home")
+        stream = "claude -p --output-format stream-json --verbose"
+        wd.config.write_text(f'[decider]\nbackend = "command"\ncommand = "{stream}"\n')
+        code, out, _ = looop(wd, env, "decider", "test", "--json")
+        assert code == 0 and json.loads(out)["move"] == MOVE
+        assert json.loads(out)["meta"]["source"] == "claude-stream"
+        bare = "claude -p --output-format stream-json"
+        wd.config.write_text(f'[decider]\nbackend = "command"\ncommand = "{bare}"\n')
+        code, out, _ = looop(wd, env, "decider", "test", "--json")
+    assert "requires --verbose" in json.loads(out)["error"]

@@ -8,12 +8,14 @@ In read-only mode (L1) the workspace is unchanged and a result is still recorded
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from looop_py.workdir import environ
 from looop_py.workdir.config import load
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
@@ -24,6 +26,7 @@ from tests.fakemodel import FakeModel, Turn
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
 
 RUNTIMES = ("claude", "codex", "pi")
+ROOT = Path(__file__).resolve().parents[1]
 DONE = '"$LOOOP_BIN" done --status done --summary "the fake model did it"'
 
 
@@ -32,6 +35,11 @@ def run_worker(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     for k, v in env_for(cli, model, home).items():
         mp.setenv(k, v)
+    # The worker's LOOOP_BIN runs the code under test, whatever `looop` is installed.
+    wrapper = home / "looop"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m looop_py "$@"\n')
+    wrapper.chmod(0o755)
+    mp.setattr(environ, "looop_bin", lambda: str(wrapper))
     cfg = load(wd.config, wd.config_cache)
     launch.start(wd, cfg, "w1", "Do the task, then report.", runtime=cli, now=time.time(), **kw)
     d = wd.sessions / "w1"
@@ -88,6 +96,11 @@ def test_l1_leaves_the_workspace_unchanged_and_still_records_a_result(
             wd, cli, model, tmp_path / "home", monkeypatch, cwd=ws, read_only=True
         )
     assert sorted((p.name, p.read_bytes()) for p in ws.iterdir()) == before
+    # What `looop done` said went back to the model: a reason, never a traceback (exit 70).
+    said = json.dumps([r.body for r in model.posts])
+    assert "Traceback" not in said and "internal error" not in said
+    if cli == "codex":  # its sandbox ran `looop done`, which said why it could not write
+        assert "result.json: Read-only file system" in said
     assert result["status"] in ("done", "done-with-concerns", "blocked"), result
     assert result["summary"], result
 
