@@ -163,7 +163,8 @@ built-in or add one in looop.toml:
   [runtimes.mine]
   command = "my-agent --prompt-file {{prompt_file}}"
   usage = ""           # "claude" | "codex" | "pi": read usage from that JSON stream
-  read_only = ""       # the command in a read-only mode, for L1 loops
+  read_only = ""       # the command in a read-only mode, for L1 loops ("": L1 runs
+                       # in a throwaway copy of its directory, discarded at exit)
 
 The worker contract goes before every prompt: ask with "$LOOOP_BIN" ask, claim
 before touching a shared target, deliver into reports/, finish with

@@ -33,6 +33,7 @@ from looop_py.workers.records import (
     PROMPT,
     STATUS,
     SUPERVISOR_LOG,
+    THROWAWAY,
     Session,
     live_count,
     read_record,
@@ -125,6 +126,11 @@ def start(
             if kind == "git-worktree":
                 wt = workspaces.create(paths, wcfg, session_id)
             run_in = wt.path if wt else (cwd or paths.root)
+            ran_in = run_in
+            # L1 on a runtime with no read-only mode: a throwaway copy, discarded at exit.
+            copy = read_only and not rt.read_only
+            if copy:
+                run_in = throwaway_copy(run_in, d / THROWAWAY)
             prompt_file = d / PROMPT
             jsonio.atomic_write(
                 prompt_file,
@@ -135,7 +141,8 @@ def start(
                 "pid": None,
                 "create_time": None,
                 "command": runtimes.launch_command(rt, prompt_file, read_only=read_only),
-                "read_only": ("runtime" if rt.read_only else "instruction") if read_only else None,
+                "read_only": ("copy" if copy else "runtime") if read_only else None,
+                "copy_of": str(ran_in) if copy else None,
                 "runtime": rt.name,
                 "usage_stream": rt.usage,
                 "started_at": now,
@@ -174,6 +181,17 @@ def start(
         verify=verify,
         workspace=meta["workspace"],
     )
+
+
+# Not copied into a throwaway copy: looop's own records and other workers' trees.
+_NOT_COPIED = shutil.ignore_patterns("sessions", ".worktrees", "runs", ".venv", "node_modules")
+
+
+def throwaway_copy(src: Path, dest: Path) -> Path:
+    """A copy of `src` (symlinks kept as links) for an L1 worker to run in; the supervisor
+    removes it when the worker ends, so nothing it writes there lasts."""
+    shutil.copytree(src, dest, symlinks=True, ignore=_NOT_COPIED)
+    return dest
 
 
 _SHELL_WORDS = {"cd", "exec", "env", "export", "set", "source", ".", "eval", "if", "for", "while"}

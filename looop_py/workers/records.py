@@ -29,6 +29,7 @@ STATUS = "status.json"
 PROMPT = "prompt.md"
 OUTPUT = "output.log"
 RESULT = "result.json"
+THROWAWAY = "l1-copy"  # an L1 worker's throwaway copy of its directory (no read-only mode)
 VERIFY = "verify.json"
 KILL = "kill.json"
 SUPERVISOR_LOG = "supervisor.log"

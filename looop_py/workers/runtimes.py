@@ -67,11 +67,9 @@ BUILTINS: dict[str, Runtime] = {
         read_only="pi --print --mode json --tools read,grep,find,ls @{{prompt_file}}",
     ),
     # --message-file runs one instruction and exits; --yes-always answers its confirmations.
-    "aider": Runtime(
-        "aider",
-        "aider --yes-always --no-pretty --message-file {{prompt_file}}",
-        read_only="aider --dry-run --yes-always --no-pretty --message-file {{prompt_file}}",
-    ),
+    # No read-only mode: --dry-run still creates .git and its history files, so an L1
+    # aider worker runs in a throwaway copy like shell.
+    "aider": Runtime("aider", "aider --yes-always --no-pretty --message-file {{prompt_file}}"),
     # The offline default: the prompt is a bash script.
     "shell": Runtime("shell", "bash {{prompt_file}}", script=True),
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -72,6 +73,8 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
+    if meta.get("read_only") == "copy":  # an L1 worker's copy: nothing in it lasts
+        shutil.rmtree(d / records.THROWAWAY, ignore_errors=True)
     with contextlib.suppress(Exception):  # a broken stream must not lose the exit record
         status = _settle(d, meta, status)
     # One write holds the exit and its usage, after result.json: whoever sees the worker
@@ -97,6 +100,11 @@ def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> dict[str, 
             result = {**result, "usage": stream.usage}
             if worker_said is not None:
                 result["reported_usage"] = worker_said
+    if result and meta.get("read_only") == "copy":
+        result["read_only"] = (
+            f"ran in a throwaway copy of {meta.get('copy_of')} (the runtime has no read-only"
+            " mode); the copy was discarded"
+        )
     if result and not result.get("unreadable"):
         jsonio.write_json(d / records.RESULT, result)
     return status
