@@ -43,6 +43,17 @@ def need(cli: str) -> str:
     return where
 
 
+# The key each CLI reads from its environment; looop scrubs *_API_KEY from workers unless
+# `[runtimes.NAME] env` passes it on.
+KEY_ENV = {"claude": "ANTHROPIC_API_KEY", "codex": "FAKE_API_KEY", "llm": "OPENAI_API_KEY"}
+
+
+def runtime_toml(cli: str) -> str:
+    """looop.toml lines that let a worker on `cli` see its key."""
+    key = KEY_ENV.get(cli)
+    return f'\n[runtimes.{cli}]\nenv = ["{key}"]\n' if key else ""
+
+
 def env_for(cli: str, model: FakeModel, home: Path) -> dict[str, str]:
     """Environment (and files under `home`) that point `cli` at `model` and nowhere else."""
     where = need(cli)

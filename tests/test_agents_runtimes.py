@@ -19,7 +19,7 @@ from looop_py.workdir import environ
 from looop_py.workdir.config import load
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
-from tests.agentclis import env_for
+from tests.agentclis import env_for, runtime_toml
 from tests.conftest import run_looop, wait_for
 from tests.fakemodel import FakeModel, Turn
 
@@ -40,6 +40,7 @@ def run_worker(
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m looop_py "$@"\n')
     wrapper.chmod(0o755)
     mp.setattr(environ, "looop_bin", lambda: str(wrapper))
+    wd.config.write_text(wd.config.read_text() + runtime_toml(cli))
     cfg = load(wd.config, wd.config_cache)
     launch.start(wd, cfg, "w1", "Do the task, then report.", runtime=cli, now=time.time(), **kw)
     d = wd.sessions / "w1"
@@ -108,6 +109,7 @@ def test_l1_leaves_the_workspace_unchanged_and_still_records_a_result(
 @pytest.mark.parametrize("cli", RUNTIMES)
 def test_looop_run_counts_the_tokens_the_cli_reported(cli: str, wd: Paths, tmp_path: Path) -> None:
     (wd.goals / "welcome.md").unlink()
+    wd.config.write_text(wd.config.read_text() + runtime_toml(cli))
     (wd.goals / "triage.md").write_text(
         "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
         f"runtime: {cli}\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
