@@ -63,8 +63,11 @@ def test_decider_test_reads_the_move_and_the_usage_the_server_reported(
     assert check["move"] == MOVE
     assert check["usage"]["input_tokens"] == model.input_tokens > 0
     assert check["usage"]["output_tokens"] == model.output_tokens > 0
-    if cli in ("claude", "pi"):  # the CLIs that price what they spend
+    if cli == "claude":  # claude prices tokens with its own table
         assert check["usage"]["cost_usd"] > 0
+    if cli == "pi":  # pi prices them with models.json: $3 in, $15 out per million
+        expected = (model.input_tokens * 3 + model.output_tokens * 15) / 1e6
+        assert check["usage"]["cost_usd"] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("cli", CLIS)
