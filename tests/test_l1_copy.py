@@ -35,7 +35,8 @@ def test_an_l1_shell_worker_writes_only_into_a_copy_that_is_discarded(
     assert records.read_record(d / records.STATUS)["exit_code"] == 0
     assert sorted(p.name for p in ws.iterdir()) == ["keep.txt", "link"]
     assert (ws / "keep.txt").read_text() == "original\n" and (ws / "link").is_symlink()
-    assert not (d / records.THROWAWAY).exists()
+    copy = Path(jsonio.read_json(d / records.META)["copy"])
+    assert copy.name == records.THROWAWAY and not copy.parent.exists()
     result = jsonio.read_json(d / records.RESULT)
     assert result["status"] == "done" and result["summary"] == "wrote in a copy"
     assert "throwaway copy" in result["read_only"]

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def start(
             # L1 on a runtime with no read-only mode: a throwaway copy, discarded at exit.
             copy = read_only and not rt.read_only
             if copy:
-                run_in = throwaway_copy(run_in, d / THROWAWAY)
+                run_in = throwaway_copy(run_in, session_id)
             prompt_file = d / PROMPT
             jsonio.atomic_write(
                 prompt_file,
@@ -151,6 +152,7 @@ def start(
                 "command": runtimes.launch_command(rt, prompt_file, read_only=read_only),
                 "read_only": ("copy" if copy else "runtime") if read_only else None,
                 "copy_of": str(ran_in) if copy else None,
+                "copy": str(run_in) if copy else None,
                 "runtime": rt.name,
                 "usage_stream": rt.usage,
                 "started_at": now,
@@ -195,9 +197,10 @@ def start(
 _NOT_COPIED = shutil.ignore_patterns("sessions", ".worktrees", "runs", ".venv", "node_modules")
 
 
-def throwaway_copy(src: Path, dest: Path) -> Path:
-    """A copy of `src` (symlinks kept as links) for an L1 worker to run in; the supervisor
-    removes it when the worker ends, so nothing it writes there lasts."""
+def throwaway_copy(src: Path, session_id: str) -> Path:
+    """A copy of `src` (symlinks kept as links) in a private temp dir, for an L1 worker to
+    run in; the supervisor removes it when the worker ends, so nothing written there lasts."""
+    dest = Path(tempfile.mkdtemp(prefix=f"looop-l1-{session_id}-")) / THROWAWAY
     shutil.copytree(src, dest, symlinks=True, ignore=_NOT_COPIED)
     return dest
 

@@ -73,8 +73,11 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
-    if meta.get("read_only") == "copy":  # an L1 worker's copy: nothing in it lasts
-        shutil.rmtree(d / records.THROWAWAY, ignore_errors=True)
+    copy = meta.get("copy")
+    if meta.get("read_only") == "copy" and isinstance(copy, str):  # nothing in it lasts
+        path = Path(copy)
+        if path.name == records.THROWAWAY:  # the private temp dir launch made around it
+            shutil.rmtree(path.parent, ignore_errors=True)
     with contextlib.suppress(Exception):  # a broken stream must not lose the exit record
         status = _settle(d, meta, status)
     # One write holds the exit and its usage, after result.json: whoever sees the worker
