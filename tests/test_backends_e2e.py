@@ -104,6 +104,10 @@ def test_budget_holds_with_twenty_racing_pulses(wd: Paths) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", racer]) for _ in range(20)]
     for p in procs:
         assert p.wait(timeout=300) == 0
+    # Locked-out racers end fast, so all of them may have run while the budget was
+    # still being spent: one more pulse, alone, must be held by the budget.
+    last = [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse", "--force", "-q"]
+    assert subprocess.run(last, timeout=120).returncode == 0
     spent = jsonio.read_json(wd.state / "spend.json")["tokens"]
     assert 1000 <= spent <= 1000 + 300, spent  # reached, and overshot by at most one decide
     decided = [e for e in journal.recent_events(wd, 5000) if e.get("outcome") == "decided"]
