@@ -25,7 +25,7 @@ table{border-collapse:collapse;width:100%;background:#fff}
 td,th{border-bottom:1px solid #e5e8ec;padding:4px 6px;text-align:left;vertical-align:top}
 pre{background:#0f1419;color:#e6e1cf;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap}
 .ok{color:#17803d}.bad{color:#d93a3a}.muted{color:#667}
-form.inline{display:inline}button{cursor:pointer;padding:3px 10px}
+form.inline{display:inline}.ask{margin-bottom:10px}button{cursor:pointer;padding:3px 10px}
 .o-decided{color:#2b7de9}.o-failed{color:#d93a3a}.o-held{color:#b07f00}.o-locked{color:#8a63d2}
 """
 
@@ -108,8 +108,8 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
         (
             "spend today",
             f'<div class="big">{lim["tokens_today"]} tokens · ${lim["usd_today"]:.4f}</div>'
-            f"budget: {lim['daily_tokens'] or 'none'} tokens, "
-            f"{_usd(lim['daily_usd']) if lim['daily_usd'] else 'no USD'} per day"
+            f"daily budget: {lim['daily_tokens'] or 'no'} tokens, "
+            f"{_usd(lim['daily_usd']) if lim['daily_usd'] else 'no'} USD"
             + (f'<div class="bad">held: {e(lim["blocked"])}</div>' if lim["blocked"] else ""),
         ),
         (
