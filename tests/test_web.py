@@ -164,3 +164,20 @@ def test_report_html_is_self_contained(wd: Paths, tmp_path: Path) -> None:
     html = out.read_text()
     assert "<svg" in html and "<script" not in html and "<link" not in html
     assert "<form" not in html
+
+
+def test_run_a_round_now_from_the_loops_page(wd: Paths) -> None:
+    (wd.goals / "tidy.md").write_text(
+        "---\nintent: tidy\nlevel: L1\ncadence: daily 03:00\nruntime: shell\n"
+        'maker: |\n  "$LOOOP_BIN" done --summary made\n'
+        'checker: |\n  "$LOOOP_BIN" done --summary checked\n---\n# tidy\n'
+    )
+    client, token = _logged_in(wd)
+    assert 'id="run-tidy"' in client.get("/loops").text
+    got = client.post("/loops/tidy/run", data={"csrf": security.csrf_for(token)})
+    assert got.status_code == 200, got.text
+    assert got.json()["loop"] == "tidy"
+    rounds = client.get("/loops?format=json").json()["rounds"]
+    assert [r["id"] for r in rounds] == [got.json()["round"]]
+    again = client.post("/loops/tidy/run", data={"csrf": security.csrf_for(token)})
+    assert again.status_code == 409 and "already has a live round" in again.json()["error"]

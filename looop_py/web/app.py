@@ -22,9 +22,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from looop_py.errors import LooopError
+from looop_py.errors import Busy, LooopError
+from looop_py.locks import PulseLock
+from looop_py.loops import advance
 from looop_py.moves import approvals
 from looop_py.web import data, pages, security
+from looop_py.workdir import config as config_mod
 from looop_py.workdir import inbox, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill
@@ -124,7 +127,7 @@ class Web:
 
     async def loops(self, request: Request) -> Response:
         d = await run_in_threadpool(data.loops, self.paths, time.time())
-        return self.page(request, "loops and rounds", pages.loops(d), d)
+        return self.page(request, "loops and rounds", pages.loops(d, self.form_token), d)
 
     async def journal(self, request: Request) -> Response:
         q = request.query_params.get("q", "")[:200]
@@ -167,6 +170,24 @@ class Web:
             lambda: inbox.tell(self.paths, wid, text, sender="page", now=time.time())
         )
         return _done(request, f"/workers/{wid}", got)
+
+    async def run_round(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        got = await run_in_threadpool(start_round, self.paths, name)
+        return _done(request, "/loops", got)
+
+
+def start_round(paths: Paths, loop: str) -> dict[str, Any]:
+    """Start a round of `loop` now, under the pulse lock (it never races a beat)."""
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    lock = PulseLock(paths.pulse_lock)
+    if not lock.acquire(timeout_s=approvals.LOCK_WAIT_S):
+        raise Busy("a pulse held the lock for two minutes", "try again")
+    try:
+        state = advance.start_round(paths, cfg, loop, now=time.time(), trigger="page")
+    finally:
+        lock.release()
+    return {"round": state.id, "loop": loop, "phase": state.phase.value}
 
 
 def _answer_json(ask_id: str, got: mailbox.Answer) -> dict[str, Any]:
@@ -243,6 +264,7 @@ def build(
         post("/asks/{id}/deny", web.deny),
         post("/workers/{id}/kill", web.kill),
         post("/workers/{id}/tell", web.tell),
+        post("/loops/{name}/run", web.run_round),
     ]
     return Starlette(routes=routes)
 

@@ -212,7 +212,7 @@ def beat(d: dict[str, Any]) -> str:
 
 
 def _short(v: Any) -> str:
-    text = _pretty(v)
+    text = v if isinstance(v, str) else _pretty(v)
     return text if len(text) < 300 else text[:299] + "…"
 
 
@@ -278,7 +278,12 @@ def workers(d: dict[str, Any], *, links: bool = True) -> str:
 def worker(d: dict[str, Any], csrf: str | None) -> str:
     w = d["worker"]
     wid = w["id"]
-    body = _table(["key", "value"], [[k, _short(v)] for k, v in w.items() if v not in (None, {})])
+    shown = [
+        [k, when(v) if k.endswith("_at") and isinstance(v, int | float) else _short(v)]
+        for k, v in w.items()
+        if v not in (None, {})
+    ]
+    body = _table(["key", "value"], shown)
     if w.get("alive"):
         body += "<p>" + _form(f"/workers/{wid}/kill", csrf, "kill", name=f"kill-{wid}") + "</p>"
         tell = '<input name="text" size="50" required placeholder="a steering message">'
@@ -297,7 +302,7 @@ def worker(d: dict[str, Any], csrf: str | None) -> str:
     return body
 
 
-def loops(d: dict[str, Any]) -> str:
+def loops(d: dict[str, Any], csrf: str | None = None) -> str:
     rows = [
         [
             lp["name"],
@@ -309,6 +314,11 @@ def loops(d: dict[str, Any]) -> str:
             lp.get("live_round"),
             lp["rounds"],
             lp["tokens"],
+            Markup(
+                ""
+                if lp.get("live_round")
+                else _form(f"/loops/{lp['name']}/run", csrf, "run now", name=f"run-{lp['name']}")
+            ),
         ]
         for lp in d["loops"]
     ]
@@ -323,6 +333,7 @@ def loops(d: dict[str, Any]) -> str:
             "live round",
             "rounds",
             "tokens",
+            "",
         ],
         rows,
     )
