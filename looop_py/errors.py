@@ -57,5 +57,11 @@ class ClaimHeld(LooopError):
     exit_code = 4
 
 
+class NoAnswer(LooopError):
+    """An ask nobody answered in time, or that was removed unanswered."""
+
+    exit_code = 4
+
+
 class WorkerRefused(LooopError):
     """A worker could not be started (alive already, fleet full, bad runtime …)."""

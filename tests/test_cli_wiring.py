@@ -40,7 +40,9 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
 
 
 # Commands that do not report: they stream a log, print the manual or a script, or group others.
-NOT_REPORTING = {"worker logs", "help", "completion", "worker", "decider", "schedule", "cron"}
+NOT_REPORTING = {
+    "worker logs", "help", "completion", "worker", "decider", "schedule", "cron", "up"
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _all_commands()])

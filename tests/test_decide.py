@@ -10,7 +10,8 @@ from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideRequest, Decision, Usage
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from looop_py.workers import records
+from tests.conftest import run_looop, wait_for, write_sensor
 
 
 class Seq:
@@ -70,6 +71,8 @@ def test_rules_start_the_goal_whose_sensor_changed(wd: Paths) -> None:
     assert second.move["action"] == "start_worker"
     started.add(second.move["id"])
     assert started == {"docs", "fix-ci"}
+    # A goal whose worker still runs waits its turn; let the first fix-ci worker end.
+    wait_for(lambda: not records.get(wd, "fix-ci", time.time()).alive, what="fix-ci to end")
     flag.write_text("b")
     third = beat(wd, clock=lambda: time.time() + 12)
     assert third.move == {

@@ -30,7 +30,7 @@ from looop_py.loops.schedule import (
     mark_fired,
     schedules_snapshot,
 )
-from looop_py.loops.store import RoundFiles
+from looop_py.loops.store import RoundFiles, note_report
 from looop_py.loops.store import probe as rounds_snapshot
 
 T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
@@ -225,7 +225,7 @@ def test_schedule_signal_changes_only_when_a_loop_falls_due_or_fires(tmp_path: P
     assert schedules_snapshot(path, cadences, T0 + 62)["signal"]["a"] == {"due": False, "fired": 1}
 
 
-def test_rounds_signal_shows_each_live_rounds_phase(tmp_path: Path) -> None:
+def test_rounds_signal_names_only_what_someone_must_act_on(tmp_path: Path) -> None:
     store = RoundFiles(tmp_path / "rounds")
     escalations = InMemoryEscalations()
     waiting, _ = make_engine(
@@ -235,10 +235,21 @@ def test_rounds_signal_shows_each_live_rounds_phase(tmp_path: Path) -> None:
     pending = waiting.run_once()
     finished.run_once()
     (tmp_path / "rounds" / "broken.json").write_text("{")
-    snap = rounds_snapshot(tmp_path / "rounds")
-    assert snap["signal"] == {pending.round_id: "awaiting-approval", "broken": "unreadable"}
+    reports = tmp_path / "round-reports.json"
+    snap = rounds_snapshot(tmp_path / "rounds", reports)
+    assert snap["signal"] == {
+        "awaiting-approval": [pending.round_id],
+        "reports": {},
+        "unreadable": ["broken"],
+    }
     assert snap["detail"][pending.round_id]["loop"] == "assisted"
-    assert rounds_snapshot(tmp_path / "nowhere") == {"signal": {}, "detail": {}}
+    assert snap["detail"][pending.round_id]["phase"] == "awaiting-approval"
+    note_report(reports, "reporter", "reporter-1")
+    assert rounds_snapshot(tmp_path / "rounds", reports)["signal"]["reports"] == {
+        "reporter": "reporter-1"
+    }
+    empty = rounds_snapshot(tmp_path / "nowhere", tmp_path / "none.json")
+    assert empty == {"signal": {"awaiting-approval": [], "reports": {}}, "detail": {}}
 
 
 def test_the_pulse_side_reads_load_no_round_machinery() -> None:

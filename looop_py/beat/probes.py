@@ -100,7 +100,8 @@ def sessions(seen: Seen) -> Snapshot:
             row["lost"] = True
         workers[v.id] = row
     return {
-        "signal": [v.signal_row() for v in views],
+        # A loop round's own maker and checker are the engine's business, not the decider's.
+        "signal": [v.signal_row() for v in views if v.round is None],
         "detail": {"count": len(views), "live": sum(v.alive for v in views), "workers": workers},
     }
 
@@ -111,9 +112,15 @@ def claims(seen: Seen) -> Snapshot:
     if not _json_files_exist(paths.claims):
         return {"signal": [], "detail": {"count": 0}}
     from looop_py.claims import reaper  # only when claims/ has entries
+    from looop_py.claims.holders import ROUND_PREFIX
 
     live = [v for v in reaper.list_claims(paths, now) if v.live]
-    rows = [{"name": v.name, "session": v.claim.session if v.claim else None} for v in live]
+    # A round's claim on its target comes and goes with the round: the engine's business.
+    rows = [
+        {"name": v.name, "session": v.claim.session if v.claim else None}
+        for v in live
+        if not (v.claim and (v.claim.session or "").startswith(ROUND_PREFIX))
+    ]
     detail = {
         v.name: {k: v.claim.to_json()[k] for k in ("pid", "epoch", "acquired_at", "expires_at")}
         for v in live
@@ -194,21 +201,26 @@ def schedules(seen: Seen) -> Snapshot:
         from looop_py.loops import schedule  # only when a loop has a cadence
 
         book = schedule.schedules_snapshot(paths.loop_schedule, due, now, save=seen.persist)
-        for name, value in book["signal"].items():
-            snap["signal"][f"loop:{name}"] = value
-        for name, value in book["detail"].items():
-            snap["detail"][f"loop:{name}"] = value
+        # The engine starts a due loop's round itself: a cadence is detail, never a wake;
+        # only a cadence that does not parse (a human must fix it) stays in the signal.
+        for name in sorted({*book["signal"], *book["detail"]}):
+            sig = book["signal"].get(name)
+            entry = dict(sig) if isinstance(sig, dict) else {}
+            entry.update(book["detail"].get(name) or {})
+            snap["detail"][f"loop:{name}"] = entry
+            if sig == "invalid":
+                snap["signal"][f"loop:{name}"] = "invalid"
     return snap
 
 
 def rounds(seen: Seen) -> Snapshot:
-    """Each live loop round's phase, so a round that escalates or ends wakes the loop."""
+    """Rounds that need someone: awaiting approval, unreadable, or a loop's new report."""
     paths = seen.paths
-    if _empty_dir(paths.rounds):
-        return {"signal": {}, "detail": {}}
+    if _empty_dir(paths.rounds) and not paths.round_reports.exists():
+        return {"signal": {"awaiting-approval": [], "reports": {}}, "detail": {}}  # as store.probe
     from looop_py.loops import store  # only when rounds/ has entries
 
-    return store.probe(paths.rounds)
+    return store.probe(paths.rounds, paths.round_reports)
 
 
 PROBES: tuple[tuple[str, Probe], ...] = (

@@ -12,17 +12,10 @@ import click
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths
 from looop_py.cli.output import json_out, show
-from looop_py.errors import LooopError
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
     from looop_py.workdir.mailbox import Answer
-
-
-class NoAnswer(LooopError):
-    """`looop ask` gave up waiting (or its ask vanished): exit 4, the ask stays."""
-
-    exit_code = 4
 
 
 @click.command()
@@ -58,10 +51,7 @@ def ask(
         paths, prompt=prompt_text, asker=asker, now=time.time(), options=choices, ref=ref
     )
     show(render.ask_waiting(filed.id))
-    try:
-        got = mailbox.wait(paths, filed.id, timeout_s=timeout)
-    except mailbox.AskError as exc:
-        raise NoAnswer(exc.message, exc.hint) from None
+    got = mailbox.wait(paths, filed.id, timeout_s=timeout)  # NoAnswer: exit 4
     if as_json:
         json_out(render.answer_json(filed.id, got))
     else:

@@ -1,8 +1,9 @@
-"""Keeping a work dir running: doctor, cron show|install|remove."""
+"""Keeping a work dir running: doctor, cron show|install|remove, up, down."""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from looop_py.cli.options import json_option, pass_paths
 from looop_py.cli.output import json_out, present, show
 from looop_py.errors import UsageError
 from looop_py.workdir.paths import Paths
+
+if TYPE_CHECKING:
+    from looop_py.beat.result import BeatResult
 
 
 @click.command()
@@ -126,4 +130,63 @@ def cron_remove(paths: Paths, yes: bool, as_json: bool) -> None:
         show(render.cron_lines(entry, did="removed"))
 
 
-COMMANDS = [doctor, cron]
+@click.command()
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=1.0),
+    default=60.0,
+    show_default=True,
+    help="Seconds between beats when nothing is edited.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Print every beat, quiet ones too.")
+@click.option("--print-unit", is_flag=True, help="Print a systemd user unit for this, and exit.")
+@pass_paths
+def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool) -> None:
+    """Run beats in this process: every --interval, and within a second of an edit.
+
+    An answer, an approval, an edited goal, PLAYBOOK.md or sensor script is
+    acted on at once instead of at the next cron minute. Cron and `up` never
+    beat at once (the pulse lock); stop it with Ctrl-C or `looop down`.
+
+    \b
+    Example:
+      looop up                       # in a terminal, tmux or a service
+      looop up --print-unit > ~/.config/systemd/user/looop-ops.service
+    """
+    from looop_py.cli.pulse import QUIET
+    from looop_py.cli.summary import beat_line
+    from looop_py.ops import resident
+
+    if print_unit:
+        show([resident.unit_text(paths, interval_s)])
+        return
+
+    def say(result: BeatResult) -> None:
+        if verbose or result.outcome not in QUIET:
+            show([beat_line(result)])
+
+    show([f"looop up: beating {paths.root} every {interval_s:g} s and on every edit"])
+    resident.serve(paths, interval_s=interval_s, on_beat=say)
+
+
+@click.command()
+@json_option
+@pass_paths
+def down(paths: Paths, as_json: bool) -> None:
+    """Stop this work dir's `looop up` (the beat in progress ends cleanly first).
+
+    \b
+    Example:
+      looop down
+    """
+    from looop_py.ops import resident
+
+    pid = resident.stop_resident(paths)
+    if as_json:
+        json_out({"stopped": pid})
+    else:
+        show([f"stopped looop up (pid {pid})" if pid else "looop up was not running"])
+
+
+COMMANDS = [doctor, cron, up, down]

@@ -93,6 +93,7 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
             continue
         if new.phase != state.phase:
             events.append(_round_event(new))
+            _note_if_reported(paths, new)
     store.archive_done(paths.rounds, now)
     due_loops = cadences(index(paths))
     if due_loops:
@@ -112,6 +113,14 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
             if state.phase.value != "recall":
                 events.append(_round_event(state))
     return events
+
+
+def _note_if_reported(paths: Paths, state: RoundState) -> None:
+    """A round that just ended with something to report is the one change that wakes the
+    decider (sys-rounds); its progress up to then never does."""
+    outcome = state.outcome.value if state.outcome else None
+    if not state.live and outcome in store.REPORTED:
+        store.note_report(paths.round_reports, state.loop, state.id)
 
 
 def _round_event(state: RoundState) -> dict[str, Any]:

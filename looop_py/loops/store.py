@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from looop_py.engine.rounds import RoundState
 
 DONE = "done"
+# Outcomes a human or the decider should hear about; a round that simply proceeded does not.
+REPORTED = frozenset({"reported", "failed", "escalated", "budget-exhausted"})
 DONE_KEEP_S = 3600.0  # a finished round stays in rounds/ this long, then moves to rounds/done/
 _DEDUPE_WINDOW = 20  # memory lines searched for an entry of the same round
 
@@ -186,20 +188,50 @@ def rows(rounds_dir: Path, *, include_done: bool) -> list[RoundRow]:
     return found
 
 
-def probe(rounds_dir: Path) -> dict[str, Any]:
-    """The sys-rounds snapshot: each live round's phase in the signal; the rest in detail."""
-    signal: dict[str, str] = {}
+def probe(rounds_dir: Path, reports_path: Path) -> dict[str, Any]:
+    """The sys-rounds snapshot. Rounds cost no judgment: the engine advances them itself, so
+    the signal moves only when someone must act — a round waits for a human, a file cannot
+    be read, or a loop has a new report (its latest reported, failed, escalated or
+    over-budget round). Every live round's phase, tokens and ask are in detail."""
+    waiting: list[str] = []
+    unreadable: list[str] = []
     detail: dict[str, Any] = {}
     for row in sorted(rows(rounds_dir, include_done=False), key=lambda r: r.id):
-        signal[row.id] = row.phase
-        if row.phase != "unreadable":
-            detail[row.id] = {
-                "loop": row.loop,
-                "started_at": row.started_at,
-                "tokens": row.tokens,
-                "ask": row.ask,
-            }
+        if row.phase == "unreadable":
+            unreadable.append(row.id)
+            continue
+        if row.phase == "awaiting-approval":
+            waiting.append(row.id)
+        detail[row.id] = {
+            "loop": row.loop,
+            "phase": row.phase,
+            "started_at": row.started_at,
+            "tokens": row.tokens,
+            "ask": row.ask,
+        }
+    signal: dict[str, Any] = {"awaiting-approval": waiting, "reports": reports(reports_path)}
+    if unreadable:
+        signal["unreadable"] = unreadable
     return {"signal": signal, "detail": detail}
+
+
+def reports(reports_path: Path) -> dict[str, str]:
+    """{loop: id of its latest round with something to report}."""
+    try:
+        data = jsonio.read_json(reports_path, {})
+    except (CorruptFile, OSError):
+        return {}
+    loops = data.get("loops") if isinstance(data, dict) else None
+    if not isinstance(loops, dict):
+        return {}
+    return {str(k): str(v) for k, v in sorted(loops.items()) if isinstance(v, str)}
+
+
+def note_report(reports_path: Path, loop: str, round_id: str) -> None:
+    """Record that `round_id` is `loop`'s latest round worth a decider's attention."""
+    loops = reports(reports_path)
+    if loops.get(loop) != round_id:
+        jsonio.write_json(reports_path, {"v": 1, "loops": {**loops, loop: round_id}})
 
 
 def is_live(rounds_dir: Path, round_id: str) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import LooopError, UsageError
+from looop_py.errors import LooopError, NoAnswer, UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
@@ -234,7 +234,7 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
         if got is not None:
             return got
         if not (paths.asks / f"{ask_id}.json").exists():
-            raise AskError(f"ask {ask_id} was removed before it was answered")
+            raise NoAnswer(f"ask {ask_id} was removed before it was answered")
         if deadline is not None and time.monotonic() >= deadline:
-            raise AskError(f"no answer to {ask_id} within {timeout_s:g}s", "it stays pending")
+            raise NoAnswer(f"no answer to {ask_id} within {timeout_s:g}s", "it stays pending")
         time.sleep(POLL_S)

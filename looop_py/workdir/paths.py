@@ -125,6 +125,10 @@ class Paths:
         return self.state / "loops-index.json"
 
     @property
+    def round_reports(self) -> Path:
+        return self.state / "round-reports.json"
+
+    @property
     def loop_schedule(self) -> Path:
         return self.state / "loop-schedule.json"
 

@@ -1,0 +1,165 @@
+"""`looop up`: beats in one long-lived process, at once when a human-edited file changes.
+
+Cron bounds reaction time to a minute. The resident pulse beats every
+`interval_s` and, between beats, watches what a human changes — goals/,
+PLAYBOOK.md, sensors/, answers/ and asks/ — by polling their stat signature a
+few times a second (a few dozen stat calls: well under 1 % of a core), so an
+answer or an edited goal is acted on in under a second. The pulse lock stays
+the single-instance guard for beats, so cron and `up` never beat at once; a
+second `up` for the same work dir is refused by its own lock. `looop down`
+sends SIGTERM and waits: the beat in progress ends cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from looop_py.beat.pulse import beat
+from looop_py.beat.result import BeatResult
+from looop_py.errors import Busy, UsageError
+from looop_py.locks import PulseLock
+from looop_py.workdir import journal
+from looop_py.workdir.paths import Paths
+
+POLL_S = 0.2  # how often the watched files are looked at between beats
+DOWN_WAIT_S = 30.0
+
+
+def _up_lock(paths: Paths) -> PulseLock:
+    return PulseLock(paths.state / "up.lock")
+
+
+def _pid_file(paths: Paths) -> os.PathLike[str]:
+    return paths.state / "up.pid"
+
+
+def watched_signature(paths: Paths) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime_ns, size) of every file a human edits to steer the loop, sorted."""
+    found: list[tuple[str, int, int]] = []
+    for directory in (paths.goals, paths.sensors, paths.answers, paths.asks):
+        try:
+            with os.scandir(directory) as it:
+                for e in it:
+                    st = e.stat(follow_symlinks=False)
+                    found.append((e.path, st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            continue
+    for path in (paths.playbook, paths.config):
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        found.append((str(path), st.st_mtime_ns, st.st_size))
+    found.sort()
+    return tuple(found)
+
+
+def run(
+    paths: Paths,
+    *,
+    interval_s: float,
+    stop: threading.Event,
+    on_beat: Callable[[BeatResult], None] = lambda r: None,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Beat every `interval_s`, and at once after a watched change, until `stop` is set.
+
+    Returns how many beats ran. Meant to run in the main thread (a beat handles
+    SIGTERM by ending itself cleanly).
+    """
+    if interval_s <= 0:
+        raise UsageError(f"the interval must be positive, got {interval_s:g}")
+    beats = 0
+    seen = watched_signature(paths)
+    while not stop.is_set():
+        on_beat(beat(paths, clock=clock))
+        beats += 1
+        seen = watched_signature(paths)  # the beat itself may write asks/, answers/
+        deadline = time.monotonic() + interval_s
+        while not stop.is_set() and time.monotonic() < deadline:
+            stop.wait(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            now_seen = watched_signature(paths)
+            if now_seen != seen:
+                break  # a human changed something: beat now
+    return beats
+
+
+def serve(paths: Paths, *, interval_s: float, on_beat: Callable[[BeatResult], None]) -> int:
+    """`looop up` in the foreground: the up lock, the pid file, SIGTERM/SIGINT to stop."""
+    paths.state.mkdir(exist_ok=True)
+    lock = _up_lock(paths)
+    if not lock.acquire():
+        raise Busy("`looop up` is already running for this work dir", "stop it: looop down")
+    stop = threading.Event()
+
+    def finish(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, finish) for s in (signal.SIGTERM, signal.SIGINT)}
+    pid_file = _pid_file(paths)
+    try:
+        with open(pid_file, "w", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
+        journal.emit(paths, "up", time.time(), pid=os.getpid(), interval_s=interval_s)
+        try:
+            beats = run(paths, interval_s=interval_s, stop=stop, on_beat=on_beat)
+        except KeyboardInterrupt:  # SIGTERM during a beat: the beat ended itself cleanly
+            beats = -1
+        journal.emit(paths, "down", time.time(), pid=os.getpid())
+        return beats
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(pid_file)
+        lock.release()
+
+
+def running(paths: Paths) -> int | None:
+    """The pid of this work dir's `looop up`, or None."""
+    if not _up_lock(paths).held_elsewhere():
+        return None
+    try:
+        with open(_pid_file(paths), encoding="utf-8") as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def stop_resident(paths: Paths, *, wait_s: float = DOWN_WAIT_S) -> int | None:
+    """`looop down`: SIGTERM the resident pulse and wait until it is gone; its pid, or None."""
+    pid = running(paths)
+    if pid is None:
+        return None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while _up_lock(paths).held_elsewhere():
+        if time.monotonic() > deadline:
+            raise Busy(f"`looop up` (pid {pid}) did not stop within {wait_s:g} s", f"kill {pid}")
+        time.sleep(0.05)
+    return pid
+
+
+def unit_text(paths: Paths, interval_s: float) -> str:
+    """A systemd user unit that keeps `looop up` running for this work dir."""
+    exe = os.path.join(os.path.dirname(sys.executable), "looop")
+    if not os.path.exists(exe):
+        exe = f"{sys.executable} -m looop_py"
+    return (
+        "[Unit]\n"
+        f"Description=looop resident pulse for {paths.root}\n\n"
+        "[Service]\n"
+        f"ExecStart={exe} -C {paths.root} up --interval {interval_s:g}\n"
+        f"ExecStop={exe} -C {paths.root} down\n"
+        "Restart=on-failure\n\n"
+        "[Install]\n"
+        "WantedBy=default.target\n"
+        f"# save as ~/.config/systemd/user/looop-{paths.root.name}.service, then:\n"
+        f"#   systemctl --user enable --now looop-{paths.root.name}\n"
+    )

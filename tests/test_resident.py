@@ -1,0 +1,80 @@
+"""`looop up`: a resident pulse that reacts to an edit in under a second and idles cheaply."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from looop_py import jsonio
+from looop_py.ops import resident
+from looop_py.workdir import mailbox
+from looop_py.workdir.paths import Paths
+from tests.conftest import run_looop, wait_for
+
+
+def beats(paths: Paths) -> int:
+    try:
+        lines = paths.events.read_bytes().splitlines()
+    except FileNotFoundError:
+        return 0
+    return sum(1 for line in lines if jsonio.loads(line).get("event") == "beat")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.slow
+def test_up_reacts_within_a_second_idles_cheaply_and_down_stops_it(wd: Paths) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "up", "--interval", "3600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(lambda: beats(wd) >= 1, timeout=20, what="the first beat")
+        wait_for(lambda: resident.running(wd) == proc.pid, what="the pid file")
+        again = run_looop("-C", str(wd.root), "up")
+        assert again.returncode == 3 and "already running" in again.stderr
+
+        time.sleep(0.5)  # let the first beat's writes settle, then watch it idle
+        before, t0 = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(3.0)
+        idle = (cpu_seconds(proc.pid) - before) / (time.monotonic() - t0)
+        assert idle < 0.01, f"idle CPU {idle:.1%}"
+        assert beats(wd) == 1  # an hour's interval: nothing else beat
+
+        # A human's answer is acted on in well under a second, not at the next minute.
+        ask = mailbox.open_ask(wd, prompt="Deploy?", asker="human", now=time.time())
+        wait_for(lambda: beats(wd) >= 2, timeout=2, what="the beat the new ask causes")
+        start = time.monotonic()
+        mailbox.answer(wd, ask.id, "yes", now=time.time())
+        wait_for(lambda: beats(wd) >= 3, timeout=2, what="a beat after the answer")
+        reacted = time.monotonic() - start
+        assert reacted < 1.0, f"reacted in {reacted:.2f} s"
+
+        down = run_looop("-C", str(wd.root), "down")
+        assert down.returncode == 0 and f"pid {proc.pid}" in down.stdout
+        assert proc.wait(timeout=10) == 0
+        assert resident.running(wd) is None
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+
+def test_the_unit_names_this_work_dir(wd: Paths) -> None:
+    done = run_looop("-C", str(wd.root), "up", "--print-unit", "--interval", "30")
+    assert done.returncode == 0
+    assert f"-C {wd.root} up --interval 30" in done.stdout and "[Service]" in done.stdout
+    assert run_looop("-C", str(wd.root), "down").stdout.strip() == "looop up was not running"

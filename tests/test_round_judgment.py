@@ -1,0 +1,66 @@
+"""Rounds cost no judgment: the engine advances a round itself, and the decider hears of it
+only when someone must act (at most one wake per round, its report; none for one that
+simply proceeded)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from looop_py.beat.pulse import beat
+from looop_py.beat.result import BeatOutcome
+from looop_py.deciders.base import DecideRequest, Decision
+from looop_py.loops.advance import start_round
+from looop_py.workdir import config as config_mod
+from looop_py.workdir.paths import Paths
+from tests.test_loops_e2e import DONE, finished, loop_goal, rounds_of
+
+MAKER = f'echo looking; {DONE} "found 2 things"'
+CHECKER = f'{DONE} "both are real"'
+
+
+class Counting:
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.wakes: list[list[str]] = []
+
+    def decide(self, request: DecideRequest) -> Decision:
+        self.wakes.append([c.item for c in request.changed])
+        return Decision({"action": "noop", "reason": "counted"})
+
+
+def run_round(wd: Paths, level: str, **extra: str) -> Counting:
+    (wd.goals / "welcome.md").unlink()
+    loop_goal(wd, "sweep", level, MAKER, CHECKER, **extra)
+    decider = Counting()
+    beat(wd, decider=decider)  # the world as it starts: one wake, before any round
+    assert len(decider.wakes) == 1
+    decider.wakes.clear()
+    start_round(wd, config_mod.load(wd.config), "sweep", now=time.time(), trigger="test")
+    deadline = time.monotonic() + 30
+    while not finished(wd)():
+        assert time.monotonic() < deadline, rounds_of(wd)
+        result = beat(wd, decider=decider)
+        assert result.outcome in (BeatOutcome.SKIPPED, BeatOutcome.DECIDED)
+        time.sleep(0.05)
+    for _ in range(3):  # the round is over: nothing more to hear
+        beat(wd, decider=decider)
+    return decider
+
+
+@pytest.mark.slow
+def test_an_l1_round_wakes_the_decider_once_for_its_report(wd: Paths) -> None:
+    decider = run_round(wd, "L1-report")
+    (r,) = rounds_of(wd)
+    assert r["outcome"] == "reported"
+    assert decider.wakes == [["snap:sys-rounds"]], decider.wakes
+
+
+@pytest.mark.slow
+def test_a_round_that_simply_proceeds_wakes_it_not_at_all(wd: Paths) -> None:
+    decider = run_round(wd, "L3-unattended", action="report", allow="[report]")
+    (r,) = rounds_of(wd)
+    assert r["outcome"] == "proceeded"
+    assert decider.wakes == [], decider.wakes
