@@ -68,3 +68,19 @@ def test_failing_beats_in_a_row_are_one_event(wd: Paths, tmp_path: Path) -> None
     events = [jsonio.loads(line) for line in log.read_text().splitlines()]
     assert [e["kind"] for e in events] == ["beat-failing"]
     assert events[0]["streak"] == 2
+
+
+def test_a_worker_that_ends_badly_is_one_event(wd: Paths, tmp_path: Path) -> None:
+    from tests.conftest import run_looop, wait_for
+
+    log = tmp_path / "hook.log"
+    _hook(wd, f"cat >> {log}")
+    r = run_looop("-C", str(wd.root), "worker", "start", "w1", "-", input="exit 3\n")
+    assert r.returncode == 0, r.stderr
+    wait_for((wd.sessions / "w1" / "status.json").exists, 10, "the worker's status")
+    wait_for(lambda: jsonio.read_json(wd.sessions / "w1" / "status.json")["state"] != "running")
+    for _ in range(3):
+        beat(wd)
+    events = [jsonio.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["kind"], e["id"]) for e in events] == [("worker-dead", "w1")]
+    assert "exit 3" in events[0]["text"]

@@ -181,3 +181,36 @@ def test_run_a_round_now_from_the_loops_page(wd: Paths) -> None:
     assert [r["id"] for r in rounds] == [got.json()["round"]]
     again = client.post("/loops/tidy/run", data={"csrf": security.csrf_for(token)})
     assert again.status_code == 409 and "already has a live round" in again.json()["error"]
+
+
+def test_pages_forbid_framing_scripts_and_outside_assets(wd: Paths) -> None:
+    client, _ = _logged_in(wd)
+    for path in ("/", "/asks"):
+        r = client.get(path)
+        assert r.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert client.get("/nowhere").status_code == 404
+    unauth = TestClient(client.app, base_url=BASE).get("/")
+    assert unauth.status_code == 401 and unauth.headers["x-frame-options"] == "DENY"
+
+
+def test_kill_and_tell_a_worker_from_the_page(wd: Paths) -> None:
+    script = 'for i in $(seq 1 600); do echo "tick $i"; sleep 0.1; done\n'
+    r = run_looop("-C", str(wd.root), "worker", "start", "w1", "-", input=script)
+    assert r.returncode == 0, r.stderr
+    client, token = _logged_in(wd)
+    csrf = security.csrf_for(token)
+    told = client.post("/workers/w1/tell", data={"csrf": csrf, "text": "wrap up"})
+    assert told.status_code == 200 and told.json()["text"] == "wrap up"
+    page = client.get("/workers/w1?format=json").json()
+    assert [m["text"] for m in page["told"]] == ["wrap up"]
+    assert page["worker"]["alive"] is True
+    assert 'id="kill-w1"' in client.get("/workers/w1").text
+    assert (
+        client.post("/workers/w1/kill", headers={"origin": "http://evil.example"}).status_code
+        == 403
+    )
+    killed = client.post("/workers/w1/kill", data={"csrf": csrf})
+    assert killed.status_code == 200 and killed.json()["was_alive"] is True
+    assert client.get("/workers/w1?format=json").json()["worker"]["alive"] is False

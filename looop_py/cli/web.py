@@ -111,13 +111,13 @@ def report(paths: Paths, html_file: str, as_json: bool) -> None:
 
 
 def needs_human(paths: Paths, *, only_asks: bool, now: float) -> list[dict[str, Any]]:
-    """Pending asks (and, unless only_asks, stuck or dead workers), for `looop wait`."""
+    """Pending asks (and, unless only_asks, stuck workers), for `looop wait`."""
     from looop_py.web import data
 
     items: list[dict[str, Any]] = [{"type": "ask", **a} for a in data.asks(paths, now)["asks"]]
     if not only_asks:
         for w in data.workers(paths, now, include_ended=False)["workers"]:
-            if w.get("health") in ("stuck", "dead"):
+            if w.get("health") == "stuck":
                 items.append({"type": "worker", **w})
     return items
 

@@ -34,6 +34,17 @@ from looop_py.workers import kill
 
 Handler = Callable[[Request], Awaitable[Response]]
 MAX_BODY = 256 * 1024
+# Nothing from elsewhere, no script, no framing (clickjacking), no Referer to other sites.
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a POST's Origin "null"
+    "Cache-Control": "no-store",
+}
 
 
 class Web:
@@ -47,6 +58,11 @@ class Web:
     # -- the guard every route goes through ---------------------------------------
     def guarded(self, handler: Handler, *, changes: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
+            response = await checked(request)
+            response.headers.update(HEADERS)
+            return response
+
+        async def checked(request: Request) -> Response:
             host = request.headers.get("host")
             if not security.host_ok(host, self.hosts):
                 return _refuse(request, 403, "this server does not answer to that Host")
