@@ -190,10 +190,13 @@ def test_every_page_in_a_real_browser_then_answer_and_approve_by_clicking(
     driver.find_element(By.ID, "approve-decider-1").click()
     wait_for(marker.exists, 15, "the approved move's effect on disk")
     assert marker.read_text() == "approved-by-click\n"
+    # The verdict is recorded first, the move runs, then what happened is added to it.
+    noted = lambda: jsonio.read_json(wd.answers / "decider-1.json").get("note")  # noqa: E731
+    wait_for(noted, 10, "the approval's note")
     answered = jsonio.read_json(wd.answers / "decider-1.json")
     assert answered["verdict"] == "approved" and answered["note"].startswith("ran")
+    wait_for(lambda: "no pending asks" in driver.page_source, 10, "the asks page, emptied")
     _shot(driver, "08-asks-answered.png")
-    assert "no pending asks" in driver.page_source
 
 
 def test_report_html_draws_its_charts_in_a_real_browser(

@@ -116,7 +116,8 @@ class Web:
 
     # -- pages ----------------------------------------------------------------------
     async def overview(self, request: Request) -> Response:
-        d = await run_in_threadpool(data.overview, self.paths, time.time())
+        days = 7 if request.query_params.get("days") == "7" else 1
+        d = await run_in_threadpool(data.overview, self.paths, time.time(), days)
         return self.page(request, "overview", pages.overview(d), d)
 
     async def beat(self, request: Request) -> Response:

@@ -60,17 +60,19 @@ def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]
     return list(totals.values())
 
 
-def overview(paths: Paths, now: float) -> dict[str, Any]:
-    """`looop status --json`, plus the day's beats, wake ratio, spend, workers, rounds, asks."""
+def overview(paths: Paths, now: float, days: int = 1) -> dict[str, Any]:
+    """`looop status --json`, plus the last `days` of beats, wake ratio, spend, workers, rounds,
+    asks."""
     cfg = config_mod.load(paths.config, paths.config_cache)
-    beats = beat_events(paths, now - 86400)
+    beats = beat_events(paths, now - 86400 * days)
     counts = {o: sum(1 for b in beats if b.get("outcome") == o) for o in OUTCOMES}
     woke = sum(counts[o] for o in ("decided", "held", "failed"))
     ran = woke + counts["skipped"]
     return {
         "status": beat_views.status(paths).to_json(),
-        "beats_24h": [{"ts": b.get("ts"), "t": b["t"], "outcome": b.get("outcome")} for b in beats],
-        "counts_24h": counts,
+        "days": days,
+        "beats": [{"ts": b.get("ts"), "t": b["t"], "outcome": b.get("outcome")} for b in beats],
+        "counts": counts,
         "wake_ratio": round(woke / ran, 3) if ran else None,
         "spend": spend_by_day(paths, now),
         "budget": {"daily_tokens": cfg.limits.daily_tokens, "daily_usd": cfg.limits.daily_usd},

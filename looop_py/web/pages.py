@@ -79,13 +79,14 @@ def _form(action: str, csrf: str | None, label: str, fields: str = "", name: str
 def overview(d: dict[str, Any], *, links: bool = True) -> str:
     st = d["status"]
     lim = st["limits"]
-    counts = d["counts_24h"]
+    counts = d["counts"]
+    span = "24 h" if d["days"] == 1 else f"{d['days']} days"
     ratio = d["wake_ratio"]
     last = st.get("last_beat") or {}
     sensors = st["sensors"]
     cards = [
         (
-            "beats, last 24 h",
+            f"beats, last {span}",
             f'<div class="big">{sum(counts.values())}</div>'
             + " · ".join(f'<span class="o-{k}">{v} {k}</span>' for k, v in counts.items()),
         ),
@@ -121,8 +122,10 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
     body = '<div class="cards">' + "".join(
         f'<div class="card"><div class="muted">{t}</div>{c}</div>' for t, c in cards
     )
-    body += "</div><h2>Beats over the last 24 h</h2>"
-    body += f'<div class="card" id="timeline">{svg.timeline(d["beats_24h"], time.time())}</div>'
+    other = '<a href="/?days=7">7 days</a>' if d["days"] == 1 else '<a href="/">24 h</a>'
+    body += f"</div><h2>Beats over the last {span}</h2>" + (f"<p>{other}</p>" if links else "")
+    chart = svg.timeline(d["beats"], time.time(), 24 * d["days"], 1 if d["days"] == 1 else 6)
+    body += f'<div class="card" id="timeline">{chart}</div>'
     budget = d["budget"]
     body += '<h2>Decider spend per day</h2><div class="cards">'
     body += f'<div class="card">tokens{svg.spend_bars(d["spend"], "tokens", budget["daily_tokens"], "tokens")}</div>'  # noqa: E501
@@ -147,7 +150,7 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
         ["when", "outcome"],
         [
             [_link(f"/beats/{quote(str(b['ts']))}", b["ts"], links), _outcome(b["outcome"])]
-            for b in reversed(d["beats_24h"][-15:])
+            for b in reversed(d["beats"][-15:])
         ],
     )
     return body

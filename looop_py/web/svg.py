@@ -15,23 +15,25 @@ COLORS = {
 }
 
 
-def timeline(beats: list[dict[str, Any]], now: float, hours: int = 24) -> str:
-    """Beats per hour over the last `hours`, stacked by outcome, with a legend."""
+def timeline(beats: list[dict[str, Any]], now: float, hours: int = 24, step_h: int = 1) -> str:
+    """Beats per `step_h` hours over the last `hours`, stacked by outcome, with a legend."""
     width, height, top, bottom, left = 720, 180, 10, 30, 34
     plot_h = height - top - bottom
-    col_w = (width - left - 10) / hours
+    n_cols = hours // step_h
+    step = step_h * 3600
+    col_w = (width - left - 10) / n_cols
     start = now - hours * 3600
-    buckets: list[dict[str, int]] = [{} for _ in range(hours)]
+    buckets: list[dict[str, int]] = [{} for _ in range(n_cols)]
     for b in beats:
-        i = int((b["t"] - start) // 3600)
-        if 0 <= i < hours:
+        i = int((b["t"] - start) // step)
+        if 0 <= i < n_cols:
             o = str(b.get("outcome"))
             buckets[i][o] = buckets[i].get(o, 0) + 1
     peak = max([sum(b.values()) for b in buckets] + [1])
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
         f'viewBox="0 0 {width} {height + 20}" width="100%" '
-        f'aria-label="beats per hour over the last {hours} hours, by outcome">',
+        f'aria-label="beats per {step_h} h over the last {hours} hours, by outcome">',
         f'<text x="2" y="{top + 10}" class="ax">{peak}</text>',
         f'<text x="2" y="{top + plot_h}" class="ax">0</text>',
         f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" '
@@ -51,7 +53,8 @@ def timeline(beats: list[dict[str, Any]], now: float, hours: int = 24) -> str:
                 f'fill="{color}" class="bar-{outcome}"><title>{n} {outcome}</title></rect>'
             )
         if i % 3 == 0:
-            label = time.strftime("%H:%M", time.localtime(start + i * 3600))
+            fmt = "%H:%M" if step_h == 1 else "%a %H:%M"
+            label = time.strftime(fmt, time.localtime(start + i * step))
             parts.append(f'<text x="{x:.1f}" y="{height - 12}" class="ax">{label}</text>')
     parts.append(_legend(list(COLORS.items()), height + 6, left))
     parts.append("</svg>")
