@@ -55,7 +55,8 @@ def _browser_bins() -> tuple[str, str] | None:
 
 
 @pytest.fixture
-def driver(tmp_path: Path) -> Iterator[Any]:
+def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never downloads a driver
     bins = _browser_bins()
     if bins is None:
         if os.environ.get("CI") == "true":
