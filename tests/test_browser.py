@@ -243,7 +243,8 @@ def test_a_real_post_without_the_token_or_from_another_origin_changes_nothing(
         except urllib.error.HTTPError as exc:
             return exc.code
 
-    cookie = {"Cookie": f"{security.COOKIE}={token}"}
+    port = int(base.rsplit(":", 1)[1])
+    cookie = {"Cookie": f"{security.cookie_name(port)}={token}"}
     assert post({}) == 401
     assert post({**cookie, "Origin": "http://evil.example"}) == 403
     assert post({**cookie, "Origin": base}, data=b"csrf=forged") == 403

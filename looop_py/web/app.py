@@ -76,7 +76,11 @@ class Web:
                     target += "?" + "&".join(f"{k}={v}" for k, v in rest)
                 response: Response = RedirectResponse(target, status_code=303)
                 response.set_cookie(
-                    security.COOKIE, self.token, httponly=True, samesite="strict", path="/"
+                    security.cookie_name(request.url.port),
+                    self.token,
+                    httponly=True,
+                    samesite="strict",
+                    path="/",
                 )
                 return response
             if not self.authorised(request):
@@ -102,7 +106,7 @@ class Web:
     def authorised(self, request: Request) -> bool:
         auth = request.headers.get("authorization", "")
         bearer = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
-        cookie = request.cookies.get(security.COOKIE)
+        cookie = request.cookies.get(security.cookie_name(request.url.port))
         return security.same(cookie, self.token) or security.same(bearer, self.token)
 
     def page(self, request: Request, title: str, body: str, payload: Any) -> Response:

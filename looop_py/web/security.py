@@ -20,6 +20,13 @@ from urllib.parse import urlsplit
 from looop_py.workdir.paths import Paths
 
 COOKIE = "looop_token"
+
+
+def cookie_name(port: int | None) -> str:
+    """One cookie per port: cookies ignore ports, so two servers would clobber each other's."""
+    return f"{COOKIE}_{port or 80}"
+
+
 LOOPBACK_NAMES = ("localhost",)
 
 
