@@ -118,3 +118,29 @@ def group_members(pgid: int) -> list[tuple[int, float]]:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def lasting_ancestor(pid: int) -> int:
+    """`pid`, or the nearest ancestor it is a forked copy of.
+
+    A shell runs `$( … )` (when it cannot exec the command directly, e.g. with a
+    redirection), pipelines and `( … )` in forked copies of itself that end as
+    soon as they are done. A fork keeps its parent's executable and command line,
+    so walk up while both match: the process found is the script itself.
+    """
+    import psutil  # only off Linux, or to walk a process tree: the quiet beat reads /proc
+
+    found = pid
+    try:
+        proc = psutil.Process(pid)
+        for _ in range(64):
+            parent = proc.parent()
+            if parent is None or parent.pid <= 1:
+                break
+            if parent.exe() != proc.exe() or parent.cmdline() != proc.cmdline():
+                break
+            proc = parent
+            found = proc.pid
+    except (psutil.Error, OSError):
+        pass  # what could be looked at is the answer
+    return found

@@ -150,7 +150,11 @@ def test_start_worker_move_starts_a_real_worker(wd: Path | Paths) -> None:
         "runtime": "shell",
     }
     (wd.root / "moves.jsonl").write_text(jsonio.dumps(entry).decode())
-    wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.jsonl"\n')
+    # A shell worker runs its prompt as bash: only a human's rule lets a model start one unasked.
+    wd.config.write_text(
+        '[decider]\nbackend = "script"\nscript = "moves.jsonl"\n'
+        '[gates]\nallow_runtimes = ["shell"]\n'
+    )
     write_sensor(wd, "s", "echo 1")
     beat = pulse(wd)
     assert beat["outcome"] == "decided", beat["reason"]

@@ -163,11 +163,14 @@ def test_answer_approve_and_deny_answer_in_json(wd: Paths) -> None:
     assert answered["id"] == question.id and answered["answer"] == "staging"
 
     def approval(cmd: str) -> str:
-        move = {"action": "run_shell", "cmd": cmd}
-        hold = {"move": move}
-        return mailbox.open_ask(
-            wd, prompt="run?", asker="decider", now=now, kind="approval", hold=hold
-        ).id
+        """Held by the gate, as the pulse holds it: the ask shows what would run."""
+        from looop_py.moves import gate, union
+        from looop_py.workdir.config import Config
+
+        move = union.parse({"action": "run_shell", "cmd": cmd})
+        held = gate.admit(wd, Config(), move, now).held
+        assert held is not None
+        return held
 
     ok = looop(wd, "approve", approval("true"), "--json")
     assert ok.exit_code == 0 and as_json(ok)["verdict"] == "approved"

@@ -148,7 +148,7 @@ def test_interrupted_move_is_reported_not_rerun(wd: Paths, tmp_path: Any) -> Non
 
 
 def test_run_shell_output_is_shown_to_the_next_decide_once(wd: Paths) -> None:
-    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["echo"]\n')
+    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["echo *"]\n')
     beat(wd, decider=Seq({"action": "run_shell", "cmd": "echo hello-from-shell"}))
     d = Seq()
     beat(wd, decider=d, force=True)
@@ -188,6 +188,7 @@ def test_a_new_ask_wakes_the_loop_once(wd: Paths) -> None:
 
 
 def test_write_moves_change_files_atomically_and_keep_history(wd: Paths) -> None:
+    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nallow_sensors = ["s1"]\n')
     moves = [
         {"action": "write_goal", "id": "g1", "body": "# G1"},
         {"action": "write_sensor", "name": "s1", "script": "echo 1"},

@@ -137,8 +137,10 @@ def test_init_offers_a_ready_block_for_each_agent_cli_on_path(tmp_path: Path) ->
     text = (target / "looop.toml").read_text()
     assert presets.MARKER not in text
     assert f"# claude ({tmp_path / 'fakebin' / 'claude'})" in text
-    # Nothing is active: the file still means the offline default.
-    assert config_mod.load(target / "looop.toml") == Config()
+    # No decider is active: the file still means the offline default; but workers get claude.
+    loaded = config_mod.load(target / "looop.toml")
+    assert loaded.decider == Config().decider
+    assert loaded.workers.default_runtime == "claude"
     for cli, backend in (("claude", "command"), ("codex", "command"), ("ollama", "openai")):
         (tmp_path / "try.toml").write_text(_uncomment(text, cli))
         cfg = config_mod.load(tmp_path / "try.toml")
@@ -162,3 +164,24 @@ def test_init_without_agent_clis_says_so(tmp_path: Path) -> None:
     text = presets.apply("[decider]\n# looop:agent-clis (marker)\n", [])
     assert "no agent CLI was found" in text and "marker" not in text
     assert presets.detect(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    "clis,runtime",
+    [(("ollama", "codex", "claude"), "claude"), (("pi", "codex"), "codex"), (("llm",), None)],
+)
+def test_init_gives_workers_the_first_agent_cli_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clis: tuple[str, ...], runtime: str | None
+) -> None:
+    from looop_py.workdir.template import init
+
+    monkeypatch.setenv("PATH", _fake_bin(tmp_path, *clis).split(os.pathsep)[0])
+    result = init(tmp_path / "ops")
+    cfg = config_mod.load(tmp_path / "ops" / "looop.toml")
+    assert result.default_runtime == cfg.workers.default_runtime == (runtime or "shell")
+    if runtime:
+        assert f"workers run on {runtime}" in result.runtime_note()
+    else:
+        assert "waits for your approval" in result.runtime_note()
+    again = init(tmp_path / "ops")  # an existing looop.toml is never touched
+    assert again.default_runtime == "shell" and again.agent_clis == ()

@@ -129,7 +129,7 @@ def test_shell_command_not_allowlisted_is_held_not_run(wd: Paths, tmp_path: Path
 
 
 def test_allowlisted_simple_command_runs_without_a_shell(wd: Paths, tmp_path: Path) -> None:
-    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["touch"]\n')
+    wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["touch *"]\n')
     marker = tmp_path / "ran"
     result = beat(wd, decider=Replay({"action": "run_shell", "cmd": f"touch {marker}"}))
     assert result.outcome == "decided" and marker.exists()

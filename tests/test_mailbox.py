@@ -81,12 +81,20 @@ def test_concurrent_askers_get_distinct_ids(wd: Paths) -> None:
     assert len(set(ids)) == 20
 
 
+def held(wd: Paths, move: dict) -> mailbox.Ask:
+    """A move the gate held back, as the pulse would hold it."""
+    from looop_py.moves import gate, union
+    from looop_py.workdir.config import Config
+
+    admission = gate.admit(wd, Config(), union.parse(move), time.time())
+    assert admission.held is not None
+    return mailbox.get_ask(wd, admission.held)
+
+
 def test_approve_runs_the_held_move_once(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "count"
-    move = {"action": "run_shell", "cmd": f"echo x >> {marker}"}
-    ask = mailbox.open_ask(
-        wd, prompt="run?", asker="decider", now=time.time(), kind="approval", hold={"move": move}
-    )
+    ask = held(wd, {"action": "run_shell", "cmd": f"echo x >> {marker}"})
+    assert f"echo x >> {marker}" in ask.prompt
     r = run_looop("-C", str(wd.root), "approve", ask.id)
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == "x\n"
@@ -99,14 +107,7 @@ def test_approve_runs_the_held_move_once(wd: Paths, tmp_path: Path) -> None:
 
 def test_deny_runs_nothing(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "never"
-    ask = mailbox.open_ask(
-        wd,
-        prompt="run?",
-        asker="decider",
-        now=time.time(),
-        kind="approval",
-        hold={"move": {"action": "run_shell", "cmd": f"touch {marker}"}},
-    )
+    ask = held(wd, {"action": "run_shell", "cmd": f"touch {marker}"})
     r = run_looop("-C", str(wd.root), "deny", ask.id, "--reason", "not today")
     assert r.returncode == 0
     assert not marker.exists()

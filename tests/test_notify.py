@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
@@ -84,3 +86,19 @@ def test_a_worker_that_ends_badly_is_one_event(wd: Paths, tmp_path: Path) -> Non
     events = [jsonio.loads(line) for line in log.read_text().splitlines()]
     assert [(e["kind"], e["id"]) for e in events] == [("worker-dead", "w1")]
     assert "exit 3" in events[0]["text"]
+
+
+def test_the_hook_gets_secrets_only_when_named(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NTFY_TOKEN", "tk-123456")
+    monkeypatch.setenv("OTHER_TOKEN", "ot-123456")
+    out = tmp_path / "env.txt"
+    _hook(
+        wd,
+        f'echo "${{NTFY_TOKEN:-none}} ${{OTHER_TOKEN:-none}}" >> {out}',
+        'env = ["NTFY_TOKEN"]\n',
+    )
+    mailbox.open_ask(wd, prompt="q", asker="human", now=time.time())
+    beat(wd)
+    assert out.read_text() == "tk-123456 none\n"

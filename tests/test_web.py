@@ -25,11 +25,18 @@ from tests.conftest import run_looop, write_sensor
 BASE = "http://127.0.0.1:8765"
 
 
+def held(wd: Paths, move: dict) -> mailbox.Ask:
+    """A move the gate held back, as the pulse would hold it."""
+    from looop_py.moves import gate, union
+    from looop_py.workdir.config import Config
+
+    admission = gate.admit(wd, Config(), union.parse(move), time.time())
+    assert admission.held is not None
+    return mailbox.get_ask(wd, admission.held)
+
+
 def _approval(wd: Paths, marker: Path) -> mailbox.Ask:
-    move = {"action": "run_shell", "cmd": f"echo ran >> {marker}"}
-    return mailbox.open_ask(
-        wd, prompt="run it?", asker="decider", now=time.time(), kind="approval", hold={"move": move}
-    )
+    return held(wd, {"action": "run_shell", "cmd": f"echo ran >> {marker}"})
 
 
 def _client(wd: Paths, *, read_only: bool = False) -> tuple[TestClient, str]:

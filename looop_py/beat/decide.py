@@ -20,7 +20,7 @@ from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
-from looop_py.workdir import journal, runs
+from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
@@ -105,6 +105,7 @@ def decide_and_act(
     interrupted: str | None = None,
 ) -> Verdict:
     lim = cfg.limits
+    environ.remember(cfg)  # its secret names are redacted from everything written below
     ledgers = limits.load(paths)
     items = seen.items
     policy = policy_hash(items)
@@ -135,6 +136,7 @@ def decide_and_act(
     stats: dict[str, Any] = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
 
     def fail(reason: str) -> Verdict:
+        reason = environ.redact(reason, cfg)  # a provider's error may echo the key
         fails = ledgers.backoff.fails + 1
         limits.save_backoff(paths, limits.Backoff(fails, clock(), policy, reason))
         runs.write(run, "error.txt", reason)

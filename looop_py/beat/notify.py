@@ -177,7 +177,7 @@ def _load(paths: Paths) -> dict[str, float]:
 def run_hook(paths: Paths, cfg: config_mod.Config, event: dict[str, Any], now: float) -> bool:
     """Run the hook for one event; journal and emit a failure. True when it exited 0."""
     event = {**event, "ts": journal.iso(now), "work_dir": str(paths.root)}
-    env = environ.child_env(paths)
+    env = environ.child_env(paths, config=cfg, passthrough=cfg.notify.env)
     for name in ("kind", "key", "text", "id", "ts", "work_dir"):
         if name in event:
             env[f"LOOOP_EVENT_{name.upper()}"] = str(event[name])

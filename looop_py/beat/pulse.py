@@ -113,6 +113,12 @@ def _beat_locked(
     jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
 
     interrupted = _report_interrupted(paths, now)
+    if _has_entries(paths.approved):  # approvals whose approver could not run them (rare)
+        from looop_py.moves import approvals
+
+        _emit_steps(
+            paths, now, "approval_failed", lambda: approvals.carry_out_pending(paths, cfg, now)
+        )
 
     # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
     housekeep(paths, cfg, now)

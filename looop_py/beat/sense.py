@@ -14,7 +14,7 @@ from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
-from looop_py.workdir.goals import GoalFile, read_goals, read_playbook
+from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -54,15 +54,18 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
     nothing under state/: the probes leave the loop index and schedule book alone.
     """
     paths.snapshots.mkdir(exist_ok=True)
-    found = sensors.discover(paths, cfg.sensors.timeout_s)
+    found, refused = _inside(paths, sensors.discover(paths, cfg.sensors.timeout_s))
     readings = sensors.sense(
         paths,
         found,
-        env=child_env(paths),
+        env=child_env(paths, config=cfg),
         cap=cfg.sensors.max_bytes,
         concurrency=cfg.sensors.concurrency,
         now=now,
     )
+    for reading in refused:
+        jsonio.write_json_if_changed(paths.snapshot(reading.stem), reading.snapshot)
+    readings = sorted([*readings, *refused], key=lambda r: r.stem)
     goals = tuple(read_goals(paths))
     snapshots = {r.stem: r.snapshot for r in readings}
     found_by_probes, probed = probes.run_probes(paths, now, goals=goals, persist=persist)
@@ -78,6 +81,22 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
     return World(
         items, world.world_hash(items), tuple(readings), snapshots, probed, playbook, goals
     )
+
+
+def _inside(
+    paths: Paths, found: list[sensors.Sensor]
+) -> tuple[list[sensors.Sensor], list[sensors.Reading]]:
+    """The sensors that may run, and an error reading for each that links out of the work dir."""
+    whole_dir = outside_link(paths, paths.sensors)
+    ok, refused = [], []
+    for sensor in found:
+        why = whole_dir or outside_link(paths, sensor.path)
+        if why is None:
+            ok.append(sensor)
+            continue
+        snap = {"signal": {"error": "outside-link"}, "detail": {"message": why}}
+        refused.append(sensors.Reading(sensor.stem, snap, 0.0))
+    return ok, refused
 
 
 def load_committed(paths: Paths) -> Committed:

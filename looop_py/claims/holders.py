@@ -1,8 +1,10 @@
 """Who holds a claim: a session label and the process whose life the claim follows.
 
 A worker's claim follows the worker's own process (its pid and create time,
-from its session record); anything else follows the process that asked, or
-the one named. A loop round is a holder without a process.
+from its session record); anything else follows the script that asked (the
+caller, or the caller's caller when the caller is a short-lived forked copy
+of it, as `epoch=$(looop claim X)` can make), or the process named with --pid.
+A loop round is a holder without a process.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
     """The holder for a command line: a live worker's own process, else `pid` (the caller's parent).
 
     Inside a worker, $LOOOP_SESSION_ID names the session and the claim follows
-    the worker's life. Elsewhere the claim follows the process that ran
-    `looop claim` (a shell, a script), or the one `--pid` names.
+    the worker's life. Elsewhere the claim follows the script that ran `looop
+    claim`, even from inside `$( )`, a pipeline or `( )` (whose forked copies of
+    the script end at once: identity.lasting_ancestor), or the one `--pid` names.
     """
     if session is not None:
         check_segment(session, "session id")
@@ -52,7 +55,7 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
                     )
                 return Holder(session, meta["pid"], float(meta["create_time"]))
     if pid is None:
-        pid = os.getppid()
+        pid = identity.lasting_ancestor(os.getppid())
     created = identity.create_time(pid)
     if created is None:
         raise UsageError(f"process {pid} is not running", "pass the pid of a live process")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from looop_py.errors import LooopError
-from looop_py.workdir.environ import child_env
+from looop_py.workdir.environ import decider_env
 from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
@@ -55,7 +55,7 @@ class DecideRequest:
 
 def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:
     """A request for a backend working in this work dir."""
-    return DecideRequest(now, paths.root, paths.state, child_env(paths), **fields)
+    return DecideRequest(now, paths.root, paths.state, decider_env(paths), **fields)
 
 
 @dataclass(frozen=True)

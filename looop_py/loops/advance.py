@@ -44,7 +44,7 @@ def engine_for(
         spec,
         SessionWorkers(paths, config, clock),
         executor=CommandActionExecutor(
-            action_commands(config.actions), cwd=paths.root, env=child_env(paths)
+            action_commands(config.actions), cwd=paths.root, env=child_env(paths, config=config)
         ),
         memory=store.JsonlMemory(paths.memory),
         claims=RoundClaims(paths, clock),

@@ -1,7 +1,9 @@
 """Loops as goal files: read a LoopSpec from goals/<id>.md, or write one from a pattern.
 
 The engine parses a frontmatter dict into a LoopSpec; reading and writing
-the files is this module's job.
+the files is this module's job. A goal file a model last wrote without a
+human's approval (workdir/provenance.py) runs at most at L1, whatever level
+it names: only a human's file, or one a human approved, raises a loop.
 """
 
 from __future__ import annotations
@@ -10,20 +12,34 @@ from dataclasses import replace
 from pathlib import Path
 
 from looop_py.engine import patterns
+from looop_py.engine.levels import LoopLevel
 from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
-from looop_py.workdir import goals
-from looop_py.workdir.goals import frontmatter, goal_paths, render_frontmatter
+from looop_py.workdir import goals, provenance
+from looop_py.workdir.goals import frontmatter, goal_paths, outside_link, render_frontmatter
 from looop_py.workdir.paths import Paths
 
 
-def spec_from_goal(path: Path) -> LoopSpec:
-    """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop."""
+def capped(paths: Paths | None, goal_id: str, data: bytes, spec: LoopSpec) -> LoopSpec:
+    """The spec, at most L1 when a model last wrote its file without a human's approval."""
+    if paths is None or spec.level is LoopLevel.L1_REPORT:
+        return spec
+    if provenance.written_by_model(paths, f"goals/{goal_id}.md", data):
+        return spec.with_level(LoopLevel.L1_REPORT)
+    return spec
+
+
+def spec_from_goal(path: Path, paths: Paths | None = None) -> LoopSpec:
+    """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop.
+
+    Given the work dir, a file a model wrote unapproved is capped at L1.
+    """
 
     goal_id = path.name.removesuffix(".md")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LoopSpecError(f"cannot read goal {path}: {exc}") from None
     meta, _body = frontmatter(text)
@@ -32,15 +48,18 @@ def spec_from_goal(path: Path) -> LoopSpec:
             f"goal {goal_id} is not a loop: its frontmatter has none of the loop keys",
             f"add some of: {', '.join(sorted(LOOP_KEYS))}",
         )
-    return LoopSpec.from_frontmatter(goal_id, meta)
+    return capped(paths, goal_id, data, LoopSpec.from_frontmatter(goal_id, meta))
 
 
 def load_spec(paths: Paths, loop: str) -> LoopSpec:
-    """The loop `loop` as goals/<loop>.md defines it now."""
+    """The loop `loop` as goals/<loop>.md defines it now (at most L1 if a model wrote it)."""
     path = paths.goal(loop)
     if not path.exists():
         raise UsageError(f"no loop {loop!r}: goals/{loop}.md does not exist", "see `looop loops`")
-    return spec_from_goal(path)
+    why = outside_link(paths, path) or outside_link(paths, paths.goals)
+    if why:
+        raise LoopSpecError(why)
+    return spec_from_goal(path, paths)
 
 
 def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
@@ -55,10 +74,11 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
     names: dict[str, str] = {}
     for goal_id, path in goal_paths(paths):
         try:
-            meta, _body = frontmatter(path.read_text(encoding="utf-8"))
+            data = path.read_bytes()
+            meta, _body = frontmatter(data.decode("utf-8"))
             if not is_loop(meta):
                 continue
-            spec = LoopSpec.from_frontmatter(goal_id, meta)
+            spec = capped(paths, goal_id, data, LoopSpec.from_frontmatter(goal_id, meta))
         except (OSError, UnicodeDecodeError) as exc:
             errors[goal_id] = f"cannot read goal {goal_id}: {exc}"
             continue

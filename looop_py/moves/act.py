@@ -1,10 +1,11 @@
 """Execute a validated move. looop acts; the model never does.
 
+Every move first passes the one gate (gate.py): a move that could run code
+no human allowed is held as an approval ask instead (`looop approve` carries
+it out later, exactly as shown), and the tripwire refuses the catastrophic.
 Each move's effect is a small function below. Policy writes are atomic and
 idempotent; moves that must not run twice (shell, spawn, ask) are wrapped in a
-write-ahead record. `run_shell` goes through the gates: allowlisted simple
-commands run without a shell, anything else is held as an approval that
-`looop approve` runs later, and the tripwire refuses the catastrophic.
+write-ahead record. Allowlisted shell commands run without a shell.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from looop_py import jsonio, procs
 from looop_py.errors import LooopError
-from looop_py.moves import shellgate, timers, wal
+from looop_py.moves import gate, timers, wal
 from looop_py.moves.union import (
     ArchiveGoal,
     AskHuman,
@@ -33,7 +34,7 @@ from looop_py.moves.union import (
     WriteSchedule,
     WriteSensor,
 )
-from looop_py.workdir import mailbox
+from looop_py.workdir import mailbox, provenance
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
@@ -53,26 +54,42 @@ class Outcome:
 def execute(
     paths: Paths, cfg: Config, move: Move, now: float, *, approved: bool = False
 ) -> Outcome:
-    """Carry out one move. Failures are Outcomes, not exceptions, so they get journaled."""
+    """Carry out one move. Failures are Outcomes, not exceptions, so they get journaled.
+
+    `approved`: a human approved exactly this move (moves/approvals.py), so the
+    gate does not hold it again (the tripwire still refuses).
+    """
     a = move.action
     try:
+        admission = gate.admit(paths, cfg, move, now, approved=approved)
+        verdict = admission.verdict
+        if verdict.refused is not None:
+            why = f"refused by the tripwire ({verdict.refused})"
+            return Outcome(False, f"{why}; a human can run it by hand")
+        if admission.held is not None:
+            return Outcome(
+                True, f"held for approval as {admission.held} ({verdict.why})", held=admission.held
+            )
         match a:
             case Noop():
                 return Outcome(True)
             case WriteGoal(id=goal_id, body=body):
-                jsonio.atomic_write(paths.goal(goal_id), _with_newline(body).encode())
+                data = gate.with_newline(body).encode()
+                jsonio.atomic_write(paths.goal(goal_id), data)
+                rel = f"goals/{goal_id}.md"
+                provenance.record(paths, rel, data, approved=approved, now=now)
                 stamp_goal(paths, goal_id, now)
                 return Outcome(True)
             case ArchiveGoal(id=goal_id):
                 return _archive_goal(paths, goal_id, now)
             case WriteSensor(name=name, script=script):
-                text = script if script.startswith("#!") else "#!/usr/bin/env bash\n" + script
                 paths.sensors.mkdir(exist_ok=True)
-                jsonio.atomic_write(paths.sensor(name), _with_newline(text).encode(), mode=0o755)
+                data = gate.sensor_text(script).encode()
+                jsonio.atomic_write(paths.sensor(name), data, mode=0o755)
                 return Outcome(True)
             case WritePlaybook(body=body):
                 _keep_playbook_history(paths, now)
-                jsonio.atomic_write(paths.playbook, _with_newline(body).encode())
+                jsonio.atomic_write(paths.playbook, gate.with_newline(body).encode())
                 return Outcome(True)
             case WriteSchedule(name=name, in_s=in_s, every_s=every_s, cron=cron):
                 timers.write(paths, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
@@ -80,12 +97,14 @@ def execute(
             case DropSchedule(name=name):
                 gone = timers.drop(paths, name)
                 return Outcome(True, "" if gone else "(no such schedule)")
-            case RunShell():
-                return _run_shell(paths, cfg, move, now, approved=approved)
+            case RunShell(cmd=cmd):
+                argv = list(verdict.argv) if verdict.argv else ["bash", "-c", cmd]
+                return _run_shell(paths, cfg, move, now, argv)
             case AskHuman(prompt=prompt, options=options):
                 return _guarded(paths, move, now, lambda: _ask(paths, prompt, options, now))
             case StartWorker() | KillWorker():
-                return _guarded(paths, move, now, lambda: _workers(paths, cfg, move, now))
+                run = lambda: _workers(paths, cfg, move, now, verdict.verify)  # noqa: E731
+                return _guarded(paths, move, now, run)
             case StartRound():
                 return _guarded(paths, move, now, lambda: _start_round(paths, cfg, move, now))
     except LooopError as exc:
@@ -93,10 +112,6 @@ def execute(
     except OSError as exc:  # a full disk, a permission problem: reported, state intact
         return Outcome(False, f"{type(exc).__name__}: {exc}")
     raise AssertionError(f"unhandled move {move.name}")  # pragma: no cover
-
-
-def _with_newline(text: str) -> str:
-    return text if text.endswith("\n") else text + "\n"
 
 
 def _guarded(paths: Paths, move: Move, now: float, run: Any) -> Outcome:
@@ -156,32 +171,16 @@ def _keep_playbook_history(paths: Paths, now: float) -> None:
 # -- run_shell ------------------------------------------------------------------------------
 
 
-def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, *, approved: bool) -> Outcome:
+def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, argv: list[str]) -> Outcome:
+    """Run a command the gate admitted: allowlisted (argv, no shell) or approved (bash -c)."""
     assert isinstance(move.action, RunShell)
     cmd = move.action.cmd
-    verdict = shellgate.check_shell(
-        cmd, cfg.gates.shell_allow, allow_dangerous=cfg.gates.allow_dangerous
-    )
-    if verdict.denied is not None:
-        return Outcome(False, f"refused: {verdict.reason}; a human can run it by hand")
-    if not verdict.run and not approved:
-        ask = mailbox.open_ask(
-            paths,
-            prompt=f"Run this shell command in {paths.root}?\n\n    {cmd}\n\n"
-            f"Reason given: {move.action.reason or '(none)'}\nWhy it waits: {verdict.reason}.",
-            asker="decider",
-            now=now,
-            kind=mailbox.AskKind.APPROVAL,
-            hold={"move": move.to_json()},
-        )
-        return Outcome(True, f"held for approval as {ask.id} ({verdict.reason})", held=ask.id)
-    argv = list(verdict.argv) if verdict.run else ["bash", "-c", cmd]
     wal.begin(paths, move.to_json(), now)
     try:
         result = procs.run(
             argv,
             cwd=paths.root,
-            env=child_env(paths),
+            env=child_env(paths, config=cfg),
             timeout_s=cfg.gates.shell_timeout_s,
             cap=64 * 1024,
             stderr_tail=SHELL_TAIL,
@@ -223,7 +222,9 @@ def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float)
     return Outcome(True, f"as {ask.id}", detail={"ask": ask.id})
 
 
-def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
+def _workers(
+    paths: Paths, cfg: Config, move: Move, now: float, verify: str | None = None
+) -> Outcome:
     from looop_py.workers import kill, launch  # only for a worker move
 
     a = move.action
@@ -234,7 +235,7 @@ def _workers(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
             a.id,
             a.prompt,
             runtime=a.runtime,
-            verify=a.verify,
+            verify=verify if verify is not None else a.verify,
             workspace=a.workspace,
             now=now,
         )

@@ -1,22 +1,48 @@
 """`looop approve` and `looop deny`: a human answers what a gate held back.
 
-The answer is recorded first, exclusively, so two people approving at once
-run the move once; the move then runs under the pulse lock so it never races
-a beat, and what happened is added to the answer and the journal.
+An approval runs exactly what its ask showed, once, and durably:
+
+1. `approve` judges the held move again against the files as they are now: if
+   the file it would replace changed since the ask (its fingerprint), or what
+   would run is no longer what the ask shows, it is refused as stale (answered
+   `stale`, journaled, nothing runs).
+2. It records the approval as an intent, `state/approved/<ask>.json`, created
+   exclusively (two people approving at once record it once), then answers.
+3. It carries the intent out under the pulse lock, so it never races a beat.
+   If it cannot get the lock in time, or dies or is killed while waiting, the
+   next beat carries it out instead (`carry_out_pending`, early in every
+   beat). Either way it runs once and one journal line says what happened.
+
+An intent found half-run (its actor died mid-move) is reported and never
+re-run, like any other interrupted move. Round approvals are answers the
+round's own state machine picks up, so they are durable as they are.
 """
 
 from __future__ import annotations
 
-from looop_py.errors import Busy, UsageError
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from looop_py import jsonio
+from looop_py.errors import LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
-from looop_py.moves import act, union
+from looop_py.moves import act, gate, union
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
+from looop_py.workdir.config import Config
 from looop_py.workdir.mailbox import Answer
 from looop_py.workdir.paths import Paths
 
 LOCK_WAIT_S = 120.0
+WAITING = "approved; waiting for the pulse lock to run it"
+QUEUED = "approved; a pulse held the lock, so the next beat runs it"
+
+
+class StaleApproval(UsageError):
+    """What the ask showed is no longer what would run; nothing ran."""
 
 
 def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
@@ -27,12 +53,44 @@ def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
         )
     if mailbox.get_answer(paths, ask_id) is not None:
         raise UsageError(f"{ask_id} was already answered", "see `looop journal` for what happened")
+    if _intent_path(paths, ask_id).exists():
+        raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     return ask
+
+
+def _intent_path(paths: Paths, ask_id: str) -> Path:
+    return paths.approved / f"{ask_id}.json"
+
+
+def stale_reason(paths: Paths, cfg: Config, hold: dict[str, Any]) -> str | None:
+    """Why the held move may no longer run as shown; None when it still would, exactly."""
+    shown = hold.get("runs")
+    if not isinstance(shown, str) or not isinstance(hold.get("move"), dict):
+        return "the ask does not show what would run"
+    try:
+        move = union.parse(hold["move"])
+    except union.MoveError as exc:
+        return f"the held move no longer validates: {exc.message}"
+    verdict, fingerprint = gate.judge(paths, cfg, move)
+    if hold.get("file") and hold.get("fingerprint") != fingerprint:
+        return f"{hold['file']} changed since it was asked"
+    if verdict.refused is not None:
+        return f"the tripwire refuses it ({verdict.refused})"
+    if verdict.runs != shown:
+        return "what would run is no longer what the ask shows"
+    return None
+
+
+def display(ask: mailbox.Ask) -> str:
+    """The text `looop asks` shows for an ask (for approvals: exactly what would run)."""
+    return gate.display(ask)
+
+
+# -- approve ------------------------------------------------------------------------------
 
 
 def _settle_round(paths: Paths, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
-
     cfg = config_mod.load(paths.config, paths.config_cache)
     lock = PulseLock(paths.pulse_lock)
     if not lock.acquire(timeout_s=LOCK_WAIT_S):
@@ -55,26 +113,124 @@ def approve(paths: Paths, ask_id: str, *, now: float) -> Answer:
         return mailbox.answer(
             paths, ask_id, "approved", now=now, verdict="approved", note=note, force=True
         )
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    held = ask.hold.get("move")
-    if not isinstance(held, dict):
+    if not isinstance(ask.hold.get("move"), dict):
         raise UsageError(f"{ask_id} holds nothing looop can run")
-    move = union.parse(held)  # re-validated: the file could have been edited
-    mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved")
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    stale = stale_reason(paths, cfg, ask.hold)
+    if stale is not None:
+        _refuse_stale(paths, ask_id, stale, now)
+    intent = {"v": 1, "ask": ask_id, "hold": ask.hold, "approved_at": now, "state": "approved"}
+    paths.approved.mkdir(parents=True, exist_ok=True)
+    if not mailbox.create_exclusive(_intent_path(paths, ask_id), jsonio.dumps(intent)):
+        raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
+    try:
+        mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved", note=WAITING)
+    except UsageError:
+        # Denied in the same instant: the answer wins, and the intent is dropped unrun.
+        raise UsageError(f"{ask_id} was answered meanwhile", "see `looop journal`") from None
     lock = PulseLock(paths.pulse_lock)
     if not lock.acquire(timeout_s=LOCK_WAIT_S):
-        raise Busy("a pulse held the lock for two minutes", f"run `looop approve {ask_id}` again")
+        summary = union.parse(ask.hold["move"]).summary()
+        journal.write(paths, f"✓ approved {ask_id}: {summary} · queued for the next beat", now)
+        return Answer("approved", now, "approved", QUEUED)
     try:
-        outcome = act.execute(paths, cfg, move, now, approved=True)
+        note = carry_out(paths, cfg, ask_id, now, by="approve")
     finally:
         lock.release()
+    got = mailbox.get_answer(paths, ask_id)
+    return got if got is not None else Answer("approved", now, "approved", note)
+
+
+def _refuse_stale(paths: Paths, ask_id: str, why: str, now: float) -> None:
+    note = f"stale: {why}; nothing ran"
+    mailbox.answer(paths, ask_id, "stale", now=now, verdict="stale", note=note, force=True)
+    journal.write(paths, f"✗ approval {ask_id} refused as stale: {why}; nothing ran", now)
+    raise StaleApproval(
+        f"{ask_id} is stale: {why}; nothing ran", "the decider can propose it again"
+    )
+
+
+# -- carrying approvals out (under the pulse lock) ---------------------------------------------
+
+
+def carry_out(paths: Paths, cfg: Config, ask_id: str, now: float, *, by: str) -> str:
+    """Run one recorded approval, exactly once; the caller holds the pulse lock."""
+    path = _intent_path(paths, ask_id)
+    try:
+        intent = jsonio.read_json(path, None)
+    except LooopError:
+        intent = {"state": "running"}  # torn can only mean a writer died: never re-run
+    if not isinstance(intent, dict):
+        got = mailbox.get_answer(paths, ask_id)
+        return (got.note if got else None) or "already carried out"
+    raw_hold = intent.get("hold")
+    hold: dict[str, Any] = raw_hold if isinstance(raw_hold, dict) else {}
+    answer = mailbox.get_answer(paths, ask_id)
+    if intent.get("state") == "running":
+        note = "interrupted: looop died while running it; not re-run, check its effect by hand"
+        return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by)
+    if answer is not None and answer.verdict != "approved":
+        note = f"dropped: it was answered {answer.verdict or answer.text!r}"
+        return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by, answer=False)
+    stale = stale_reason(paths, cfg, hold)
+    if stale is not None:
+        note = f"stale: {stale}; nothing ran"
+        return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by, verdict="stale")
+    move = union.parse(hold["move"])
+    jsonio.write_json(path, {**intent, "state": "running", "pid": os.getpid(), "at": now})
+    outcome = act.execute(paths, cfg, move, now, approved=True)
     note = ("ran: " if outcome.ok else "failed: ") + (outcome.note or "ok")
-    journal.write(
-        paths, f"{'✓' if outcome.ok else '✗'} approved {ask_id}: {move.summary()} · {note}", now
-    )
-    return mailbox.answer(
-        paths, ask_id, "approved", now=now, verdict="approved", note=note, force=True
-    )
+    return _finish(paths, ask_id, hold, ok=outcome.ok, note=note, now=now, by=by)
+
+
+def _finish(
+    paths: Paths,
+    ask_id: str,
+    hold: dict[str, Any],
+    *,
+    ok: bool,
+    note: str,
+    now: float,
+    by: str,
+    answer: bool = True,
+    verdict: str = "approved",
+) -> str:
+    raw = hold.get("move")
+    move: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    try:
+        summary = union.parse(move).summary()
+    except union.MoveError:
+        summary = str(move.get("action", "move"))
+    mark = "✓" if ok else "✗"
+    journal.write(paths, f"{mark} approved {ask_id}: {summary} · {note}", now)
+    journal.emit(paths, "approval_carried_out", now, ask=ask_id, ok=ok, by=by, note=note)
+    if answer:
+        with contextlib.suppress(LooopError):
+            mailbox.answer(paths, ask_id, verdict, now=now, verdict=verdict, note=note, force=True)
+    with contextlib.suppress(FileNotFoundError):
+        _intent_path(paths, ask_id).unlink()
+    return note
+
+
+def carry_out_pending(paths: Paths, cfg: Config, now: float) -> list[dict[str, Any]]:
+    """The beat's share: every approval whose approver did not get to run it. Lock held."""
+    events: list[dict[str, Any]] = []
+    try:
+        names = sorted(os.listdir(paths.approved))
+    except FileNotFoundError:
+        return events
+    for name in names:
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        ask_id = name.removesuffix(".json")
+        try:
+            carry_out(paths, cfg, ask_id, now, by="pulse")
+        except LooopError as exc:
+            events.append({"event": "approval_failed", "ask": ask_id, "message": exc.message})
+    return events
+
+
+# -- deny ------------------------------------------------------------------------------------
 
 
 def deny(paths: Paths, ask_id: str, *, now: float, reason: str | None = None) -> Answer:

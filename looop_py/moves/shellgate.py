@@ -1,12 +1,23 @@
-"""Code-level gates for `run_shell`: an allowlist and a deny-list tripwire. Pure.
+"""`[gates] shell_allow`: the rules that let a command run without a human. Pure.
 
 A command runs on its own only when it is a *simple* command (no pipes,
-redirections, substitutions, `;`, `&&` …) whose leading words match an entry
-of `[gates] shell_allow`; such a command is then executed without a shell, so
-nothing in it can be reinterpreted. Anything else becomes an approval a human
-answers. The tripwire refuses outright what is almost never intended (sudo,
-rm -rf of / or ~, force-push to main, curl|sh, mkfs, dd to a device,
-shutdown …): it catches the catastrophic mistake, it is not a sandbox.
+redirections, substitutions, `;`, `&&` …) whose whole argv matches a rule;
+it is then executed without a shell, so nothing in it can be reinterpreted.
+
+A rule is the words of a command, compared word for word with the argv:
+
+    "git status"       allows `git status` and nothing else (not `git status -s`)
+    "git log *"        a trailing `*` allows any further arguments …
+    "df -h"            … and only a trailing `*` is a wildcard: elsewhere `*` is a word
+
+A wildcard never matches an option that makes a read-only program execute
+something or write a file (NEVER_BY_WILDCARD: `find -exec`, `git -c`,
+`curl --output` …, attached values and abbreviations included), and never
+matches anything for a program whose arguments are code (NO_WILDCARD: shells,
+interpreters, sed, awk, xargs, env, sudo …): list such a command exactly.
+Programs whose job is to write (cp, mv, tee, wget, touch …) do so under a
+wildcard rule: `"cp *"` means any copy. The deny-list tripwire (tripwire.py)
+runs first and refuses the catastrophic outright.
 """
 
 from __future__ import annotations
@@ -15,7 +26,70 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from looop_py.moves import shparse
+from looop_py.moves import tripwire as tripwire_mod
+
 _CONTROL = re.compile(r"[;&|<>`\n\r]|\$\(|\$\{|\$[A-Za-z_]|\(|\)")
+
+# Programs whose arguments are code, or which run another command: a wildcard matches
+# nothing for them (a rule naming the exact command still does).
+_CODE_PROGRAMS = (
+    "perl ruby node nodejs deno bun php lua luajit tclsh Rscript osascript pwsh sed gsed awk",
+    "gawk mawk nawk xargs parallel expect vim vi nvim emacs ed ex gdb eval source . ssh npx",
+    "pnpx bunx uvx pipx script",
+)
+NO_WILDCARD = frozenset(
+    (*shparse.SHELLS, *shparse.WRAPPERS, *tripwire_mod.SUDO, *" ".join(_CODE_PROGRAMS).split())
+)
+_INTERPRETER = re.compile(r"^(?:python[\d.]*|pypy[\d.]*|php[\d.]*|perl[\d.]*|ruby[\d.]*)$")
+
+# Options (and sub-commands) that make a program execute something or write a file. A `*`
+# never matches them. `--long` also catches `--long=value` and abbreviations (`--out`);
+# `-x` also catches clusters (`-sSo`) and attached values (`-ofile`); a `-word` (find's
+# style) catches `-word…`; a bare word is a sub-command. "git clone" applies after that
+# sub-command only. NAME=VALUE catches make's variable overrides (SHELL=…).
+NEVER_BY_WILDCARD: dict[str, tuple[str, ...]] = {
+    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fls"),
+    "git": (
+        *("-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree", "--output"),
+        *("--output-directory", "-O", "--open-files-in-pager", "--exec", "--extcmd"),
+        *("--upload-pack", "--receive-pack", "--ext-diff", "--run"),
+        *("config", "submodule", "bisect", "filter-branch", "filter-repo", "difftool"),
+        *("mergetool", "daemon", "instaweb", "hook", "credential", "alias"),
+    ),
+    "git archive": ("-o",),
+    "git format-patch": ("-o",),
+    "git rebase": ("-x",),
+    "git clone": ("-u",),
+    "git fetch": ("-u",),
+    "git pull": ("-u",),
+    "git ls-remote": ("-u",),
+    "curl": (
+        *("-o", "--output", "-O", "--remote-name", "--remote-name-all", "--output-dir", "-K"),
+        *("--config", "-D", "--dump-header", "-c", "--cookie-jar", "--trace", "--trace-ascii"),
+        *("--libcurl", "--stderr", "-T", "--upload-file", "--create-dirs", "--etag-save"),
+    ),
+    "wget": (
+        *("-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "-P"),
+        *("--directory-prefix", "-e", "--execute", "--config", "-i", "--input-file", "-x"),
+        *("--force-directories", "-r", "--recursive", "-m", "--mirror", "--post-file"),
+        "--body-file",
+    ),
+    "tar": (
+        *("--to-command", "--use-compress-program", "-I", "--checkpoint-action", "-F"),
+        *("--info-script", "--new-volume-script", "--rsh-command", "--rmt-command", "-x"),
+        *("--extract", "--get", "-c", "--create", "-r", "--append", "-u", "--update", "-A"),
+        *("--catenate", "--concatenate", "--delete"),
+    ),
+    "sort": ("-o", "--output", "--compress-program"),
+    "rsync": ("-e", "--rsh", "--rsync-path", "--remove-source-files", "--delete"),
+    "rg": ("--pre",),
+    "make": ("-f", "--file", "--makefile", "--eval", "-E", "-C", "--directory", "NAME=VALUE"),
+    "date": ("-s", "--set"),
+    "gh": ("alias", "extension", "--exec"),
+    "npm": ("exec", "x", "run", "run-script", "install", "i", "ci", "--call", "-c"),
+}
+_VALUE_OPTIONS = {"git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})}
 
 
 @dataclass(frozen=True)
@@ -37,65 +111,87 @@ def simple_words(cmd: str) -> list[str] | None:
     return words or None
 
 
+def parse_rule(entry: str) -> tuple[list[str], bool] | None:
+    """(the fixed words, whether a trailing `*` allows more) of one rule; None if unusable."""
+    try:
+        words = shlex.split(entry)
+    except ValueError:
+        return None
+    wildcard = bool(words) and words[-1] == "*"
+    fixed = words[:-1] if wildcard else words
+    return (fixed, wildcard) if fixed else None
+
+
+def _program(word: str) -> str:
+    return shparse.name_of(word)
+
+
+def _subcommand(words: list[str]) -> str | None:
+    takes_value = _VALUE_OPTIONS.get(_program(words[0]), frozenset())
+    i = 1
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-"):
+            return w
+        i += 2 if w in takes_value else 1
+    return None
+
+
+def _hits(word: str, option: str) -> bool:
+    if option == "NAME=VALUE":
+        return bool(re.match(r"^[A-Za-z_]\w*=", word))
+    if option.startswith("--"):
+        name = word.split("=", 1)[0]
+        return word.startswith("--") and len(name) > 2 and option.startswith(name)
+    if len(option) == 2 and option.startswith("-"):
+        return word.startswith("-") and not word.startswith("--") and option[1] in word[1:]
+    if option.startswith("-"):
+        return word.startswith(option)
+    return word == option
+
+
+def wildcard_refuses(words: list[str], fixed: int) -> str | None:
+    """Why a `*` may not stand for words[fixed:], or None when it may."""
+    program = _program(words[0])
+    if program in NO_WILDCARD or _INTERPRETER.match(program):
+        return f"{program}'s arguments are code: a wildcard never matches them"
+    tail = words[fixed:]
+    if program == "tar" and tail and tail[0].isalpha() and fixed == 1:
+        tail = ["-" + tail[0], *tail[1:]]  # old-style `tar xzf`
+    options = list(NEVER_BY_WILDCARD.get(program, ()))
+    sub = _subcommand(words)
+    if sub is not None:
+        options += NEVER_BY_WILDCARD.get(f"{program} {sub}", ())
+    for word in tail:
+        for option in options:
+            if _hits(word, option):
+                return f"{word!r} makes {program} execute or write; a wildcard never allows it"
+    return None
+
+
 def allowed(words: list[str], allow: tuple[str, ...]) -> str | None:
-    """The allowlist entry whose words prefix `words`, if any."""
+    """The rule that allows exactly this argv, if any."""
     for entry in allow:
-        try:
-            prefix = shlex.split(entry)
-        except ValueError:
+        rule = parse_rule(entry)
+        if rule is None:
             continue
-        if prefix and words[: len(prefix)] == prefix:
+        fixed, wildcard = rule
+        if not wildcard:
+            if words == fixed:
+                return entry
+            continue
+        if words[: len(fixed)] == fixed and wildcard_refuses(words, len(fixed)) is None:
             return entry
     return None
 
 
-# -- the tripwire ----------------------------------------------------------------------
-
-_SEP = r"(?:^|[;&|(`{]|\$\(|\bthen\b|\bdo\b|\belse\b)\s*"
-_WORD_END = r"(?=$|[\s;&|)`])"
-_ROOTISH = r"(?:/|/\*|~|~/|~/\*|\$HOME|\$\{HOME\}|\"\$HOME\"|\$HOME/|\$HOME/\*|/root)"
-
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("sudo", re.compile(_SEP + r"(?:sudo|doas|su)" + _WORD_END)),
-    (
-        "rm -rf of / or ~",
-        re.compile(
-            _SEP
-            + r"rm\s+(?=[^;&|]*(?:-[a-zA-Z]*[rR]|--recursive))(?=[^;&|]*(?:-[a-zA-Z]*f|--force))"
-            r"[^;&|]*?\s" + _ROOTISH + _WORD_END
-        ),
-    ),
-    (
-        "force-push to main",
-        re.compile(
-            r"\bgit\s+(?:-\S+\s+)*push\b(?=[^;&|]*(?:\s--force\b|\s-f\b|\s--force-with-lease\b|\s\+))"
-            r"(?=[^;&|]*\b(?:main|master)\b)"
-        ),
-    ),
-    ("curl | sh", re.compile(r"\b(?:curl|wget)\b[^;&]*\|\s*(?:sudo\s+)?(?:ba|z|k|da)?sh\b")),
-    ("mkfs", re.compile(_SEP + r"mkfs(?:\.\w+)?" + _WORD_END)),
-    ("dd to a device", re.compile(r"\bdd\b[^;&|]*\bof=/dev/(?!null\b|zero\b|stdout\b|stderr\b)")),
-    ("write to a disk device", re.compile(r">\s*/dev/(?:sd|nvme|disk|rdisk|hd|vd|mmcblk)")),
-    (
-        "shutdown",
-        re.compile(_SEP + r"(?:shutdown|reboot|halt|poweroff)" + _WORD_END + r"|\binit\s+[06]\b"),
-    ),
-    ("fork bomb", re.compile(r":\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:")),
-    ("chmod/chown of /", re.compile(r"\bch(?:mod|own)\s+(?:-\S+\s+)*\S+\s+/" + _WORD_END)),
-)
-
-
 def tripwire(cmd: str) -> str | None:
-    """The name of the first deny rule the command trips, if any."""
-    flat = " ".join(cmd.split())
-    for name, pattern in _RULES:
-        if pattern.search(flat):
-            return name
-    return None
+    """The name of the first deny rule the command trips, if any (see tripwire.py)."""
+    return tripwire_mod.tripwire(cmd)
 
 
 def check_shell(cmd: str, allow: tuple[str, ...], *, allow_dangerous: bool = False) -> ShellVerdict:
-    """Decide what happens to a proposed `run_shell` command."""
+    """Decide what happens to a proposed shell command (run_shell, a verify command)."""
     rule = None if allow_dangerous else tripwire(cmd)
     if rule is not None:
         return ShellVerdict(False, denied=rule, reason=f"refused by the tripwire ({rule})")
@@ -104,5 +200,7 @@ def check_shell(cmd: str, allow: tuple[str, ...], *, allow_dangerous: bool = Fal
         return ShellVerdict(False, reason="not a simple command; needs a human's approval")
     entry = allowed(words, allow)
     if entry is None:
-        return ShellVerdict(False, reason="not in [gates] shell_allow; needs a human's approval")
+        return ShellVerdict(
+            False, reason="no [gates] shell_allow rule matches it whole; needs a human's approval"
+        )
     return ShellVerdict(True, argv=tuple(words), reason=f"allowed by {entry!r}")

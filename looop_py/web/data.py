@@ -121,17 +121,19 @@ def read_capped(path: Path, cap: int = FILE_CAP) -> str | None:
 
 
 def would_run(ask: mailbox.Ask) -> dict[str, Any] | None:
-    """What approving this ask would run, exactly as held: the command, script or file."""
+    """What approving this ask would run, exactly as the gate recorded it in the ask."""
     if ask.kind is not mailbox.AskKind.APPROVAL:
         return None
     move = ask.hold.get("move")
+    runs = ask.hold.get("runs")
     if isinstance(move, dict):
-        action = str(move.get("action", "?"))
-        for key in ("cmd", "command", "script", "body", "content", "prompt"):
-            if isinstance(move.get(key), str):
-                return {"action": action, "field": key, "text": move[key], "move": move}
-        return {"action": action, "field": None, "text": None, "move": move}
-    return {"action": "round", "field": None, "text": None, "move": ask.hold}
+        return {
+            "action": str(move.get("action", "?")),
+            "text": runs if isinstance(runs, str) else None,
+            "file": ask.hold.get("file"),
+            "move": move,
+        }
+    return {"action": "round", "text": None, "file": None, "move": ask.hold}
 
 
 def asks(paths: Paths, now: float) -> dict[str, Any]:

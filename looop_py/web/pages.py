@@ -239,11 +239,16 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
         run = a.get("would_run")
         if run is not None:
             body += f"<p>Approving runs <b>{e(run['action'])}</b>"
-            if run.get("field"):
-                body += f' with this {e(run["field"])}:</p><pre class="would-run">{e(run["text"])}</pre>'  # noqa: E501
+            if run.get("file"):
+                body += f" and writes exactly this to <b>{e(run['file'])}</b>"
+            if run.get("text") is not None:
+                body += f':</p><pre class="would-run">{e(run["text"])}</pre>'
             else:
-                body += ":</p>"
-            body += f"<details><summary>the whole held move</summary><pre>{e(_pretty(run['move']))}</pre></details>"  # noqa: E501
+                body += ' <span class="bad">(the ask does not show what would run)</span></p>'
+            body += (
+                "<details><summary>the whole held move</summary>"
+                f"<pre>{e(_pretty(run['move']))}</pre></details>"
+            )
             body += _form(f"/asks/{aid}/approve", csrf, "approve", name=f"approve-{aid}")
             reason = '<input name="reason" placeholder="reason (optional)">'
             body += " " + _form(f"/asks/{aid}/deny", csrf, "deny", reason, name=f"deny-{aid}")

@@ -56,6 +56,10 @@ class GatesConfig:
     shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
     shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
     allow_dangerous: bool = False  # True switches the deny-list tripwire off
+    # -- what a model may run unasked (moves/gate.py; README "Safety") --
+    allow_runtimes: tuple[str, ...] = ()  # runtimes whose prompt may run as code unasked
+    allow_sensors: tuple[str, ...] = ()  # sensor names (fnmatch) a model may write unasked
+    allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,22 @@ class RuntimeConfig:
     command: str = ""  # must hold {{prompt_file}}; "" keeps a built-in's command
     usage: str = ""  # JSON stream to read usage from: "claude" | "codex" | "" (worker reports)
     read_only: str = ""  # the command in the CLI's read-only mode, for L1 loops ("" = none)
+    # -- safety (README "Safety") --
+    executes_prompt: bool | None = None  # the prompt runs as code (None: built-ins know; new: yes)
+    env: tuple[str, ...] = ()  # scrubbed variables this runtime still gets, e.g. its own API key
+
+
+# -- safety: what children inherit (workdir/environ.py; README "Safety") --------------------
+
+DEFAULT_SCRUB = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_PASSWORD")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """`[env]`: variables no child process (sensor, worker, run_shell, verify, action) gets."""
+
+    scrub: tuple[str, ...] = DEFAULT_SCRUB  # fnmatch patterns; [decider] api_key_env always
+    keep: tuple[str, ...] = ()  # names every child keeps although they match `scrub`
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,7 @@ class NotifyConfig:
     command: str = ""  # bash -c; the event as JSON on stdin and LOOOP_EVENT_* ("" = off)
     timeout_s: float = 10.0  # the hook's whole process group is killed after this
     fail_streak: int = 3  # this many failed beats in a row is an event
+    env: tuple[str, ...] = ()  # scrubbed variables the hook still gets, e.g. ["NTFY_TOKEN"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +139,7 @@ class Config:
     runtimes: dict[str, RuntimeConfig] = field(
         default_factory=dict, metadata={"table_of": RuntimeConfig}
     )
+    env: EnvConfig = field(default_factory=EnvConfig)  # safety: see EnvConfig
     notify: NotifyConfig = field(default_factory=NotifyConfig)
 
 

@@ -1,12 +1,37 @@
-"""The environment looop hands to the processes it starts."""
+"""The environment looop hands to the processes it starts, and the secrets kept out of it.
+
+Secrets stay with the decider: sensors, workers, run_shell, verify commands
+and actions get looop's own environment minus every variable named by
+`[decider] api_key_env` or matching `[env] scrub` (by default `*_API_KEY`,
+`*_TOKEN`, `*_SECRET`, `*_PASSWORD`), except the names `[env] keep` lists. A
+worker runtime gets a scrubbed variable only through its own
+`[runtimes.NAME] env = ["NAME"]`. Only the decider's own request sees the
+whole environment (`decider_env`). `redact` replaces the values of those
+variables in text (a provider's error, a decider's output) before it reaches a
+file: journal.md, events.jsonl and runs/ are written through it.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
+from looop_py.workdir.config import DEFAULT_SCRUB
 from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from looop_py.workdir.config import Config
+
+DEFAULT_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+REDACTED = "[redacted]"
+MIN_SECRET = 6  # shorter values are not hunted for in text (they would match everywhere)
+# Names and patterns a config loaded in this process called secret (`remember`), so the
+# journal and runs writers, which see no config, redact them too.
+_REMEMBERED: set[str] = set()
 
 
 def looop_bin() -> str:
@@ -22,10 +47,70 @@ def looop_bin() -> str:
     return shutil.which("looop") or "looop"
 
 
-def child_env(paths: Paths, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def secret_names(env: Mapping[str, str], config: Config | None = None) -> set[str]:
+    """The variables of `env` no child gets: the decider's key and every scrub match."""
+    patterns: tuple[str, ...] = DEFAULT_SCRUB
+    keep: tuple[str, ...] = ()
+    key_env = ""
+    if config is not None:
+        patterns, keep, key_env = config.env.scrub, config.env.keep, config.decider.api_key_env
+    if config is None:
+        patterns = (*patterns, *_REMEMBERED)
+    names = {n for n in env if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
+    names -= set(keep)
+    names |= {n for n in (key_env, *DEFAULT_KEY_ENVS) if n and n in env}
+    return names
+
+
+def remember(config: Config) -> None:
+    """Make this config's secret names known to writers that see no config (see `redact`)."""
+    _REMEMBERED.update(p for p in (config.decider.api_key_env, *config.env.scrub) if p)
+
+
+def child_env(
+    paths: Paths,
+    extra: Mapping[str, str] | None = None,
+    *,
+    config: Config | None = None,
+    passthrough: Iterable[str] = (),
+) -> dict[str, str]:
+    """looop's environment for a child process, secrets scrubbed (see the module doc)."""
     env = dict(os.environ)
+    for name in secret_names(env, config) - set(passthrough):
+        del env[name]
     env["LOOOP_DIR"] = str(paths.root)
     env["LOOOP_BIN"] = looop_bin()
     if extra:
         env.update(extra)
     return env
+
+
+def decider_env(paths: Paths) -> dict[str, str]:
+    """The whole environment, for the decider alone (an agent CLI needs its key)."""
+    env = dict(os.environ)
+    env["LOOOP_DIR"] = str(paths.root)
+    env["LOOOP_BIN"] = looop_bin()
+    return env
+
+
+def _secret_values(config: Config | None) -> list[str]:
+    env = os.environ
+    values = {env[n] for n in secret_names(env, config) if len(env[n].strip()) >= MIN_SECRET}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, config: Config | None = None) -> str:
+    """`text` with the value of every secret variable replaced by [redacted]."""
+    for value in _secret_values(config):
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def redact_bytes(data: bytes, config: Config | None = None) -> bytes:
+    """`redact` for bytes on their way to a file."""
+    for value in _secret_values(config):
+        raw = value.encode("utf-8", "surrogateescape")
+        if raw in data:
+            data = data.replace(raw, REDACTED.encode())
+    return data

@@ -1,4 +1,10 @@
-"""Goal files: goals/<id>.md, plain markdown with optional YAML frontmatter."""
+"""Goal files: goals/<id>.md, plain markdown with optional YAML frontmatter; PLAYBOOK.md.
+
+A goal, sensor or PLAYBOOK that is a symlink to a file outside the work dir is
+not followed (`outside_link`) unless looop.toml says `[gates] allow_outside_links
+= true`: such a goal reads as a one-line refusal that says why, and is never a
+loop; such a sensor becomes an error reading (beat/sense.py).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py.errors import UsageError
+from looop_py.errors import LooopError, UsageError
 from looop_py.ids import is_safe_segment
+from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -24,37 +31,90 @@ class GoalFile:
     body: bytes
 
 
-def goal_paths(paths: Paths) -> list[tuple[str, Path]]:
-    """(id, path) of every top-level goals/*.md, sorted by id; archive/ is not read."""
+def outside_link(paths: Paths, path: Path, *, linked: bool | None = None) -> str | None:
+    """Why `path` is not read: a symlink out of the work dir that looop.toml does not allow.
+
+    `linked` says whether the caller already knows it is (or is not) a symlink;
+    a path that is not one is inside (the cheap, usual case: no syscall).
+    """
+    if linked is False or (linked is None and not path.is_symlink()):
+        return None
+    try:
+        target = path.resolve()
+        root = paths.root.resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        target, root = Path("(a symlink loop)"), paths.root
+    if target == root or root in target.parents or _outside_links_allowed(paths):
+        return None
+    rel = path.relative_to(paths.root) if path.is_relative_to(paths.root) else path
+    return (
+        f"{rel} is a symlink to {target}, outside the work dir, so it is not read or run"
+        " (looop.toml [gates] allow_outside_links = true allows it)"
+    )
+
+
+def _outside_links_allowed(paths: Paths) -> bool:
+    try:
+        return config.load(paths.config, paths.config_cache).gates.allow_outside_links
+    except LooopError:
+        return False
+
+
+def _scan(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     try:
         entries = os.scandir(paths.goals)
     except FileNotFoundError:
-        return []
+        return [], {}
     found: list[tuple[str, Path]] = []
+    refused: dict[str, str] = {}
+    whole_dir = outside_link(paths, paths.goals)  # goals/ itself a link out
     with entries:
         for entry in entries:
             goal_id = entry.name.removesuffix(".md")
             if goal_id != entry.name and is_safe_segment(goal_id) and entry.is_file():
-                found.append((goal_id, Path(entry.path)))
+                path = Path(entry.path)
+                why = whole_dir or outside_link(paths, path, linked=entry.is_symlink())
+                if why:
+                    refused[goal_id] = why
+                else:
+                    found.append((goal_id, path))
     found.sort()
-    return found
+    return found, refused
+
+
+def goal_paths(paths: Paths) -> list[tuple[str, Path]]:
+    """(id, path) of every top-level goals/*.md that may be read, sorted by id.
+
+    archive/ is not read, nor a goal that links out of the work dir.
+    """
+    return _scan(paths)[0]
+
+
+def refusal(why: str) -> bytes:
+    """What a goal or PLAYBOOK that is not read reads as: one line saying why."""
+    return f"(not read: {why})\n".encode()
 
 
 def read_playbook(paths: Paths) -> bytes | None:
     """PLAYBOOK.md's bytes; None when there is none."""
     try:
-        return paths.playbook.read_bytes()
+        why = outside_link(paths, paths.playbook)
+        return refusal(why) if why else paths.playbook.read_bytes()
     except FileNotFoundError:
         return None
 
 
 def read_goals(paths: Paths) -> list[GoalFile]:
-    goals: list[GoalFile] = []
-    for goal_id, path in goal_paths(paths):
+    found, refused = _scan(paths)
+    goals: list[GoalFile] = [
+        GoalFile(g, paths.goals / f"{g}.md", refusal(w)) for g, w in refused.items()
+    ]
+    for goal_id, path in found:
         try:
             goals.append(GoalFile(goal_id, path, path.read_bytes()))
         except FileNotFoundError:
             continue  # removed while we listed
+    goals.sort(key=lambda g: g.id)
     return goals
 
 

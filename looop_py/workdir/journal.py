@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from looop_py import jsonio
+from looop_py.workdir.environ import redact, redact_bytes
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -21,7 +22,7 @@ def one_line(text: str, limit: int = 500) -> str:
 
 def write(paths: Paths, text: str, now: float) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(now))
-    line = f"- {stamp} {one_line(text)}"
+    line = f"- {stamp} {one_line(redact(text))}"
     jsonio.append_text(paths.journal, (line + "\n").encode("utf-8"))
     return line
 
@@ -50,7 +51,8 @@ def from_iso(text: Any) -> float | None:
 
 
 def emit(paths: Paths, event: str, now: float, **fields: Any) -> None:
-    jsonio.append_line(paths.events, {"ts": iso(now), "event": event, **fields})
+    record = {"ts": iso(now), "event": event, **fields}
+    jsonio.append_text(paths.events, redact_bytes(jsonio.dumps(record) + b"\n"))
 
 
 def recent_events(paths: Paths, n: int = 200) -> list[dict[str, Any]]:

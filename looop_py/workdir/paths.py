@@ -133,6 +133,15 @@ class Paths:
         return self.state / "loop-schedule.json"
 
     @property
+    def provenance(self) -> Path:
+        return self.state / "provenance.json"
+
+    @property
+    def approved(self) -> Path:
+        """Approvals a human gave that are still to be carried out (moves/approvals.py)."""
+        return self.state / "approved"
+
+    @property
     def error_log(self) -> Path:
         return self.state / "errors.log"
 

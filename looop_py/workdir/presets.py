@@ -1,9 +1,14 @@
-"""Ready `[decider]` settings for the agent CLIs `looop init` finds on PATH.
+"""Ready `[decider]` settings for the agent CLIs `looop init` finds on PATH, and the runtime.
 
 Each found CLI becomes a commented block in the new looop.toml, placed where
 the starter file's `[decider]` table has its `# looop:agent-clis` marker, so
-uncommenting one block's lines is all it takes. Nothing is activated: the
+uncommenting one block's lines is all it takes. No decider is activated: the
 default stays the offline `rules` decider until the user opts in.
+
+Workers are another matter: the first agent CLI found that is also a worker
+runtime (claude, codex, pi, aider) becomes `[workers] default_runtime`, so a
+worker's prompt goes to an agent that reads prose rather than to bash. With
+none found, `shell` stays (and a model's shell worker needs an approval).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import shutil
 from dataclasses import dataclass
 
 MARKER = "# looop:agent-clis"
+AGENT_RUNTIMES = ("claude", "codex", "pi", "aider")  # built-in runtimes, in order of preference
+RUNTIME_LINE = '# default_runtime = "shell"'
 
 
 @dataclass(frozen=True)
@@ -83,3 +90,23 @@ def apply(template: str, found: list[tuple[Preset, str]]) -> str:
             return "".join([*lines[:i], block, *lines[i + 1 :]])
     # No marker (a customised template): append, naming the table the lines belong in.
     return template + ("" if template.endswith("\n") else "\n") + "# [decider]\n" + block
+
+
+def detect_runtime(path: str | None = None) -> str | None:
+    """The first agent CLI on `path` (default: $PATH) that is also a worker runtime."""
+    return next((cli for cli in AGENT_RUNTIMES if shutil.which(cli, path=path)), None)
+
+
+def apply_runtime(template: str, runtime: str | None) -> str:
+    """The starter looop.toml with `[workers] default_runtime` set to `runtime` (if any)."""
+    if runtime is None:
+        return template
+    line = (
+        f'default_runtime = "{runtime}"   # found on PATH by `looop init`;'
+        ' "shell" would run prompts as bash'
+    )
+    lines = template.splitlines(keepends=True)
+    for i, old in enumerate(lines):
+        if old.startswith(RUNTIME_LINE):
+            return "".join([*lines[:i], line + "\n", *lines[i + 1 :]])
+    return template  # a customised template without the line: leave it as it is

@@ -25,6 +25,7 @@ class InitResult:
     agent_clis: tuple[str, ...] = ()  # agent CLIs found on PATH, offered in the new looop.toml
     repo: Path | None = None  # the git repo the work dir sits in (the git sensor watches it)
     crontab: bool = False  # a crontab program is on PATH (`looop cron install` can work)
+    default_runtime: str = "shell"  # the worker runtime the new looop.toml names
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,7 +35,19 @@ class InitResult:
             "agent_clis": list(self.agent_clis),
             "repo": str(self.repo) if self.repo else None,
             "crontab": self.crontab,
+            "default_runtime": self.default_runtime,
         }
+
+    def runtime_note(self) -> str:
+        """One line for the user: which runtime workers get, and why."""
+        if self.default_runtime != "shell":
+            return (
+                f"workers run on {self.default_runtime} (found on PATH): [workers] default_runtime"
+            )
+        return (
+            "no agent CLI on PATH: workers run on `shell`, which runs a prompt as bash;"
+            " a model's shell worker waits for your approval"
+        )
 
 
 def _template_files(node: Traversable, prefix: str = "") -> list[tuple[str, bytes]]:
@@ -70,6 +83,7 @@ def init(target: Path) -> InitResult:
     created: list[Path] = []
     kept: list[Path] = []
     found: tuple[str, ...] = ()
+    runtime: str | None = None
     paths.root.mkdir(parents=True, exist_ok=True)
     for directory in paths.layout_dirs():
         if not directory.is_dir():
@@ -81,7 +95,7 @@ def init(target: Path) -> InitResult:
         executable = rel.startswith("sensors/") and rel.endswith(".sh")
         data = content
         if rel == CONFIG_NAME and not dest.exists():
-            data, found = _with_agent_clis(content)
+            data, found, runtime = _with_agent_clis(content)
         try:
             # O_EXCL: an existing file, even one created a moment ago, is never replaced.
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -96,6 +110,7 @@ def init(target: Path) -> InitResult:
         created.append(dest)
     if paths.config in kept:
         found = ()  # an existing looop.toml is never touched, so nothing was offered
+        runtime = None
     return InitResult(
         paths.root,
         tuple(created),
@@ -103,6 +118,7 @@ def init(target: Path) -> InitResult:
         found,
         repo=git_repo_of(paths.root),
         crontab=shutil.which("crontab") is not None,
+        default_runtime=runtime or "shell",
     )
 
 
@@ -114,9 +130,10 @@ def git_repo_of(directory: Path) -> Path | None:
     return None
 
 
-def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...]]:
-    """The starter looop.toml plus a commented, ready block per agent CLI on PATH."""
-
+def _with_agent_clis(template: bytes) -> tuple[bytes, tuple[str, ...], str | None]:
+    """The starter looop.toml plus a commented, ready block per agent CLI on PATH, and
+    `[workers] default_runtime` set to the first agent CLI that is also a worker runtime."""
     found = presets.detect()
-    text = presets.apply(template.decode("utf-8"), found)
-    return text.encode("utf-8"), tuple(p.cli for p, _ in found)
+    runtime = presets.detect_runtime()
+    text = presets.apply_runtime(presets.apply(template.decode("utf-8"), found), runtime)
+    return text.encode("utf-8"), tuple(p.cli for p, _ in found), runtime

@@ -47,8 +47,14 @@ if TYPE_CHECKING:
 READY_TIMEOUT_S = 20.0  # how long `start` waits for the supervisor to report the worker's pid
 
 
-def worker_env(paths: Paths, session_id: str, cwd: Path) -> dict[str, str]:
-
+def worker_env(
+    paths: Paths,
+    session_id: str,
+    cwd: Path,
+    config: Config | None = None,
+    runtime: runtimes.Runtime | None = None,
+) -> dict[str, str]:
+    """A worker's environment: secrets scrubbed, but for those its runtime passes through."""
     return child_env(
         paths,
         {
@@ -57,6 +63,8 @@ def worker_env(paths: Paths, session_id: str, cwd: Path) -> dict[str, str]:
             "LOOOP_REPORTS_DIR": str(paths.reports),
             "LOOOP_WORKSPACE": str(cwd),
         },
+        config=config,
+        passthrough=runtime.env if runtime else (),
     )
 
 
@@ -143,7 +151,7 @@ def start(
             jsonio.write_json(d / META, meta)
             jsonio.write_json(d / STATUS, {"state": "starting", "exit_code": None})
             (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
-            ready = _spawn_supervisor(d, worker_env(paths, session_id, run_in))
+            ready = _spawn_supervisor(d, worker_env(paths, session_id, run_in, config, rt))
         except BaseException as exc:
             ended = {"state": "exited", "exit_code": None, "ended_at": now, "error": str(exc)}
             with contextlib.suppress(OSError):

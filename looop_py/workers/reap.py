@@ -98,7 +98,7 @@ def _housekeep_one(
 
 def _run_verify(paths: Paths, config: Config, d: Path, cmd: str, now: float) -> dict[str, Any]:
 
-    env = child_env(paths, {"LOOOP_VERIFY_SESSION": d.name})
+    env = child_env(paths, {"LOOOP_VERIFY_SESSION": d.name}, config=config)
     res = procs.run(
         ["bash", "-c", cmd],
         cwd=paths.root,

@@ -32,6 +32,10 @@ class Runtime:
     usage: str = ""  # which JSON stream to read usage from ("" = the worker reports it)
     script: bool = False  # the prompt is itself a bash script: the contract goes in as comments
     read_only: str = ""  # the command in the CLI's read-only mode ("" = it has none)
+    # Safety (moves/gate.py): does the prompt itself run as code? An agent CLI reads prose;
+    # `shell` runs it with bash, and a runtime looop does not know is assumed to run it.
+    executes_prompt: bool = False
+    env: tuple[str, ...] = ()  # scrubbed variables passed through to it ([runtimes.NAME] env)
 
     def launch_template(self, read_only: bool) -> str:
         """The command to run; an L1 worker gets the read-only mode when the CLI has one."""
@@ -66,7 +70,7 @@ BUILTINS: dict[str, Runtime] = {
         read_only="aider --dry-run --yes-always --no-pretty --message-file {{prompt_file}}",
     ),
     # The offline default: the prompt is a bash script.
-    "shell": Runtime("shell", "bash {{prompt_file}}", script=True),
+    "shell": Runtime("shell", "bash {{prompt_file}}", script=True, executes_prompt=True),
 }
 
 USAGE_KINDS = ("", "claude", "codex")
@@ -89,6 +93,9 @@ def resolve(config: Config, name: str | None) -> Runtime:
     if custom is None:
         assert base is not None
         return base
+    executes = custom.executes_prompt
+    if executes is None:
+        executes = base.executes_prompt if base else True
     command = custom.command or (base.command if base else "")
     where = f"looop.toml [runtimes.{name}]"
     if not command:
@@ -106,7 +113,13 @@ def resolve(config: Config, name: str | None) -> Runtime:
     if read_only and PLACEHOLDER not in read_only:
         raise ConfigError(f"{where} read_only does not hold {PLACEHOLDER}")
     return Runtime(
-        name, command, usage=usage, script=base.script if base else False, read_only=read_only
+        name,
+        command,
+        usage=usage,
+        script=base.script if base else False,
+        read_only=read_only,
+        executes_prompt=executes,
+        env=custom.env,
     )
 
 
