@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
 
 TMP_SUFFIX = ".tmp"
 ROTATE_BYTES = 5 * 1024 * 1024
+# Caps on what looop reads back. Nothing it writes comes near them; a file past
+# one is refused with a message, never read whole.
+MAX_DEPTH = 64  # JSON nesting: deeper readings become {"error": "too-deep"} snapshots
+STATE_CAP = 16 * 1024 * 1024  # one JSON file under state/, rounds/, sessions/, claims/, asks/
+TAIL_CAP = 4 * 1024 * 1024  # how far back tail_lines looks for line breaks
 
 
 def canonical(value: Any) -> bytes:
@@ -91,15 +97,135 @@ def write_json_if_changed(path: Path, value: Any) -> bool:
     return True
 
 
-def read_json(path: Path, default: Any = None) -> Any:
-    """Parse a JSON file; a missing file gives `default`, a corrupt one raises."""
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def size_text(n: int) -> str:
+    """`1 MiB`, `16 KiB`, `9 bytes`: a cap as people write it."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
+def read_bounded(path: Path, cap: int) -> bytes:
+    """The bytes of a regular file of at most `cap` bytes, never more read than that.
+
+    A missing file raises FileNotFoundError; anything else that is not a small
+    regular file (a directory, a FIFO, a device such as /dev/zero behind a
+    symlink, a file past the cap, an unreadable one) raises CorruptFile with a
+    message that does not change while the file stays wrong, so it can enter a
+    hash. A FIFO is opened without blocking.
+    """
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from None
+    except OSError as exc:
+        raise CorruptFile(f"{path} cannot be read ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptFile(
+                f"{path} is {_kind(st.st_mode)}, not a regular file",
+                "replace it with a plain file",
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(cap + 1 - total, 1 << 20))
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > cap:
+                raise CorruptFile(
+                    f"{path} is larger than the {size_text(cap)} cap",
+                    "make it smaller; looop never reads a file past its cap",
+                )
+            chunks.append(chunk)
+    except OSError as exc:
+        raise CorruptFile(f"{path} cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def shape_problem(
+    value: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int | None = None
+) -> str | None:
+    """Why a parsed value is unfit to keep, or None: nested past `max_depth`, or (YAML
+    aliases can share one list many times over) more than `max_nodes` values in all.
+
+    Iterative, and it stops at the first problem, so a self-referencing or
+    exponentially aliased value costs at most `max_nodes` steps.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if max_nodes is not None and seen > max_nodes:
+            return f"holds more than {max_nodes} values"
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            return f"nests more than {max_depth} levels deep"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when lists and objects nest more than `limit` levels (no recursion)."""
+    return shape_problem(value, max_depth=limit) is not None
+
+
+def loads_bounded(data: bytes | str, limit: int = MAX_DEPTH) -> Any:
+    """`loads`, but nesting past `limit` raises TooDeep (orjson writes at most 254 levels).
+
+    Counting brackets first keeps this free for the usual flat file.
+    """
+    value = orjson.loads(data)
+    raw = data.encode() if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") > limit and too_deep(value, limit):
+        raise TooDeep(f"nested more than {limit} levels deep")
+    return value
+
+
+class TooDeep(ValueError):
+    """Parsed JSON nested past the depth looop can store and show."""
+
+
+def is_depth_error(exc: Exception) -> bool:
+    """orjson's own refusal of nesting past 1024 levels."""
+    return "depth limit" in str(exc) or "ecursion" in str(exc)
+
+
+def read_json(path: Path, default: Any = None, *, cap: int = STATE_CAP) -> Any:
+    """Parse a JSON file; a missing file gives `default`, a corrupt one raises CorruptFile.
+
+    Corrupt includes: not a regular file, over `cap`, not JSON, nested past MAX_DEPTH.
+    """
+    try:
+        data = read_bounded(path, cap)
     except FileNotFoundError:
         return default
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        return loads_bounded(data)
+    except (orjson.JSONDecodeError, TooDeep) as exc:
         raise CorruptFile(
             f"{path} is not valid JSON ({exc})",
             "move it aside and run the command again; looop rebuilds what it can",
@@ -128,13 +254,16 @@ def tail_lines(path: Path, n: int, *, chunk: int = 65536) -> list[bytes]:
     if n <= 0:
         return []
     try:
-        f = path.open("rb")
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return []
+    f = os.fdopen(fd, "rb")
     with f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []  # a FIFO or a device is no log
         end = f.seek(0, os.SEEK_END)
         pos, buf = end, b""
-        while pos > 0 and buf.count(b"\n") <= n:
+        while pos > 0 and buf.count(b"\n") <= n and end - pos < TAIL_CAP:
             step = min(chunk, pos)
             pos -= step
             f.seek(pos)

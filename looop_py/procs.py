@@ -8,6 +8,11 @@ and the rest is only counted, so a child printing gigabytes costs a few KiB.
 
 One selector serves all children: no thread per process, which matters on the
 quiet path where starting threads would cost more than the sensors do.
+
+A child can escape its process group with `setsid` (a daemon, `(setsid cmd &)`).
+`adopting_orphans()` makes looop a child subreaper (Linux prctl) for a span:
+what escapes is reparented to looop instead of init, and at the end of the
+span every process looop adopted is killed and reaped.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,3 +241,114 @@ def run(
 ) -> Result:
     job = Job("", argv, timeout_s, cap, stdin=stdin, stderr_tail=stderr_tail)
     return run_many([job], cwd=cwd, env=env, concurrency=1)[""]
+
+
+# -- orphans: what a child leaves behind outside its process group ---------------------
+
+PR_SET_CHILD_SUBREAPER = 36
+_SWEEP_S = 2.0  # the most time spent ending what was adopted
+_prctl: list[object] = []  # the resolved libc prctl, once per process
+
+
+def _set_subreaper(on: bool) -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): True if it took. Through _ctypes, the C half of
+    ctypes (a third of the import cost), falling back to ctypes; False off Linux."""
+    try:
+        import _ctypes  # only while sensors run; a third of what `import ctypes` costs
+
+        if not _prctl:
+            _prctl.append(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"))  # type: ignore[arg-type]
+        call = getattr(_ctypes, "call_function")  # noqa: B009 - private, not in the stubs
+        return bool(call(_prctl[0], (PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0)
+    except (ImportError, AttributeError, OSError, TypeError):
+        pass
+    try:
+        import ctypes  # only if _ctypes lacks call_function (a future Python)
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (ImportError, AttributeError, OSError):
+        return False
+
+
+def _has_children() -> bool:
+    """Does this process have any child at all (one syscall, nothing reaped)?"""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def children() -> set[int]:
+    """The pids whose parent is this process (from /proc)."""
+    me = os.getpid()
+    found: set[int] = set()
+    try:
+        tasks = os.listdir(f"/proc/{me}/task")
+        for tid in tasks:
+            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
+                found.update(int(x) for x in f.read().split())
+        return found
+    except OSError:
+        pass  # no CONFIG_PROC_CHILDREN: scan every process's parent
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.add(pid)
+    return found
+
+
+def end_adopted(keep: set[int]) -> int:
+    """Kill and reap every child of ours not in `keep` (nor running under run_many),
+    and whatever they leave in turn; returns how many were ended."""
+    ended = 0
+    deadline = time.monotonic() + _SWEEP_S
+    while _has_children() and time.monotonic() < deadline:
+        adopted = children() - keep - _running
+        if not adopted:
+            break
+        for pid in adopted:
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)  # it leads a group of its own (setsid)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in adopted:
+            while time.monotonic() < deadline:
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        break
+                except ChildProcessError:
+                    break
+                time.sleep(0.002)
+            ended += 1
+    return ended
+
+
+@contextmanager
+def adopting_orphans() -> Iterator[list[int]]:
+    """Adopt what children leave behind during the block; end it all at the block's end.
+
+    Yields a list that receives the count of processes ended (for tests and logs).
+    """
+    keep = children() if _has_children() else set()
+    adopting = _set_subreaper(True)
+    ended: list[int] = []
+    try:
+        yield ended
+    finally:
+        if adopting:
+            try:
+                ended.append(end_adopted(keep))
+            finally:
+                _set_subreaper(False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -173,11 +174,12 @@ def test_bad_config_is_a_clear_usage_error(wd: Paths) -> None:
     assert r.returncode == 2 and "looop.toml" in r.stderr
 
 
-def test_corrupt_state_file_is_reported_not_overwritten(wd: Paths) -> None:
+def test_a_corrupt_last_world_is_a_cache_rebuilt_by_the_next_decide(wd: Paths) -> None:
+    """Issue 10: a torn state/last-world.json used to fail every pulse (a crash loop)."""
     wd.last_world.write_text("{ torn")
-    r = run_looop("-C", str(wd.root), "pulse")
-    assert r.returncode == 1 and "last-world.json is not valid JSON" in r.stderr
-    assert wd.last_world.read_text() == "{ torn"
+    r = run_looop("-C", str(wd.root), "pulse", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["outcome"] == "decided", r.stderr
+    assert json.loads(wd.last_world.read_text())["hash"].startswith("xxh3:")
 
 
 def test_a_bug_goes_to_the_error_log_not_a_traceback(

@@ -42,7 +42,39 @@ def test_each_decide_takes_the_next_move_across_instances_then_noops(wd: Paths) 
     done = ask(decider(), wd)
     assert done.move["action"] == "noop" and "exhausted" in done.move["reason"]
     cursor = jsonio.read_json(wd.state / "script-cursor.json")
-    assert cursor["next"] == 3 and cursor["script"] == str(wd.root / "moves.jsonl")
+    assert cursor["next"] == 3 and cursor["script"] == "moves.jsonl"  # work-dir relative
+
+
+def test_a_copied_or_moved_work_dir_keeps_its_place_in_the_script(
+    wd: Paths, tmp_path: Path
+) -> None:
+    import shutil
+
+    (wd.root / "moves.jsonl").write_text("\n".join(json.dumps(m) for m in moves(3)) + "\n")
+    assert ask(decider(), wd).move == moves(3)[0]
+    copy = Paths(tmp_path / "copy")
+    shutil.copytree(wd.root, copy.root)
+    assert ask(decider(), copy).move == moves(3)[1]  # not replayed from the start
+    moved = Paths(tmp_path / "moved")
+    wd.root.rename(moved.root)
+    assert ask(decider(), moved).move == moves(3)[1]
+
+
+def test_a_cursor_an_older_looop_keyed_by_absolute_path_is_honoured(wd: Paths) -> None:
+    (wd.root / "moves.jsonl").write_text("\n".join(json.dumps(m) for m in moves(3)) + "\n")
+    legacy = {"script": str((wd.root / "moves.jsonl").resolve()), "next": 2}
+    (wd.state / "script-cursor.json").write_text(json.dumps(legacy))
+    assert ask(decider(), wd).move == moves(3)[2]
+
+
+def test_a_script_outside_the_work_dir_is_keyed_by_its_absolute_path(
+    wd: Paths, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text(json.dumps({"action": "noop"}) + "\n")
+    assert ask(decider(str(outside)), wd).move == {"action": "noop"}
+    cursor = jsonio.read_json(wd.state / "script-cursor.json")
+    assert cursor["script"] == str(outside.resolve())
 
 
 def test_a_json_array_and_usage_wrappers(wd: Paths) -> None:

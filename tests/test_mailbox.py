@@ -14,7 +14,7 @@ from looop_py import jsonio
 from looop_py.errors import UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import run_looop, wait_for
 
 
 def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None:
@@ -133,3 +133,23 @@ def test_asks_lists_pending_as_json(wd: Paths) -> None:
     mailbox.open_ask(wd, prompt="first", asker="w1", now=time.time())
     listed = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
     assert [a["id"] for a in listed["asks"]] == ["w1-1"]
+
+
+def test_asks_shows_a_stranded_ask_and_withdraw_removes_it(wd: Paths) -> None:
+    # A `looop ask` that was killed while it waited leaves an ask nobody waits for.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "ask", "--prompt", "Deploy?"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: mailbox.pending(wd), what="the ask to be filed")
+    proc.kill()
+    proc.wait()
+    (filed,) = mailbox.pending(wd)
+    listed = run_looop("-C", str(wd.root), "asks")
+    assert f"looop withdraw {filed.id}" in listed.stdout and "stranded" in listed.stdout
+    as_json = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
+    assert as_json["asks"][0]["state"] == "stranded"
+    done = run_looop("-C", str(wd.root), "withdraw", filed.id, "--reason", "gone")
+    assert done.returncode == 0, done.stderr
+    assert run_looop("-C", str(wd.root), "asks").stdout.strip() == "no pending asks"

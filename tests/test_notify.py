@@ -63,7 +63,8 @@ def test_a_failing_or_hanging_hook_never_fails_a_beat(wd: Paths) -> None:
 def test_failing_beats_in_a_row_are_one_event(wd: Paths, tmp_path: Path) -> None:
     log = tmp_path / "hook.log"
     wd.config.write_text('[decider]\nbackend = "command"\ncommand = "exit 1"\n')
-    _hook(wd, f"cat >> {log}", "fail_streak = 2\n[limits]\nbackoff_max_s = 0\n")
+    backoff = "[limits]\nbackoff_base_s = 0.001\nbackoff_max_s = 0.001\n"
+    _hook(wd, f"cat >> {log}", "fail_streak = 2\n" + backoff)
     write_sensor(wd, "s", "echo 1")
     outcomes = [beat(wd).outcome for _ in range(5)]
     assert outcomes == [BeatOutcome.FAILED] * 5

@@ -47,16 +47,27 @@ def test_config_overrides_and_adds(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text,needle",
     [
-        ("[runtimes.x]\ncommand = 'tool'\n", "does not hold {{prompt_file}}"),
-        ("[runtimes.x]\nusage = 'claude'\n", "has no command"),
-        ("[runtimes.x]\ncommand = 't {{prompt_file}}'\nusage = 'gpt'\n", "usage should be"),
+        ("[runtimes.x]\ncommand = 'tool'\n", "runtimes.x.command: does not hold {{prompt_file}}"),
+        ("[runtimes.x]\nusage = 'claude'\n", "runtimes.x.command: a new runtime needs a command"),
+        ("[runtimes.x]\ncommand = 't {{prompt_file}}'\nusage = 'gpt'\n", "runtimes.x.usage: must"),
+        (
+            "[runtimes.x]\ncommand = 't {{prompt_file}}'\nread_only = 't'\n",
+            "runtimes.x.read_only: does not hold",
+        ),
     ],
 )
-def test_bad_runtimes_are_refused_by_name(tmp_path: Path, text: str, needle: str) -> None:
-    cfg = config_with(tmp_path, text)
-    with pytest.raises(ConfigError, match=None) as info:
+def test_bad_runtimes_are_refused_by_name_when_looop_toml_loads(
+    tmp_path: Path, text: str, needle: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_with(tmp_path, text)
+    assert needle in str(info.value) and "looop.toml: " in str(info.value)
+
+
+def test_resolve_still_refuses_a_bad_runtime_built_without_the_loader() -> None:
+    cfg = Config(runtimes={"x": RuntimeConfig(command="tool")})
+    with pytest.raises(ConfigError, match="does not hold"):
         runtimes.resolve(cfg, "x")
-    assert needle in str(info.value) and "[runtimes.x]" in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -59,17 +59,18 @@ def gather_prompt(
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
     goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
     probed = seen.probed
-    dead = probed.ended_workers
     asks = [
         {
-            "id": a.id,
-            "kind": a.kind,
-            "asker": a.asker,
-            "age_s": max(0.0, now - a.created_at),
-            "prompt": a.prompt,
-            "live": a.asker not in dead,
+            "id": v.ask.id,
+            "kind": v.ask.kind,
+            "asker": v.ask.asker,
+            "age_s": max(0.0, now - v.ask.created_at),
+            "prompt": v.ask.prompt,
+            "live": v.state == "pending",
+            "state": v.state.value,
+            "why": v.why,
         }
-        for a in probed.asks
+        for v in probed.asks
     ]
     goal_ages: dict[str, float | None] = {
         g: None if last is None else max(0, round(now - last))

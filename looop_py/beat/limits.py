@@ -12,6 +12,7 @@ no usage three times in a row stops deciding until a human looks.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,13 +115,13 @@ def flap_update(
     state: Mapping[str, Any], items: Mapping[str, str]
 ) -> tuple[dict[str, Any], list[str]]:
     """Advance per-item change streaks by one woken beat; returns (state, streaks by item)."""
-    values = dict(state.get("values", {}))
-    streaks = dict(state.get("streaks", {}))
+    values = _mapping(state.get("values"))
+    streaks = _mapping(state.get("streaks"))
     snaps = {k: v for k, v in items.items() if k.startswith("snap:")}
     new_streaks: dict[str, int] = {}
     for item, value in snaps.items():
         changed = item in values and values[item] != value
-        n = int(streaks.get(item, 0)) + 1 if changed else 0
+        n = int(_num(streaks, item)) + 1 if changed else 0
         if n:
             new_streaks[item] = n
     return {"values": snaps, "streaks": new_streaks}, sorted(new_streaks)
@@ -130,7 +131,12 @@ def flapping(state: Mapping[str, Any], streak: int) -> list[str]:
     """Items whose signal changed on `streak` woken beats running."""
     if streak <= 0:
         return []
-    return sorted(k for k, n in dict(state.get("streaks", {})).items() if int(n) >= streak)
+    streaks = _mapping(state.get("streaks"))
+    return sorted(k for k in streaks if _num(streaks, k) >= streak)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
 
 
 # -- ledgers on disk ----------------------------------------------------------------------
@@ -144,22 +150,38 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _num(data: Mapping[str, Any], key: str) -> float:
+    """A finite number from a ledger, else 0: a damaged field counts as nothing spent."""
+    value = data.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return float(value)
+
+
 def load(paths: Paths) -> Ledgers:
+    """The ledgers; a field of the wrong type reads as its zero, a file that is not an
+    object as empty (they are caches of recent history, rebuilt as beats go by)."""
     d = _read(paths.state / "decides.json")
     s = _read(paths.state / "spend.json")
     b = _read(paths.state / "backoff.json")
+    ts = d.get("ts")
+    policy = b.get("policy")
     return Ledgers(
-        decides=tuple(float(t) for t in d.get("ts", []) if isinstance(t, int | float)),
+        decides=tuple(
+            float(t)
+            for t in (ts if isinstance(ts, list) else [])
+            if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+        ),
         spend=Spend(
             day=str(s.get("day", "")),
-            tokens=int(s.get("tokens", 0)),
-            usd=float(s.get("usd", 0.0)),
-            unmetered=int(s.get("unmetered", 0)),
+            tokens=int(_num(s, "tokens")),
+            usd=_num(s, "usd"),
+            unmetered=int(_num(s, "unmetered")),
         ),
         backoff=Backoff(
-            fails=int(b.get("fails", 0)),
-            at=float(b.get("at", 0.0)),
-            policy=b.get("policy"),
+            fails=max(0, min(int(_num(b, "fails")), 64)),
+            at=_num(b, "at"),
+            policy=policy if isinstance(policy, str) else None,
             reason=str(b.get("reason", "")),
         ),
     )

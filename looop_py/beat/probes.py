@@ -6,6 +6,7 @@ how they ended, who holds which claim); counters and ages go to detail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     Snapshot = dict[str, Any]
 
-    from looop_py.workdir.mailbox import Ask
+    from looop_py.workdir.mailbox import AskView
     from looop_py.workers.records import SessionView
 
 
@@ -45,7 +46,7 @@ class Seen:
         self.goal_ids = goal_ids
         self.persist = persist  # False: save nothing under state/ (`looop sense`)
         self.sessions: list[SessionView] = []
-        self.asks: list[Ask] = []
+        self.asks: list[AskView] = []  # unanswered, each with its state
         self.last_acted: dict[str, float | None] = {}  # goal id → when a move last touched it
 
     @property
@@ -141,10 +142,15 @@ def goals(seen: Seen) -> Snapshot:
     """Per-goal age since last acted on: detail only, so fairness never wakes the loop."""
     paths, now = seen.paths, seen.now
     try:
-        ledger = jsonio.read_json(paths.goal_activity, {})
+        ledger = jsonio.read_json(paths.goal_activity, None)
     except CorruptFile:
-        ledger = {}
-    acted = ledger.get("goals", {}) if isinstance(ledger, dict) else {}
+        ledger = False
+    acted = ledger.get("goals") if isinstance(ledger, dict) else None
+    if not isinstance(acted, dict):
+        acted = {}
+        if ledger is not None and seen.persist:  # a ledger that does not fit is rebuilt
+            with contextlib.suppress(OSError):
+                paths.goal_activity.unlink()
     detail: dict[str, Any] = {}
     for goal_id in seen.goal_ids:
         last = acted.get(goal_id)
@@ -172,12 +178,20 @@ def asks(seen: Seen) -> Snapshot:
         return {"signal": {"pending": []}, "detail": {}}
     from looop_py.workdir import mailbox  # only when asks/ has entries
 
-    pending = seen.asks = mailbox.pending(paths)
+    views = seen.asks = mailbox.listing(paths)
+    signal: dict[str, list[str]] = {"pending": []}
+    for v in views:  # an ask turning stranded or expired wakes the loop once
+        signal.setdefault(v.state.value, []).append(v.ask.id)
     return {
-        "signal": {"pending": [a.id for a in pending]},
+        "signal": signal,
         "detail": {
-            a.id: {"asker": a.asker, "kind": a.kind, "age_s": round(now - a.created_at)}
-            for a in pending
+            v.ask.id: {
+                "asker": v.ask.asker,
+                "kind": v.ask.kind,
+                "age_s": round(now - v.ask.created_at),
+                "state": v.state.value,
+            }
+            for v in views
         },
     }
 
@@ -247,6 +261,9 @@ def run_probes(
         try:
             snap = probe(seen)
         except Exception as exc:  # a probe bug must not stop the beat
+            from looop_py.workdir import journal  # only when a probe broke
+
+            journal.log_bug(paths, f"probe {stem}", now)
             snap = {"signal": {"error": "probe-failed"}, "detail": {"message": str(exc)}}
         out.append((stem, snap))
     return out, seen

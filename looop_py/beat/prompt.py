@@ -66,7 +66,7 @@ class PromptInput:
     playbook: str | None
     goals: Sequence[tuple[str, str]]  # (id, body)
     snapshots: Sequence[tuple[str, Any]]  # (stem, {signal, detail})
-    asks: Sequence[dict[str, Any]] = ()  # {id, asker, kind, age_s, prompt, live}
+    asks: Sequence[dict[str, Any]] = ()  # {id, asker, kind, age_s, prompt, live, state, why}
     goal_ages: dict[str, float | None] = field(default_factory=dict)  # id → age in s, or None
     journal: Sequence[str] = ()
     changed: Sequence[dict[str, Any]] = ()  # {item, old, new}
@@ -106,103 +106,239 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.0f}s ago"
 
 
-def _items(title: str, entries: list[str], budget: int, noun: str) -> tuple[str, int]:
-    """A list section that stops, visibly, where the budget runs out."""
-    body, used = [], 0
-    for i, entry in enumerate(entries):
-        if used + len(entry.encode()) > budget:
-            body.append(f"(section truncated: {len(entries) - i} more {noun} not shown)")
+@dataclass
+class _Fit:
+    """Entries of one list section that fit its budget, and how many did not."""
+
+    kept: list[str]
+    left_out: int
+    noun: str
+
+    def body(self) -> str:
+        lines = list(self.kept)
+        if self.left_out:
+            lines.append(f"(section truncated: {self.left_out} more {self.noun} not shown)")
+        return "\n".join(lines) if lines else f"(no {self.noun})"
+
+    def size(self) -> int:
+        return len(self.body().encode()) + 64  # and the section's title line
+
+
+def _fit(entries: Sequence[str], budget: int, noun: str, *, keep: Sequence[int] = ()) -> _Fit:
+    """As many entries as fit `budget` bytes, in their order; indexes in `keep` go first.
+
+    The marker naming what was left out is counted inside the budget.
+    """
+    room = max(0, budget - 80)
+    chosen: set[int] = set()
+    for i in (*keep, *range(len(entries))):
+        if i in chosen:
+            continue
+        size = len(entries[i].encode()) + 1
+        if size > room:
+            if i in keep:
+                continue
             break
-        body.append(entry)
-        used += len(entry.encode())
-    text = _section(title, "\n".join(body) if body else f"(no {noun})")
-    return text, len(text.encode())
+        chosen.add(i)
+        room -= size
+    return _Fit([entries[i] for i in sorted(chosen)], len(entries) - len(chosen), noun)
+
+
+def _reading(stem: str, snap: Any) -> str:
+    return f"--- {stem}\n{escape(clip(jsonio.canonical(snap).decode(), CAP_READING))}"
 
 
 def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
+    """The prompt, never over `total_cap` bytes.
+
+    Every section has a budget. When space is short it is handed out in this
+    order: the instructions, looop's own probes (sys-*), what changed (itself
+    capped, with a count of what it left out), pending asks, the last failure
+    and shell output, the journal, the PLAYBOOK, and last the bulk: sensor
+    readings and goals, which share what is left. What was cut is named in
+    its section and again under NOW; the sections keep their stable order.
+    """
     head = _section("INSTRUCTIONS", INSTRUCTIONS.format(catalogue=union.catalogue()))
     head += _section("CONSTITUTION (immutable; overrides the PLAYBOOK)", CONSTITUTION)
-    playbook = (
-        "(no PLAYBOOK.md)" if inp.playbook is None else escape(clip(inp.playbook, CAP_PLAYBOOK))
+    room = total_cap - len(head.encode()) - RESERVE_NOW
+
+    def share(fraction: float) -> int:
+        return max(0, min(room, int(total_cap * fraction)))
+
+    sys_entries = [_reading(stem, snap) for stem, snap in inp.snapshots if _is_sys(stem)]
+    sys_fit = _fit(sys_entries, share(SHARE_SYS), "looop probes")
+    room -= sys_fit.size()
+    changes = _change_lines(inp)
+    changes_fit = _fit(changes, share(SHARE_CHANGED), "changes")
+    room -= changes_fit.size() + 512
+    extra = _extra_sections(inp, share(SHARE_EXTRA))
+    room -= len(extra.encode())
+    asks_fit = _fit(_ask_entries(inp), share(SHARE_ASKS), "pending asks")
+    room -= asks_fit.size()
+    journal_fit = _fit(
+        [escape(clip(line, CAP_JOURNAL_LINE)) for line in inp.journal],
+        share(SHARE_JOURNAL),
+        "journal lines",
     )
-    head += _section("PLAYBOOK", playbook)
+    room -= journal_fit.size()
+    if inp.playbook is None:
+        playbook = "(no PLAYBOOK.md)"
+    else:
+        playbook = escape(clip(inp.playbook, max(0, min(CAP_PLAYBOOK, room - 200))))
+    room -= len(playbook.encode()) + 64
 
-    tail = _tail_sections(inp)
-    budget = max(0, total_cap - len(head.encode()) - len(tail.encode()))
-
+    # The bulk: sensor readings and goals share the rest, each taking what the other leaves.
+    readings = [_reading(stem, snap) for stem, snap in inp.snapshots if not _is_sys(stem)]
     goals = [f"--- goals/{gid}.md\n{escape(clip(body, CAP_GOAL))}" for gid, body in inp.goals]
-    goals_text, used = _items("GOALS", goals, budget // 2, "goals")
-    readings = [
-        f"--- {stem}\n{escape(clip(jsonio.canonical(snap).decode(), CAP_READING))}"
-        for stem, snap in inp.snapshots
+    changed_goals = {c["item"].removeprefix("goal:") for c in inp.changed}
+    keep_goals = [i for i, (gid, _) in enumerate(inp.goals) if gid in changed_goals]
+    readings_fit = _fit(readings, max(max(0, room) // 2, room - _natural(goals)), "readings")
+    goals_fit = _fit(goals, max(0, room - readings_fit.size()), "goals", keep=keep_goals)
+
+    cuts = [
+        f"{f.left_out} of {len(f.kept) + f.left_out} {f.noun}"
+        for f in (goals_fit, readings_fit, sys_fit, asks_fit, journal_fit, changes_fit)
+        if f.left_out
     ]
-    readings_text, used2 = _items("SENSOR READINGS", readings, budget - used, "readings")
-    asks = [
-        f"--- {a['id']} ({a['kind']} from {a['asker']}, {_age(a.get('age_s'))}, "
-        f"{'LIVE: blocked on a human' if a.get('live', True) else 'STRANDED: its worker is dead'})"
+    if inp.playbook is not None and playbook.endswith("more bytes not shown]"):
+        cuts.append("the end of the PLAYBOOK")
+    text = (
+        head
+        + _section("PLAYBOOK", playbook)
+        + _section("GOALS", goals_fit.body())
+        + _section("SENSOR READINGS", _join(sys_fit, readings_fit))
+        + _section("PENDING ASKS (waiting on a human; not yours to answer)", asks_fit.body())
+        + _fairness(inp)
+        + _section("RECENT JOURNAL", journal_fit.body() if inp.journal else "(empty)")
+        + _section(
+            "WHAT CHANGED (since your last decision; computed by looop)",
+            changes_fit.body() if changes else "",
+        )
+        + extra
+        + _now(inp, total_cap, cuts)
+    )
+    return _hard_cap(text, total_cap)
+
+
+RESERVE_NOW = 1024  # the NOW section and the note naming what was cut
+SHARE_SYS = 0.25  # looop's own probes: sessions, claims, asks, rounds, schedules
+SHARE_CHANGED = 0.20
+SHARE_EXTRA = 0.05  # the last run_shell output and the last failure
+SHARE_ASKS = 0.10
+SHARE_JOURNAL = 0.05
+
+
+def _is_sys(stem: str) -> bool:
+    return stem.startswith("sys-")
+
+
+def _natural(entries: Sequence[str]) -> int:
+    return sum(len(e.encode()) + 1 for e in entries) + 128
+
+
+def _join(first: _Fit, second: _Fit) -> str:
+    """looop's own probes, then the sensors; each says what it left out."""
+    parts = [first.body()] if first.kept or first.left_out else []
+    parts.append(second.body())
+    return "\n".join(parts)
+
+
+def _hard_cap(text: str, total_cap: int) -> str:
+    """The last guard: a prompt over its cap is cut, visibly, at the cap."""
+    data = text.encode("utf-8")
+    if len(data) <= total_cap:
+        return text
+    marker = "\n[… cut at the prompt cap]\n"
+    keep = max(0, total_cap - len(marker.encode()))
+    return data[:keep].decode("utf-8", "ignore") + marker
+
+
+def _ask_state(a: dict[str, Any]) -> str:
+    state = a.get("state") or ("pending" if a.get("live", True) else "stranded")
+    if state == "pending":
+        return "LIVE: blocked on a human"
+    why = a.get("why") or ("its worker is dead" if state == "stranded" else "")
+    return f"{str(state).upper()}: {escape(clip(str(why), 200))}"
+
+
+def _ask_entries(inp: PromptInput) -> list[str]:
+    return [
+        f"--- {a['id']} ({a['kind']} from {a['asker']}, {_age(a.get('age_s'))}, {_ask_state(a)})"
         f"\n{escape(clip(str(a['prompt']), CAP_ASK))}"
         for a in inp.asks
     ]
-    asks_text, _ = _items(
-        "PENDING ASKS (waiting on a human; not yours to answer)",
-        asks,
-        budget - used - used2,
-        "pending asks",
+
+
+def _fairness(inp: PromptInput) -> str:
+    if not inp.goal_ages:
+        return ""
+    gid = min(inp.goal_ages, key=lambda g: (inp.goal_ages[g] is not None, -(inp.goal_ages[g] or 0)))
+    return _section(
+        "FAIRNESS (computed by looop)",
+        f"Most neglected goal: {escape(clip(gid, 200))} (last acted on: "
+        f"{_age(inp.goal_ages[gid])}). Prefer it this beat unless something more urgent needs"
+        " you; otherwise say in `journal` why.",
     )
-    return head + goals_text + readings_text + asks_text + tail
 
 
-def _tail_sections(inp: PromptInput) -> str:
+def _extra_sections(inp: PromptInput, budget: int) -> str:
     out = ""
-    if inp.goal_ages:
-        gid = min(
-            inp.goal_ages, key=lambda g: (inp.goal_ages[g] is not None, -(inp.goal_ages[g] or 0))
-        )
-        out += _section(
-            "FAIRNESS (computed by looop)",
-            f"Most neglected goal: {gid} (last acted on: {_age(inp.goal_ages[gid])}). Prefer it"
-            " this beat unless something more urgent needs you; otherwise say in `journal` why.",
-        )
-    journal = [escape(clip(line, CAP_JOURNAL_LINE)) for line in inp.journal]
-    out += _section("RECENT JOURNAL", "\n".join(journal) if journal else "(empty)")
-    out += _section("WHAT CHANGED (since your last decision; computed by looop)", _changes(inp))
+    each = max(0, budget // 2 - 200)
     if inp.last_shell:
         s = inp.last_shell
         out += _section(
             "RUN_SHELL OUTPUT (your previous move; shown once)",
-            f"$ {escape(str(s.get('cmd')))}\nexit {s.get('exit_code')}\n"
-            + escape(clip(str(s.get("output", "")), CAP_TAIL)),
+            f"$ {escape(clip(str(s.get('cmd')), 500))}\nexit {s.get('exit_code')}\n"
+            + escape(clip(str(s.get("output", "")), min(CAP_TAIL, each))),
         )
     if inp.last_failure:
         out += _section(
             "LAST FAILURE (your previous attempt; do not repeat it)",
-            escape(clip(inp.last_failure, CAP_TAIL)),
+            escape(clip(inp.last_failure, min(CAP_TAIL, each))),
         )
-    now = time.strftime("%Y-%m-%d %H:%M %Z (%A)", time.localtime(inp.now))
-    out += _section("NOW", f"Current local time: {now}\nAnswer with one JSON move now.")
     return out
 
 
-def _changes(inp: PromptInput) -> str:
+def _now(inp: PromptInput, total_cap: int, cuts: list[str]) -> str:
+    now = time.strftime("%Y-%m-%d %H:%M %Z (%A)", time.localtime(inp.now))
+    body = f"Current local time: {now}\n"
+    if cuts:
+        body += (
+            f"This prompt was cut to fit its {total_cap}-byte cap; not shown: "
+            + clip(", ".join(cuts), 400)
+            + ".\n"
+        )
+    return _section("NOW", body + "Answer with one JSON move now.")
+
+
+def _change_lines(inp: PromptInput) -> list[str]:
+    """What changed, looop's own probes first, then sensors, then policy files."""
+
+    def rank(c: dict[str, Any]) -> int:
+        item = str(c["item"])
+        return 0 if item.startswith("snap:sys-") else 1 if item.startswith("snap:") else 2
+
     lines = []
-    for c in inp.changed:
-        item, old, new = c["item"], c.get("old"), c.get("new")
+    for c in sorted(inp.changed, key=rank):
+        item, old, new = escape(clip(str(c["item"]), 300)), c.get("old"), c.get("new")
         if item.startswith("goal:") or item == "playbook":
             what = "appeared" if old is None else "gone" if new is None else "edited"
             lines.append(f"~ {item} {what} (see above)")
         elif old is None:
-            lines.append(f"+ {item} appeared: {clip(str(new), CAP_DIFF_VALUE)}")
+            lines.append(f"+ {item} appeared: {escape(clip(str(new), CAP_DIFF_VALUE))}")
         elif new is None:
-            lines.append(f"- {item} gone (was {clip(str(old), CAP_DIFF_VALUE)})")
+            lines.append(f"- {item} gone (was {escape(clip(str(old), CAP_DIFF_VALUE))})")
         else:
             lines.append(
-                f"~ {item}: {clip(str(old), CAP_DIFF_VALUE)} → {clip(str(new), CAP_DIFF_VALUE)}"
+                f"~ {item}: {escape(clip(str(old), CAP_DIFF_VALUE))}"
+                f" → {escape(clip(str(new), CAP_DIFF_VALUE))}"
             )
     if not lines:
         lines.append(f"(nothing changed; this decide was forced: {inp.forced_by or 'by request'})")
     if inp.flapping:
-        lines.append(
+        lines.insert(
+            0,
             "FLAPPING (signal changed on 5+ beats running; likely noise, fix the sensor rather"
-            f" than chase it): {', '.join(inp.flapping)}"
+            f" than chase it): {escape(clip(', '.join(inp.flapping), 2000))}",
         )
-    return escape("\n".join(lines))
+    return lines

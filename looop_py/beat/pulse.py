@@ -121,11 +121,16 @@ def _beat_locked(
         )
 
     # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
-    housekeep(paths, cfg, now)
-    advance_loops(paths, cfg, now)
+    failed = housekeep(paths, cfg, now) + advance_loops(paths, cfg, now)
 
     # 1. SENSE
     world = sense(paths, cfg, now)
+    failed += [
+        f"probe {stem}"
+        for stem, snap in world.snapshots.items()
+        if stem.startswith("sys-") and snap.get("signal") == {"error": "probe-failed"}
+    ]
+    _record_failures(paths, failed, now)
 
     # 2. DIFF
     last = load_committed(paths)
@@ -140,6 +145,7 @@ def _beat_locked(
         readings=world.readings,
         forced=force,
         forced_by=forced_by,
+        failed_steps=tuple(failed),
     )
     if reason is None:
         with contextlib.suppress(FileNotFoundError):
@@ -180,10 +186,13 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
     record = wal.take_interrupted(paths)
     if record is None:
         return None
-    move = record.get("move") or {}
+    move = record.get("move")
+    move = move if isinstance(move, dict) else {}  # a damaged record still says: interrupted
+    started = record.get("started_at")
+    started = started if isinstance(started, int | float) and not isinstance(started, bool) else 0
     text = (
-        f"interrupted: a {move.get('action', '?')} move started at "
-        f"{journal.iso(record['started_at']) if record.get('started_at') else '?'} did not finish"
+        f"interrupted: a {str(move.get('action', '?'))[:40]} move started at "
+        f"{journal.iso(started) if 0 < started < 1e11 else '?'} did not finish"
         " (looop died mid-move); it was not re-run, check its effect by hand"
     )
     journal.write(paths, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
@@ -191,13 +200,24 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
     return text
 
 
-def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
-    """Reap dead sessions, verify ended workers, then reap dead claims; one event line each."""
-    # The usual quiet beat has neither: nothing to look at, nothing to import.
+def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
+    """Set aside records that do not fit, reap dead sessions, verify ended workers, then
+    reap dead claims; one event line each. Returns the steps that failed."""
+    failed: list[str] = []
+    # The usual quiet beat has none of these: nothing to look at, nothing to import.
+    record_dirs = (paths.rounds, paths.sessions, paths.claims, paths.asks, paths.answers)
+    if any(_has_entries(d) for d in record_dirs):
+        from looop_py.beat import corrupt  # only when there are records to check
+
+        failed += _emit_steps(
+            paths, now, "check-records", lambda: corrupt.check_records(paths, now)
+        )
     if _has_entries(paths.sessions):
         from looop_py.workers import reap  # only when sessions/ has entries
 
-        _emit_steps(paths, now, "housekeeping_failed", lambda: reap.housekeeping(paths, cfg, now))
+        failed += _emit_steps(
+            paths, now, "reap-sessions", lambda: reap.housekeeping(paths, cfg, now)
+        )
     if _has_entries(paths.claims):
         from functools import partial  # only when claims/ has entries
 
@@ -205,30 +225,58 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> None:
         from looop_py.loops import store
 
         round_live = partial(store.is_live, paths.rounds)
-        _emit_steps(paths, now, "housekeeping_failed", lambda: reaper.reap(paths, now, round_live))
+        failed += _emit_steps(
+            paths, now, "reap-claims", lambda: reaper.reap(paths, now, round_live)
+        )
+    return failed
 
 
-def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> None:
+def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
     from looop_py.loops import index as loopindex  # cheap: a stat per goal, no YAML
 
     if not loopindex.index(paths) and not _has_entries(paths.rounds):
-        return  # no loops and no rounds: nothing heavy to import
+        return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist
 
-    _emit_steps(paths, now, "advance_failed", lambda: advance.advance(paths, cfg, now))
+    return _emit_steps(paths, now, "advance", lambda: advance.advance(paths, cfg, now))
+
+
+# What each step's failure event was called before steps were named (kept for readers).
+_FAILURE_EVENTS = {"advance": "advance_failed", "check-records": "check_failed"}
 
 
 def _emit_steps(
-    paths: Paths, now: float, failure: str, run: Callable[[], list[dict[str, Any]]]
-) -> None:
-    """Run a housekeeping step and log each thing it did; its bug must not stop the beat."""
+    paths: Paths, now: float, step: str, run: Callable[[], list[dict[str, Any]]]
+) -> list[str]:
+    """Run a step and log each thing it did; a bug in it must not stop the beat.
+
+    A step that raises is a bug made visible: its traceback goes to
+    state/errors.log, an event names it, and the beat reports it in
+    `failed_steps`. Returns [step] when it failed, else [].
+    """
     try:
         events = run()
+        failed = []
     except Exception as exc:
-        events = [{"event": failure, "message": repr(exc)}]
+        journal.log_bug(paths, f"step {step}", now)
+        name = _FAILURE_EVENTS.get(step, "housekeeping_failed")
+        events = [{"event": name, "step": step, "message": repr(exc)}]
+        failed = [step]
     for event in events:
         journal.emit(paths, str(event.pop("event")), now, **event)
+    return failed
+
+
+def _record_failures(paths: Paths, failed: list[str], now: float) -> None:
+    """Keep the last failed steps in state/ for `looop status`; a clean beat clears them."""
+    if failed:
+        record = {"v": 1, "at": now, "steps": failed, "log": "state/errors.log"}
+        with contextlib.suppress(OSError):
+            jsonio.write_json(paths.step_failures, record, durable=False)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        paths.step_failures.unlink()
 
 
 def _has_entries(directory: Path) -> bool:

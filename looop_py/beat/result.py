@@ -38,6 +38,7 @@ class BeatResult:
     forced: bool = False
     forced_by: str | None = None  # force | next-interval | noop-ttl
     decide: dict[str, Any] = field(default_factory=dict)  # backend, ms, tokens, cost, run
+    failed_steps: tuple[str, ...] = ()  # steps that raised (a bug); the beat went on
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class BeatResult:
             "reason": self.reason,
             "decide": self.decide,
             "ms": round(self.duration_s * 1000, 1),
+            **({"failed_steps": list(self.failed_steps)} if self.failed_steps else {}),
         }
 
 

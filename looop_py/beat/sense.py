@@ -7,11 +7,13 @@ the DIFF hashes and the prompt shows exactly the same text.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from looop_py import jsonio, world
 from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
+from looop_py.errors import CorruptFile
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
@@ -100,17 +102,37 @@ def _inside(
 
 
 def load_committed(paths: Paths) -> Committed:
-    data = jsonio.read_json(paths.last_world, None)
+    """The last committed world; a file that does not fit is a cache: nothing committed.
+
+    The next beat then sees every item as new, decides, and writes a good one.
+    """
+    try:
+        data = jsonio.read_json(paths.last_world, None)
+    except CorruptFile:
+        return Committed()
     if not isinstance(data, dict):
         return Committed()
     items = data.get("items")
+    if not isinstance(items, dict) or not all(isinstance(v, str) for v in items.values()):
+        return Committed()
+    digest = data.get("hash")
     return Committed(
-        data.get("hash"),
-        dict(items) if isinstance(items, dict) else {},
-        data.get("committed_at"),
-        data.get("action"),
-        data.get("next_wake"),
+        digest if isinstance(digest, str) else None,
+        dict(items),
+        _number(data.get("committed_at")),
+        _text(data.get("action")),
+        _number(data.get("next_wake")),
     )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def commit(

@@ -95,8 +95,11 @@ def discover(paths: Paths, default_timeout_s: float) -> list[Sensor]:
         if name == entry.name or not is_safe_segment(name) or not entry.is_file():
             continue
         try:
-            with open(entry.path, "rb") as f:
-                header = parse_header(f.read(4096))
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                header = parse_header(os.read(fd, 4096))  # only the head: never the whole file
+            finally:
+                os.close(fd)
             mtime = entry.stat().st_mtime
         except OSError:
             header, mtime = {}, 0.0
@@ -155,18 +158,67 @@ def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
     return interpret(text)
 
 
+def _too_deep() -> dict[str, Any]:
+    return {
+        "signal": {"error": "too-deep", "max_depth": jsonio.MAX_DEPTH},
+        "detail": {
+            "message": f"the JSON nests more than {jsonio.MAX_DEPTH} levels deep (detail"
+            " included); print a flat {signal, detail} summary",
+        },
+    }
+
+
 def interpret(text: str) -> dict[str, Any]:
-    """A sensor's successful stdout: JSON with `signal`, other JSON, or plain text."""
+    """A sensor's successful stdout: JSON with `signal`, other JSON, or plain text.
+
+    JSON nested past jsonio.MAX_DEPTH, in `signal` or `detail`, is a too-deep
+    error: it could be neither stored nor shown.
+    """
     stripped = text.strip()
     try:
-        value = jsonio.loads(stripped) if stripped else stripped
-    except jsonio.JSONDecodeError:
+        value = jsonio.loads_bounded(stripped) if stripped else stripped
+    except jsonio.TooDeep:
+        return _too_deep()
+    except jsonio.JSONDecodeError as exc:
+        if jsonio.is_depth_error(exc):
+            return _too_deep()
         return {"signal": stripped, "detail": {}}
+    if _LONG_DIGITS.search(stripped) and _has_huge_int(stripped):
+        return {
+            "signal": {"error": "number-out-of-range"},
+            "detail": {
+                "message": "an integer does not fit in 64 bits and would be silently rounded;"
+                " print it as a string"
+            },
+        }
     if isinstance(value, dict) and "signal" in value:
         snapshot = dict(value)
         snapshot.setdefault("detail", {})
         return snapshot
     return {"signal": value, "detail": {}}
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")
+_INT64 = 1 << 63
+
+
+def _has_huge_int(text: str) -> bool:
+    """Does the JSON hold an integer outside 64 bits (which orjson reads as a float)?"""
+    import json  # only when a run of 19 digits hints at one: never on the quiet path
+
+    found = False
+
+    def check(literal: str) -> int:
+        nonlocal found
+        value = int(literal)
+        found = found or not -_INT64 <= value < 2 * _INT64  # orjson keeps i64 and u64 exact
+        return 0
+
+    try:
+        json.loads(text, parse_int=check)
+    except (ValueError, RecursionError):
+        return False
+    return found
 
 
 # -- one SENSE step ------------------------------------------------------------
@@ -208,20 +260,24 @@ def sense(
             readings[sensor.name] = Reading(sensor.stem, cached, 0.0, cached=True)
         else:
             jobs.append(procs.Job(sensor.name, [str(sensor.path)], sensor.timeout_s, cap))
-    results = procs.run_many(jobs, cwd=paths.root, env=env, concurrency=concurrency)
     by_name = {s.name: s for s in todo}
-    for name, result in results.items():
+    # A sensor is a reading, not a daemon: what it starts outside its process group
+    # (setsid) is adopted by looop while sensors run, and ended when they are done.
+    with procs.adopting_orphans():
+        results = procs.run_many(jobs, cwd=paths.root, env=env, concurrency=concurrency)
+        for name, result in list(results.items()):
+            if result.spawn_errno == errno.ENOEXEC:
+                # No #! line: do what a shell does with such a file and hand it to bash.
+                sensor = by_name[name]
+                results[name] = procs.run(
+                    ["bash", str(sensor.path)],
+                    cwd=paths.root,
+                    env=env,
+                    timeout_s=sensor.timeout_s,
+                    cap=cap,
+                )
+    for name, raw in results.items():
         sensor = by_name[name]
-        raw = result
-        if raw.spawn_errno == errno.ENOEXEC:
-            # No #! line: do what a shell does with such a file and hand it to bash.
-            raw = procs.run(
-                ["bash", str(sensor.path)],
-                cwd=paths.root,
-                env=env,
-                timeout_s=sensor.timeout_s,
-                cap=cap,
-            )
         snapshot = normalize(raw, cap=cap, timeout_s=sensor.timeout_s)
         try:
             jsonio.write_json_if_changed(paths.snapshot(sensor.stem), snapshot)

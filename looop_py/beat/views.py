@@ -11,6 +11,7 @@ from looop_py import jsonio, world
 from looop_py.beat import limits
 from looop_py.beat.decide import policy_hash
 from looop_py.beat.result import BeatOutcome
+from looop_py.beat.sense import load_committed
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
 from looop_py.workdir import config, journal, mailbox
@@ -118,11 +119,7 @@ def limits_now(paths: Paths, now: float) -> LimitsView:
     spend = limits.spend_today(led.spend, now)
     b = led.backoff
     retry = b.at + limits.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
-    try:
-        committed = jsonio.read_json(paths.last_world, {}) or {}
-    except CorruptFile:
-        committed = {}
-    wake = committed.get("next_wake") if isinstance(committed, dict) else None
+    wake = load_committed(paths).next_wake
     return LimitsView(
         blocked=limits.decide_block(led, now=now, policy=policy, limits=lim),
         decides_last_hour=sum(1 for t in led.decides if now - t < limits.HOUR),
@@ -161,9 +158,10 @@ class LastBeat:
             outcome: BeatOutcome | None = BeatOutcome(str(event.get("outcome")))
         except ValueError:
             outcome = None  # an event from a looop that knew other outcomes
+        raw = event.get("changed")
         changed = tuple(
-            Change(str(c.get("item")), c.get("old"), c.get("new"))
-            for c in event.get("changed") or ()
+            Change(str(c.get("item")), _str_or_none(c.get("old")), _str_or_none(c.get("new")))
+            for c in (raw if isinstance(raw, list) else ())
             if isinstance(c, dict)
         )
         ms = event.get("ms")
@@ -192,6 +190,37 @@ class LastBeat:
         }
 
 
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class FailedSteps:
+    """The steps the last beat survived a bug in; cleared by the next clean beat."""
+
+    steps: tuple[str, ...]
+    at: str | None
+    log: str  # where their tracebacks are
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": list(self.steps), "at": self.at, "log": self.log}
+
+
+def failed_steps(paths: Paths) -> FailedSteps | None:
+    try:
+        record = jsonio.read_json(paths.step_failures, None)
+    except CorruptFile:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
+        return None
+    at = record.get("at")
+    return FailedSteps(
+        tuple(str(s) for s in record["steps"]),
+        journal.iso(at) if isinstance(at, int | float) and 0 < at < 1e11 else None,
+        str(paths.error_log),
+    )
+
+
 @dataclass(frozen=True)
 class StatusView:
     work_dir: str
@@ -204,7 +233,8 @@ class StatusView:
     goals: int
     sessions: int
     claims: int
-    committed_error: str | None = None  # last-world.json could not be read
+    committed_error: str | None = None  # last-world.json could not be read (a cache: rebuilt)
+    failed_steps: FailedSteps | None = None  # a bug the last beat survived, until a clean one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -216,29 +246,30 @@ class StatusView:
             "sensors": self.sensors.to_json(),
             "limits": self.limits.to_json(),
             "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
+            "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
         }
 
 
 def status(paths: Paths) -> StatusView:
     error = None
     try:
-        committed = jsonio.read_json(paths.last_world, {}) or {}
+        jsonio.read_json(paths.last_world, None)
     except CorruptFile as exc:
-        committed, error = {}, exc.message
-    if not isinstance(committed, dict):
-        committed = {}
+        error = exc.message
+    committed = load_committed(paths)
     return StatusView(
         work_dir=str(paths.root),
         pulse_running=PulseLock(paths.pulse_lock).held_elsewhere(),
         last_beat=LastBeat.from_event(journal.last_event(paths, "beat")),
-        world_hash=committed.get("hash"),
-        committed_at=committed.get("committed_at"),
+        world_hash=committed.hash,
+        committed_at=committed.at,
         sensors=sensor_health(paths),
         limits=limits_now(paths, time.time()),
         goals=len(goal_paths(paths)),
         sessions=_count_entries(paths.sessions, dirs=True),
         claims=_count_entries(paths.claims, suffix=".json"),
         committed_error=error,
+        failed_steps=failed_steps(paths),
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from looop_py.cli import render
+from looop_py.cli import onboard
 from looop_py.cli.options import json_option
 from looop_py.cli.output import json_out, show
 
@@ -27,9 +27,9 @@ def init(directory: Path, as_json: bool) -> None:
 
     result = create(directory)
     if as_json:
-        json_out({**result.to_json(), "next_steps": render.next_steps(result)})
+        json_out({**result.to_json(), "next_steps": onboard.next_steps(result)})
     else:
-        show(render.init_lines(result))
+        show(onboard.init_lines(result))
 
 
 COMMANDS = [init]

@@ -72,7 +72,7 @@ def asks(paths: Paths, as_json: bool) -> None:
     from looop_py.workdir import mailbox
 
     now = time.time()
-    pending = mailbox.pending(paths)
+    pending = mailbox.listing(paths)
     if as_json:
         json_out(render.asks_json(pending, now))
     else:
@@ -151,4 +151,24 @@ def _report(ask_id: str, got: Answer, as_json: bool) -> None:
         show(render.verdict_lines(ask_id, got))
 
 
-COMMANDS = [ask, asks, answer, approve, deny]
+@click.command()
+@click.argument("ask_id")
+@click.option("--reason", help="Why; kept with the answer.")
+@json_option
+@pass_paths
+def withdraw(paths: Paths, ask_id: str, reason: str | None, as_json: bool) -> None:
+    """Withdraw an unanswered ask (a stranded or expired one, say): it leaves `looop asks`,
+    and a withdrawn approval never runs.
+
+    \b
+    Example:
+      looop asks            # … (stranded: its worker is gone; looop withdraw w1-3)
+      looop withdraw w1-3 --reason "the worker was replaced"
+    """
+    from looop_py.workdir import mailbox
+
+    got = mailbox.withdraw(paths, ask_id, now=time.time(), reason=reason)
+    _report(ask_id, got, as_json)
+
+
+COMMANDS = [ask, asks, answer, approve, deny, withdraw]

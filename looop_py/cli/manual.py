@@ -155,7 +155,8 @@ command line holding {{prompt_file}}, replaced by the quoted path of the prompt.
   codex    codex exec --json …                      (usage from its turns)
   pi       pi --print --mode json @{{prompt_file}}
   aider    aider --yes-always --no-pretty --message-file {{prompt_file}}
-  shell    bash {{prompt_file}}: the prompt is a bash script (the offline default)
+  shell    bash {{prompt_file}}: the prompt is a bash script (used when no agent CLI
+           is on PATH; a model's shell worker waits for a human's approval)
 
 [workers] default_runtime picks the one used when none is named. Override a
 built-in or add one in looop.toml:
@@ -178,11 +179,20 @@ Example:
 GATES = """\
 GATES: what may run without a human
 
-run_shell is gated in code. A command runs on its own only when it is simple
-(no pipes, redirections, substitutions, `;` or `&&`) and its leading words
-match an entry of [gates] shell_allow; it then runs without a shell, its whole
-process group killed after shell_timeout_s (300). Anything else becomes an
-approval: `looop asks`, then `looop approve ID` or `looop deny ID`.
+Nothing a model writes runs unless a human approves it or a rule the human
+wrote allows exactly that. Every move is classified by what it can cause to
+run: nothing, text a human reads, or code (run_shell, a worker whose runtime
+runs its prompt, any verify command, a sensor, a goal that defines or changes
+a loop's executable parts). Code waits for `looop approve ID`, which shows
+exactly what will run and runs exactly that, once.
+
+A [gates] shell_allow rule is a whole argv: "git status" allows `git status`
+and nothing more; a trailing * allows more arguments ("gh pr list *"), but
+never options that execute or write (find -exec, git -c, curl -o …). The
+command must be simple (no pipes, redirections, substitutions, `;` or `&&`)
+and then runs without a shell, its whole process group killed after
+shell_timeout_s (300). allow_runtimes and allow_sensors let a model start a
+worker on a runtime, or write a sensor, unasked.
 
 A deny-list tripwire refuses outright: sudo/doas/su, rm -rf of / or ~, a
 force-push to main or master, curl|sh, mkfs, dd or writes to a disk device,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from looop_py.cli import render
+from looop_py.cli import onboard
 from looop_py.cli.options import json_option, pass_paths
 from looop_py.cli.output import json_out, present, show
 from looop_py.errors import UsageError
@@ -37,7 +37,7 @@ def doctor(paths: Paths, offline: bool, as_json: bool) -> None:
     from looop_py.ops.doctor import diagnose
 
     report = diagnose(paths, offline=offline)
-    present(report, as_json, render.doctor_lines)
+    present(report, as_json, onboard.doctor_lines)
     sys.exit(0 if report.ok else 1)
 
 
@@ -65,7 +65,7 @@ def cron_show(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.ops import cron as crontab
 
-    present(crontab.status(paths), as_json, render.cron_lines)
+    present(crontab.status(paths), as_json, onboard.cron_lines)
 
 
 def _confirm(question: str, yes: bool) -> None:
@@ -95,7 +95,7 @@ def cron_install(paths: Paths, yes: bool, as_json: bool) -> None:
 
     entry = crontab.status(paths)
     if entry.up_to_date:
-        present(entry, as_json, render.cron_lines)
+        present(entry, as_json, onboard.cron_lines)
         return
     if not as_json:
         show(["this line goes into your crontab:", f"  {entry.line}"])
@@ -104,7 +104,7 @@ def cron_install(paths: Paths, yes: bool, as_json: bool) -> None:
     if as_json:
         json_out(entry.to_json())
     else:
-        show(render.cron_lines(entry, did="installed"))
+        show(onboard.cron_lines(entry, did="installed"))
 
 
 @cron.command("remove")
@@ -127,7 +127,7 @@ def cron_remove(paths: Paths, yes: bool, as_json: bool) -> None:
     if as_json:
         json_out(entry.to_json())
     else:
-        show(render.cron_lines(entry, did="removed"))
+        show(onboard.cron_lines(entry, did="removed"))
 
 
 @click.command()

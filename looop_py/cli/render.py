@@ -27,10 +27,7 @@ if TYPE_CHECKING:
     from looop_py.engine.spec import LoopSpec
     from looop_py.loops.store import RoundRow
     from looop_py.loops.views import LoopsView
-    from looop_py.ops.cron import CronStatus
-    from looop_py.ops.doctor import Report
-    from looop_py.workdir.mailbox import Answer, Ask
-    from looop_py.workdir.template import InitResult
+    from looop_py.workdir.mailbox import Answer, AskView
     from looop_py.workers.fleet import Fleet
     from looop_py.workers.kill import KillResult
     from looop_py.workers.records import Session
@@ -136,52 +133,6 @@ def journal_lines(tail: list[str]) -> Lines:
     return tail or [Note("(the journal is empty: no move has been made yet)")]
 
 
-# -- init ----------------------------------------------------------------------------------
-
-
-def init_lines(result: InitResult) -> Lines:
-    lines = [
-        f"  created {p.relative_to(result.root)}{'/' if p.is_dir() else ''}" for p in result.created
-    ]
-    if result.kept:
-        lines.append(f"  kept {len(result.kept)} existing file(s) as they were")
-    if not result.created:
-        return [*lines, f"{result.root} is already a complete work dir; nothing to do"]
-    lines.append(f"work dir ready: {result.root}")
-    lines.append("next:")
-    return lines + [f"  {n}. {step}" for n, step in enumerate(next_steps(result), 1)]
-
-
-def next_steps(result: InitResult) -> list[str]:
-    """Three steps, tailored to what init found: the repo, agent CLIs, cron."""
-    d = result.root
-    watch = (
-        f"the git sensor watches {result.repo}"
-        if result.repo
-        else "no git repo here, so the git sensor reports none"
-    )
-    first = f"run one beat: looop -C {d} pulse   ({watch}; the welcome goal writes reports/)"
-    if result.agent_clis:
-        clis = ", ".join(result.agent_clis)
-        second = (
-            f"let a model decide: found {clis} on PATH; uncomment its block under [decider]"
-            f" in {d}/looop.toml, then check it with: looop -C {d} decider test"
-        )
-    else:
-        second = (
-            "decisions come from the offline rules decider (looop help deciders); with"
-            " claude, codex, pi or llm on PATH, `looop init` offers a ready block for each"
-        )
-    if result.crontab:
-        third = f"run it every minute from cron: looop -C {d} cron install"
-    else:
-        third = (
-            f"no crontab here: run `looop -C {d} pulse` every minute from your scheduler"
-            " (or install cron, then `looop cron install`)"
-        )
-    return [first, second, third]
-
-
 # -- the human mailbox -----------------------------------------------------------------------
 
 
@@ -195,14 +146,27 @@ def answer_json(ask_id: str, got: Answer) -> dict[str, Any]:
     return {"id": ask_id, "answer": record.pop("text"), **record}
 
 
-def asks_json(pending: list[Ask], now: float) -> dict[str, Any]:
-    return {"asks": [{**a.to_json(), "age_s": round(now - a.created_at)} for a in pending]}
+def asks_json(views: list[AskView], now: float) -> dict[str, Any]:
+    return {
+        "asks": [
+            {
+                **v.ask.to_json(),
+                "age_s": round(now - v.ask.created_at),
+                "state": v.state,
+                "why": v.why,
+            }
+            for v in views
+        ]
+    }
 
 
-def asks_lines(pending: list[Ask], now: float) -> Lines:
-    lines = [] if pending else ["no pending asks"]
-    for a in pending:
+def asks_lines(views: list[AskView], now: float) -> Lines:
+    lines = [] if views else ["no pending asks"]
+    for v in views:
+        a = v.ask
         verb = "approve or deny" if a.kind == "approval" else "answer"
+        if v.state != "pending":
+            verb = f"{v.state}: {v.why or 'nobody waits for it'}; looop withdraw {a.id}"
         lines.append(
             f"{a.id}  [{a.kind} from {a.asker}, {round(now - a.created_at)}s ago]  ({verb})"
         )
@@ -415,27 +379,3 @@ def _event_line(e: dict[str, Any]) -> str:
         "claim_reaped": "reaped claim {name}: {reason}",
     }.get(e["event"])
     return what.format_map(defaultdict(lambda: "?", e)) if what else f"{e['event']}: {compact(e)}"
-
-
-# -- doctor and cron -----------------------------------------------------------------------
-
-MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
-
-
-def doctor_lines(report: Report) -> Lines:
-    lines: Lines = []
-    for c in report.checks:
-        lines.append(f"{MARKS[c.verdict]} {c.name:<16} {c.message}")
-        if c.fix and c.verdict != "ok":
-            lines.append(f"  {'':<16} → {c.fix}")
-    bad = sum(c.verdict == "fail" for c in report.checks)
-    return [*lines, "all good" if report.ok else f"{bad} check(s) failed"]
-
-
-def cron_lines(entry: CronStatus, *, did: str | None = None) -> Lines:
-    if did:
-        return [f"{did}: {entry.line}" if entry.installed else f"{did}: no looop line left"]
-    if entry.installed is None:
-        return ["not installed; `looop cron install` adds:", f"  {entry.line}"]
-    state = "installed" if entry.up_to_date else "installed, but out of date (`looop cron install`)"
-    return [f"{state}:", f"  {entry.installed}"]

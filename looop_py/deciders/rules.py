@@ -21,6 +21,7 @@ from looop_py.workdir.goals import frontmatter
 from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5
+PENDING = "rules-pending.json"  # in state/: goals triggered and not started yet
 
 
 def _signal(value: str | None) -> Any:
@@ -40,7 +41,16 @@ class RulesDecider:
     name = "rules"
 
     def decide(self, request: DecideRequest) -> Decision:
-        move = self._broken_sensors(request) or self._triggered_goal(request)
+        # Triggers are queued first, whatever move this beat makes: the world hash
+        # is committed after it, so a change not queued now would be lost.
+        specs, pending = self._queue(request)
+        move = self._broken_sensors(request)
+        if move is not None:
+            if self._ready(request, pending):
+                move["next_interval_s"] = FOLLOW_UP_S  # the queued goals start next
+            jsonio.write_json(request.state_dir / PENDING, {"v": 1, "pending": pending})
+        else:
+            move = self._triggered_goal(request, specs, pending)
         if move is None:
             n = len(request.changed)
             move = {"action": "noop", "reason": f"no rule matched the {n} change(s)"}
@@ -72,29 +82,48 @@ class RulesDecider:
             "journal": f"{len(broken)} sensor(s) broke",
         }
 
-    def _triggered_goal(self, request: DecideRequest) -> dict[str, Any] | None:
+    def _queue(
+        self, request: DecideRequest
+    ) -> tuple[dict[str, tuple[dict[str, Any], str]], list[str]]:
+        """Each goal's frontmatter, and the goals waiting to start (stored ones first)."""
         changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
         specs: dict[str, tuple[dict[str, Any], str]] = {}
         for goal in request.goals:
+            if goal.error is not None:
+                continue  # a goal that cannot be read triggers nothing
             try:
                 meta, body = frontmatter(goal.body.decode("utf-8", "replace"))
             except LooopError:
                 continue
             specs[goal.id] = (meta, body)
-        state_path = request.state_dir / "rules-pending.json"
         try:
-            stored = jsonio.read_json(state_path, {})
+            stored = jsonio.read_json(request.state_dir / PENDING, {})
         except LooopError:
             stored = {}
-        pending = [g for g in stored.get("pending", []) if g in specs]
+        queued = stored.get("pending") if isinstance(stored, dict) else None
+        queued = queued if isinstance(queued, list) else []  # a damaged cache starts empty
+        pending = [g for g in queued if isinstance(g, str) and g in specs]
         for goal_id, (meta, _) in specs.items():
             on = meta.get("on") or []
-            on = [on] if isinstance(on, str) else on
+            on = [on] if isinstance(on, str) else on if isinstance(on, list) else []
             if changed_sensors & {str(s) for s in on} and goal_id not in pending:
                 pending.append(goal_id)
+        return specs, pending
+
+    def _ready(self, request: DecideRequest, pending: list[str]) -> list[str]:
         live = request.live_workers
         acted = request.last_acted
-        ready = sorted((g for g in pending if g not in live), key=lambda g: acted.get(g) or 0.0)
+        return sorted((g for g in pending if g not in live), key=lambda g: acted.get(g) or 0.0)
+
+    def _triggered_goal(
+        self,
+        request: DecideRequest,
+        specs: dict[str, tuple[dict[str, Any], str]],
+        pending: list[str],
+    ) -> dict[str, Any] | None:
+        state_path = request.state_dir / PENDING
+        live = request.live_workers
+        ready = self._ready(request, pending)
         if not ready:
             jsonio.write_json(state_path, {"v": 1, "pending": pending})
             return None

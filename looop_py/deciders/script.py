@@ -7,7 +7,8 @@ or a wrapper `{"move": <move>, "usage": {"input_tokens": n, "output_tokens": n,
 "cost_usd": x} | null}` for replaying metered (or unmetered) decides. A plain
 entry reports zero usage: replaying costs nothing.
 
-The cursor lives in state/script-cursor.json and advances before the move is
+The cursor lives in state/script-cursor.json, keyed by the script's path relative
+to the work dir (a copied or moved work dir keeps its place), and advances before the move is
 returned, under a lock, so restarts and concurrent callers never replay one
 entry twice. Past the end every decide is a noop saying so.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.deciders import parse
 from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
-from looop_py.errors import ConfigError
+from looop_py.errors import ConfigError, LooopError
 from looop_py.locks import PulseLock
 from looop_py.workdir.config import DeciderConfig
 
@@ -44,7 +45,7 @@ class ScriptDecider:
     def decide(self, request: DecideRequest) -> Decision:
         path = self.path(request.workdir)
         entries = load_entries(path)
-        index = take(request.state_dir, str(path), len(entries))
+        index = take(request.state_dir, cursor_key(request.workdir, path), len(entries), str(path))
         if index is None:
             reason = f"script {self.cfg.script} exhausted: all {len(entries)} move(s) replayed"
             return Decision({"action": "noop", "reason": reason}, raw="", usage=Usage(0, 0, 0.0))
@@ -65,13 +66,15 @@ class ScriptDecider:
 def load_entries(path: Path) -> list[bytes | str]:
     """The file's entries as raw text, each parsed only when its turn comes."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = jsonio.read_bounded(path, jsonio.STATE_CAP)
+    except FileNotFoundError as exc:
         raise DecideError(f"cannot read the script {path}: {exc.strerror}") from exc
+    except LooopError as exc:
+        raise DecideError(f"cannot read the script: {exc.message}") from exc
     if data.lstrip()[:1] == b"[":
         try:
-            array = jsonio.loads(data)
-        except jsonio.JSONDecodeError as exc:
+            array = jsonio.loads_bounded(data, jsonio.MAX_DEPTH + 1)
+        except (jsonio.JSONDecodeError, jsonio.TooDeep) as exc:
             raise DecideError(f"the script {path} is not a valid JSON array ({exc})") from exc
         if not isinstance(array, list):
             raise DecideError(f"the script {path} is not a JSON array")
@@ -80,8 +83,20 @@ def load_entries(path: Path) -> list[bytes | str]:
     return [line for line in lines if line and not line.startswith(b"#")]
 
 
-def take(state_dir: Path, key: str, count: int) -> int | None:
-    """Claim the next index for script `key`, or None when all are used."""
+def cursor_key(workdir: Path, path: Path) -> str:
+    """The script as the cursor names it: relative to the work dir when it lies inside, so
+    a work dir that is copied or moved keeps its place (it never replays a move)."""
+    try:
+        return path.relative_to(workdir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def take(state_dir: Path, key: str, count: int, legacy: str | None = None) -> int | None:
+    """Claim the next index for script `key`, or None when all are used.
+
+    `legacy` is the key an older looop wrote (the absolute path): read, never written.
+    """
     cursor_path = state_dir / CURSOR
     state_dir.mkdir(exist_ok=True)
     lock = PulseLock(state_dir / "script-cursor.lock")
@@ -92,9 +107,8 @@ def take(state_dir: Path, key: str, count: int) -> int | None:
             cursor = jsonio.read_json(cursor_path, {})
         except Exception:
             cursor = {}  # a broken cursor restarts the script rather than wedging it
-        index = (
-            cursor.get("next", 0) if isinstance(cursor, dict) and cursor.get("script") == key else 0
-        )
+        known = isinstance(cursor, dict) and cursor.get("script") in {key, legacy or key}
+        index = cursor.get("next", 0) if known else 0
         if not isinstance(index, int) or index < 0:
             index = 0
         if index >= count:

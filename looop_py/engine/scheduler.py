@@ -141,7 +141,7 @@ class ScheduleBook:
         for name, entry in data["loops"].items():
             try:
                 loops[str(name)] = LoopTiming.from_dict(entry)
-            except (KeyError, TypeError, ValueError):
+            except (AttributeError, KeyError, TypeError, ValueError):
                 continue  # one damaged entry is rescheduled, the rest are kept
         return cls(loops)
 
@@ -184,6 +184,11 @@ class LoopScheduler:
         name = engine.spec.name
         if name in self._entries:
             raise UsageError(f"loop {name!r} is registered twice")
+        if not engine.spec.cadence:
+            raise UsageError(
+                f"loop {name!r} has no cadence: it runs only on demand",
+                "run it with run_once(), or give it a cadence to schedule it",
+            )
         self._entries[name] = (engine, Schedule.parse(engine.spec.cadence))
         return self
 

@@ -38,7 +38,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-DEFAULT_CADENCE = "daily 09:00"
+DEFAULT_CADENCE = "daily 09:00"  # a LoopSpec built in code; see ON_DEMAND for goal files
+# A goal file whose frontmatter has no `cadence:` is a loop that runs only on demand
+# (start_round, `looop run`, an `on:` sensor): never on a schedule nobody wrote.
+ON_DEMAND = ""
 DEFAULT_ACTION = "report"
 
 # Frontmatter keys that make a goal a loop. `on:` only routes sensor changes, and
@@ -206,6 +209,8 @@ class LoopSpec:
                 data[_FRONTMATTER_NAMES.get(key, key)] = meta[key]
         if "on" in meta and meta["on"] is not None:
             data["on"] = meta["on"]
+        if meta.get("cadence") is None:
+            data["cadence"] = ON_DEMAND
         try:
             spec = cls.from_dict(data)
         except UsageError as exc:
@@ -218,7 +223,8 @@ class LoopSpec:
         from looop_py.engine.cadence import Schedule  # cadence parsing is loaded on demand
 
         try:
-            Schedule.parse(self.cadence)
+            if self.cadence != ON_DEMAND:
+                Schedule.parse(self.cadence)
         except UsageError as exc:
             raise LoopSpecError(f"loop {self.name}: {exc.message}", exc.hint) from None
         for what, value in (

@@ -95,6 +95,11 @@ class SessionWorkers:
             return WorkerResult(WorkerStatus.FAILED, f"worker session {handle} is gone")
         if view.alive:
             return None
+        if view.state in records.LIVE_STATES and view.exit_code is None and not view.lost:
+            # The worker is gone but its supervisor lives and has not recorded the
+            # exit code yet: it is finished only once that is written (or the
+            # supervisor is gone too, which records.view reports as lost).
+            return None
         usage = view.usage or {}
         tokens_in = int(usage.get("input_tokens") or usage.get("total_tokens") or 0)
         tokens_out = int(usage.get("output_tokens") or 0)

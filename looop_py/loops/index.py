@@ -13,7 +13,7 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError
-from looop_py.workdir.goals import goal_paths
+from looop_py.workdir.goals import goal_paths, read_goal
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -31,14 +31,16 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
         cached = jsonio.read_json(paths.loops_index, {})
     except CorruptFile:
         cached = {}
-    entries = cached.get("goals", {}) if isinstance(cached, dict) else {}
+    entries = cached.get("goals") if isinstance(cached, dict) else None
+    if not isinstance(entries, dict):
+        entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
     for goal_id, path in goal_paths(paths):
         try:
             st = path.stat()
-        except FileNotFoundError:
-            continue
+        except OSError:
+            continue  # gone, or a link to nowhere or to itself: not a loop
         stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
         entry = entries.get(goal_id)
         if not isinstance(entry, dict) or entry.get("stamp") != stamp:
@@ -52,17 +54,16 @@ def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
 
 
 def _describe(goal_id: str, path: Path) -> dict[str, Any]:
-    try:
-        head = path.read_bytes()[:3]
-    except OSError:
-        return {"loop": False}
-    if head != b"---":
+    goal = read_goal(goal_id, path)
+    if goal is None or goal.error is not None:
+        return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
+    if goal.body[:3] != b"---":
         return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
     from looop_py.engine.spec import LoopSpec, is_loop  # only for a goal edited since
     from looop_py.workdir.goals import frontmatter  # yaml with it
 
     try:
-        meta, _ = frontmatter(path.read_text(encoding="utf-8"))
+        meta, _ = frontmatter(goal.body.decode("utf-8"))
         if not is_loop(meta):
             return {"loop": False}
         spec = LoopSpec.from_frontmatter(goal_id, meta)

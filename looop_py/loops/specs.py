@@ -17,7 +17,13 @@ from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.workdir import goals, provenance
-from looop_py.workdir.goals import frontmatter, goal_paths, outside_link, render_frontmatter
+from looop_py.workdir.goals import (
+    frontmatter,
+    goal_paths,
+    outside_link,
+    read_goal,
+    render_frontmatter,
+)
 from looop_py.workdir.paths import Paths
 
 
@@ -30,6 +36,20 @@ def capped(paths: Paths | None, goal_id: str, data: bytes, spec: LoopSpec) -> Lo
     return spec
 
 
+def _goal_data(goal_id: str, path: Path) -> tuple[bytes, str]:
+    """A goal's bytes and text, read within its cap; LoopSpecError names the goal when it
+    cannot be read."""
+    goal = read_goal(goal_id, path)
+    if goal is None:
+        raise LoopSpecError(f"cannot read goal {goal_id}: goals/{goal_id}.md is gone")
+    if goal.error is not None:
+        raise LoopSpecError(f"cannot read goal {goal_id}: {goal.error}")
+    try:
+        return goal.body, goal.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LoopSpecError(f"cannot read goal {goal_id}: not UTF-8 ({exc.reason})") from None
+
+
 def spec_from_goal(path: Path, paths: Paths | None = None) -> LoopSpec:
     """Read `goals/<id>.md`; raises LoopSpecError if its frontmatter is not a loop.
 
@@ -37,11 +57,7 @@ def spec_from_goal(path: Path, paths: Paths | None = None) -> LoopSpec:
     """
 
     goal_id = path.name.removesuffix(".md")
-    try:
-        data = path.read_bytes()
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LoopSpecError(f"cannot read goal {path}: {exc}") from None
+    data, text = _goal_data(goal_id, path)
     meta, _body = frontmatter(text)
     if not is_loop(meta):
         raise LoopSpecError(
@@ -74,14 +90,11 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
     names: dict[str, str] = {}
     for goal_id, path in goal_paths(paths):
         try:
-            data = path.read_bytes()
-            meta, _body = frontmatter(data.decode("utf-8"))
+            data, text = _goal_data(goal_id, path)
+            meta, _body = frontmatter(text)
             if not is_loop(meta):
                 continue
             spec = capped(paths, goal_id, data, LoopSpec.from_frontmatter(goal_id, meta))
-        except (OSError, UnicodeDecodeError) as exc:
-            errors[goal_id] = f"cannot read goal {goal_id}: {exc}"
-            continue
         except UsageError as exc:
             errors[goal_id] = str(exc)
             continue
@@ -90,13 +103,22 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
             continue
         names[spec.name] = goal_id
         specs.append(spec)
+    for goal_id, why in goals.refused(paths).items():
+        errors[goal_id] = f"cannot read goal {goal_id}: {why}"
     return specs, errors
+
+
+CADENCE_NOTE = (
+    "Without a `cadence:` line a loop runs only on demand: `looop run NAME`, a\n"
+    "`start_round` move, or a change in a sensor its `on:` names. Nothing fires on a\n"
+    "schedule that is not written here.\n"
+)
 
 
 def goal_text(spec: LoopSpec) -> str:
     """A goal file (frontmatter and a short body) that defines this loop, ready to edit."""
 
-    return render_frontmatter(goal_frontmatter(spec), goal_body(spec))
+    return render_frontmatter(goal_frontmatter(spec), goal_body(spec) + "\n" + CADENCE_NOTE)
 
 
 def write_goal(paths: Paths, pattern: str, *, name: str | None = None) -> tuple[LoopSpec, Path]:

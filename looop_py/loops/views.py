@@ -10,6 +10,8 @@ from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
 from looop_py.workdir.paths import Paths
 
+ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
+
 # typing is not imported at run time: views are built on demand, but cheaply.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ def overview(paths: Paths, now: float) -> LoopsView:
             LoopRow(
                 name=spec.name,
                 level=spec.level.label,
-                cadence=spec.cadence,
+                cadence=spec.cadence or ON_DEMAND_LABEL,
                 action=spec.action_kind,
                 next_fire_ts=timing.next_at if timing else None,
                 last_outcome=last.outcome if last else None,

@@ -161,21 +161,38 @@ def load(path: Path, cache: Path | None = None) -> Config:
         table = _parse(path)
     try:
         config: Config = build(Config, table, where="")
+        if fresh:  # a cached table passed these checks when it was cached
+            from looop_py.workdir import bounds
+
+            bounds.check(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.message}", exc.hint) from None
     if fresh and cache is not None:
         with contextlib.suppress(OSError, TypeError):
-            jsonio.atomic_write(cache, jsonio.dumps({"stamp": stamp, "table": table}))
+            record = {"v": CACHE_VERSION, "stamp": stamp, "table": table}
+            jsonio.atomic_write(cache, jsonio.dumps(record))
     return config
+
+
+CONFIG_CAP = 1024 * 1024  # looop.toml is read only if a regular file no bigger than this
+CACHE_VERSION = 2  # 2: tables in the cache passed bounds.check
 
 
 def _parse(path: Path) -> dict[str, Any]:
     import tomllib  # only when looop.toml changed since the cached parse
 
+    from looop_py.errors import CorruptFile
+
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}", "fix the TOML syntax at that line") from exc
+        data = jsonio.read_bounded(path, CONFIG_CAP)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} is missing", "run `looop init` in the work dir") from exc
+    except CorruptFile as exc:
+        raise ConfigError(exc.message, exc.hint) from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: {exc}", "fix the TOML syntax at that line") from None
 
 
 def _cached_table(cache: Path, stamp: list[int]) -> dict[str, Any] | None:
@@ -185,6 +202,7 @@ def _cached_table(cache: Path, stamp: list[int]) -> dict[str, Any] | None:
         return None
     if (
         isinstance(data, dict)
+        and data.get("v") == CACHE_VERSION
         and data.get("stamp") == stamp
         and isinstance(data.get("table"), dict)
     ):

@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py.errors import LooopError, UsageError
+from looop_py import jsonio
+from looop_py.errors import CorruptFile, LooopError, UsageError
 from looop_py.ids import is_safe_segment
 from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
@@ -24,11 +25,24 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# What looop reads of the files a human edits. Past a cap, or not a regular file
+# (a directory, a FIFO, a link to /dev/zero), a file is never read: it is an
+# error that names it, and the beat goes on without it.
+PLAYBOOK_CAP = 1024 * 1024
+GOAL_CAP = 1024 * 1024
+GOALS_TOTAL_CAP = 16 * 1024 * 1024  # all goals of one beat together
+FRONTMATTER_MAX_VALUES = 100_000  # YAML aliases can expand a small file enormously
+
+
 @dataclass(frozen=True)
 class GoalFile:
+    """A goal as one beat read it. `error` set: it could not be read, and `body` is a
+    notice saying why (stable while the file stays wrong, so it hashes and shows)."""
+
     id: str
     path: Path
     body: bytes
+    error: str | None = None
 
 
 def outside_link(paths: Paths, path: Path, *, linked: bool | None = None) -> str | None:
@@ -63,7 +77,7 @@ def _outside_links_allowed(paths: Paths) -> bool:
 def _scan(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     try:
         entries = os.scandir(paths.goals)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return [], {}
     found: list[tuple[str, Path]] = []
     refused: dict[str, str] = {}
@@ -71,7 +85,9 @@ def _scan(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     with entries:
         for entry in entries:
             goal_id = entry.name.removesuffix(".md")
-            if goal_id != entry.name and is_safe_segment(goal_id) and entry.is_file():
+            # Not only regular files: reading a directory or a FIFO names the problem
+            # instead of skipping the goal in silence.
+            if goal_id != entry.name and is_safe_segment(goal_id):
                 path = Path(entry.path)
                 why = whole_dir or outside_link(paths, path, linked=entry.is_symlink())
                 if why:
@@ -90,30 +106,63 @@ def goal_paths(paths: Paths) -> list[tuple[str, Path]]:
     return _scan(paths)[0]
 
 
-def refusal(why: str) -> bytes:
-    """What a goal or PLAYBOOK that is not read reads as: one line saying why."""
-    return f"(not read: {why})\n".encode()
+def refused(paths: Paths) -> dict[str, str]:
+    """{goal id: why} of the goals that are not read: links out of the work dir."""
+    return _scan(paths)[1]
+
+
+def notice(what: str, why: str) -> bytes:
+    """What stands in for a file looop would not read: one line naming it and why."""
+    return f"(looop could not read {what}: {why}; the loop goes on without it)\n".encode()
+
+
+def _why(exc: CorruptFile, path: Path) -> str:
+    return exc.message.replace(f"{path} ", "", 1)
 
 
 def read_playbook(paths: Paths) -> bytes | None:
-    """PLAYBOOK.md's bytes; None when there is none."""
+    """PLAYBOOK.md's bytes; None when there is none; a notice when it cannot be read."""
+    why = outside_link(paths, paths.playbook)
+    if why:
+        return notice("PLAYBOOK.md", why)
     try:
-        why = outside_link(paths, paths.playbook)
-        return refusal(why) if why else paths.playbook.read_bytes()
+        return jsonio.read_bounded(paths.playbook, PLAYBOOK_CAP)
     except FileNotFoundError:
         return None
+    except CorruptFile as exc:
+        return notice("PLAYBOOK.md", _why(exc, paths.playbook))
+
+
+def read_goal(goal_id: str, path: Path, cap: int = GOAL_CAP) -> GoalFile | None:
+    """One goal file, bounded; None if it vanished; an error GoalFile if it cannot be read."""
+    try:
+        return GoalFile(goal_id, path, jsonio.read_bounded(path, cap))
+    except FileNotFoundError:
+        return None
+    except CorruptFile as exc:
+        why = _why(exc, path)
+        return GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
 
 
 def read_goals(paths: Paths) -> list[GoalFile]:
+    """Every goal, each under GOAL_CAP and all under GOALS_TOTAL_CAP together; a goal that
+    links out of the work dir reads as a refusal saying why."""
     found, refused = _scan(paths)
     goals: list[GoalFile] = [
-        GoalFile(g, paths.goals / f"{g}.md", refusal(w)) for g, w in refused.items()
+        GoalFile(g, paths.goals / f"{g}.md", notice(f"goals/{g}.md", w), w)
+        for g, w in refused.items()
     ]
+    room = GOALS_TOTAL_CAP
     for goal_id, path in found:
-        try:
-            goals.append(GoalFile(goal_id, path, path.read_bytes()))
-        except FileNotFoundError:
+        goal = read_goal(goal_id, path, min(GOAL_CAP, max(0, room)))
+        if goal is None:
             continue  # removed while we listed
+        if goal.error is not None and room < GOAL_CAP and "cap" in goal.error:
+            why = f"the goals together are over the {jsonio.size_text(GOALS_TOTAL_CAP)} cap"
+            goal = GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
+        elif goal.error is None:
+            room -= len(goal.body)
+        goals.append(goal)
     goals.sort(key=lambda g: g.id)
     return goals
 
@@ -178,20 +227,46 @@ def frontmatter(text: str) -> tuple[dict[str, Any], str]:
             "the frontmatter opened with `---` is never closed",
             "end it with a line holding only `---`",
         )
+    head = "".join(lines[1:i])
+    if _bracket_depth(head) > 4 * jsonio.MAX_DEPTH:  # spare the parser a stack overflow
+        raise GoalError(
+            f"the frontmatter nests more than {jsonio.MAX_DEPTH} levels deep",
+            "flatten it: a loop needs a few levels",
+        )
     import yaml  # only for frontmatter
 
     try:
-        meta = yaml.load("".join(lines[1:i]), Loader=_yaml12_loader())  # noqa: S506 - safe loader
+        meta = yaml.load(head, Loader=_yaml12_loader())  # noqa: S506 - safe loader
     except yaml.YAMLError as exc:
         raise GoalError(f"the frontmatter is not valid YAML: {exc}", "fix the YAML") from None
+    except RecursionError:
+        raise GoalError(
+            "the frontmatter nests too deep to read", "flatten it: a loop needs a few levels"
+        ) from None
     if meta is None:
         meta = {}
+    problem = jsonio.shape_problem(meta, max_nodes=FRONTMATTER_MAX_VALUES)
+    if problem is not None:
+        raise GoalError(f"the frontmatter {problem}", "flatten it: a loop needs a few levels")
     if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
         raise GoalError(
             "the frontmatter must be a mapping of names to values",
             "write `key: value` lines between the fences",
         )
     return meta, "".join(lines[i + 1 :])
+
+
+def _bracket_depth(text: str) -> int:
+    """How deep `[`/`{` open at most, ignoring quotes: a cheap bound, for bombs only."""
+    if text.count("[") + text.count("{") <= 4 * jsonio.MAX_DEPTH:
+        return 0
+    import re  # only for a frontmatter full of brackets
+
+    depth = deepest = 0
+    for bracket in re.findall(r"[\[\]{}]", text):
+        depth = depth + 1 if bracket in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def render_frontmatter(meta: dict[str, Any], body: str) -> str:

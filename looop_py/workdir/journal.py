@@ -63,3 +63,22 @@ def recent_events(paths: Paths, n: int = 200) -> list[dict[str, Any]]:
 
 def last_event(paths: Paths, event: str, scan: int = 500) -> dict[str, Any] | None:
     return next((e for e in reversed(recent_events(paths, scan)) if e.get("event") == event), None)
+
+
+ERRORS_ROTATE_BYTES = 1024 * 1024
+
+
+def log_bug(paths: Paths, what: str, now: float) -> None:
+    """Append the exception being handled, with its traceback, to state/errors.log.
+
+    For a bug looop survived (a step of the beat, a probe): the beat goes on, and
+    the traceback is where a human or a bug report can find it, not in cron mail.
+    """
+    import traceback  # only when a step or a probe broke
+
+    text = f"--- {iso(now)} {what} failed; the beat went on\n{traceback.format_exc()}\n"
+    try:
+        paths.state.mkdir(exist_ok=True)
+        jsonio.append_text(paths.error_log, text.encode(), rotate_bytes=ERRORS_ROTATE_BYTES)
+    except OSError:
+        pass  # a full disk must not turn a survived bug into a crash

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import LooopError, NoAnswer, UsageError
-from looop_py.ids import check_segment
+from looop_py.identity import create_time, is_alive
+from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -57,6 +58,8 @@ class Ask:
     options: tuple[str, ...] = ()
     ref: str | None = None
     hold: dict[str, Any] = field(default_factory=dict)  # approval: the move or round held back
+    waiter: dict[str, Any] = field(default_factory=dict)  # {pid, create_time} of `looop ask`
+    expired_at: float | None = None  # when the waiting `looop ask` gave up (its --timeout)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +72,8 @@ class Ask:
             "options": list(self.options),
             "ref": self.ref,
             "hold": self.hold,
+            **({"waiter": self.waiter} if self.waiter else {}),
+            **({"expired_at": self.expired_at} if self.expired_at is not None else {}),
         }
 
     @staticmethod
@@ -82,7 +87,13 @@ class Ask:
             options=tuple(data.get("options") or ()),
             ref=data.get("ref"),
             hold=dict(data.get("hold") or {}),
+            waiter=data["waiter"] if isinstance(data.get("waiter"), dict) else {},
+            expired_at=_number(data.get("expired_at")),
         )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -227,14 +238,112 @@ def pending(paths: Paths) -> list[Ask]:
 
 
 def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer:
-    """Block until the ask is answered; the ask vanishing is an error."""
+    """Block until the ask is answered; the ask vanishing or being withdrawn is an error.
+
+    The waiting process is recorded in the ask (so a listing can tell when it is
+    gone: the ask is stranded), and so is a timeout (the ask is expired).
+    """
+    _update(paths, ask_id, waiter={"pid": os.getpid(), "create_time": create_time(os.getpid())})
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         got = get_answer(paths, ask_id)
         if got is not None:
+            if got.verdict == WITHDRAWN:
+                raise AskError(
+                    f"ask {ask_id} was withdrawn" + (f": {got.note}" if got.note else "")
+                )
             return got
         if not (paths.asks / f"{ask_id}.json").exists():
             raise NoAnswer(f"ask {ask_id} was removed before it was answered")
         if deadline is not None and time.monotonic() >= deadline:
-            raise NoAnswer(f"no answer to {ask_id} within {timeout_s:g}s", "it stays pending")
+            _update(paths, ask_id, expired_at=time.time())
+            raise NoAnswer(
+                f"no answer to {ask_id} within {timeout_s:g}s",
+                f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
+            )
         time.sleep(POLL_S)
+
+
+def _update(paths: Paths, ask_id: str, **fields: Any) -> None:
+    """Add fields to an ask's record (atomically); a missing or damaged ask is left alone."""
+    path = paths.asks / f"{check_segment(ask_id, 'ask id')}.json"
+    try:
+        data = jsonio.read_json(path)
+    except LooopError:
+        return
+    if isinstance(data, dict):
+        with contextlib.suppress(OSError):
+            jsonio.atomic_write(path, jsonio.dumps({**data, **fields}, pretty=True))
+
+
+# -- what became of an ask nobody answered ---------------------------------------------
+
+WITHDRAWN = "withdrawn"  # the verdict of an answer that withdraws an ask
+
+
+class AskState(enum.StrEnum):
+    PENDING = "pending"  # someone waits (or may still wait) for the answer
+    STRANDED = "stranded"  # whoever asked is gone: an answer would reach no one
+    EXPIRED = "expired"  # the asker stopped waiting: its --timeout passed
+
+
+@dataclass(frozen=True)
+class AskView:
+    """An unanswered ask and what became of it."""
+
+    ask: Ask
+    state: AskState
+    why: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.ask.id
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.ask.to_json(), "state": self.state.value, "why": self.why}
+
+
+def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
+    """Expired when its waiting `looop ask` timed out; stranded when that process, or the
+    worker that asked, is gone; else pending. Asks from the decider, a loop or a human
+    at a prompt wait for a human and stay pending."""
+    if ask.expired_at is not None:
+        return AskState.EXPIRED, "the asker stopped waiting (its --timeout passed)"
+    pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
+    if isinstance(pid, int) and isinstance(created, int | float) and not is_alive(pid, created):
+        return AskState.STRANDED, f"the `looop ask` that waited (pid {pid}) is gone"
+    session = paths.sessions / ask.asker
+    if ask.asker not in ("human", "decider") and is_safe_segment(ask.asker) and session.is_dir():
+        try:
+            meta = jsonio.read_json(session / "meta.json", {})
+        except LooopError:
+            meta = {}
+        pid = meta.get("pid") if isinstance(meta, dict) else None
+        if isinstance(pid, int) and not is_alive(pid, meta.get("create_time")):
+            return AskState.STRANDED, f"its worker {ask.asker} is not running"
+    return AskState.PENDING, None
+
+
+def listing(paths: Paths) -> list[AskView]:
+    """Every unanswered ask, oldest first, with its state (pending, stranded, expired)."""
+    return [AskView(a, *state_of(paths, a)) for a in pending(paths)]
+
+
+def withdraw(paths: Paths, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
+    """Withdraw an unanswered ask: it leaves the listing; a `looop ask` still waiting on
+    it fails (exit 1); an approval withdrawn is never run (a loop round reads it as denied).
+
+    (The `looop withdraw ID` command calls this.)
+    """
+    get_ask(paths, ask_id)  # a missing ask is a UsageError
+    record = {
+        "v": 1,
+        "answer": "",
+        "answered_at": now,
+        "verdict": WITHDRAWN,
+        "note": reason or "withdrawn",
+    }
+    paths.answers.mkdir(exist_ok=True)
+    if not create_exclusive(paths.answers / f"{ask_id}.json", jsonio.dumps(record, pretty=True)):
+        raise UsageError(f"{ask_id} is already answered", "see `looop asks`")
+    return Answer("", now, WITHDRAWN, reason or "withdrawn")

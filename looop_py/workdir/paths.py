@@ -145,6 +145,10 @@ class Paths:
     def error_log(self) -> Path:
         return self.state / "errors.log"
 
+    @property
+    def step_failures(self) -> Path:
+        return self.state / "step-failures.json"
+
     # -- per-item helpers -----------------------------------------------------
     def snapshot(self, stem: str) -> Path:
         return self.snapshots / f"{stem}.json"

@@ -83,6 +83,42 @@ def read_record(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {"unreadable": True}
 
 
+def misfit(d: Path) -> str | None:
+    """Why the session in `d` does not fit its schema (for the beat to set it aside), or None.
+
+    A file that is missing is fine (a start in progress, a worker still running).
+    """
+    for name in (META, STATUS, RESULT, VERIFY):
+        try:
+            data = jsonio.read_json(d / name)
+        except CorruptFile as exc:
+            return f"{name}: {exc.message.replace(f'{d / name} ', '', 1)}"
+        if data is not None and not isinstance(data, dict):
+            return f"{name}: a JSON object was expected"
+        if not data:
+            continue
+        for key, kinds in _FIELDS.get(name, {}).items():
+            value = data.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+                return f"{name}: `{key}` is {type(value).__name__}, not {kinds[0].__name__}"
+    return None
+
+
+_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    META: {
+        "pid": (int,),
+        "create_time": (float, int),
+        "started_at": (float, int),
+        "supervisor_pid": (int,),
+        "runtime": (str,),
+        "round": (str,),
+    },
+    STATUS: {"state": (str,), "exit_code": (int,), "ended_at": (float, int)},
+    RESULT: {"status": (str,)},
+    VERIFY: {"verdict": (str,)},
+}
+
+
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 

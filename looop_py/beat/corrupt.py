@@ -1,0 +1,175 @@
+"""Records that do not fit are moved aside to corrupt/, with a journal line and an event.
+
+A record is a file looop cannot rebuild from anything else: a round
+(rounds/), a worker session (sessions/<id>/), a claim (claims/), an ask or its
+answer (asks/, answers/). One that is not valid JSON, not a regular file, or
+not the shape its owner reads would otherwise be skipped by every reader
+forever (or worse, half-read). The beat checks them before REAP and moves each
+misfit to `corrupt/<where it was>.<time>`, so a human can look at it, and the
+beat goes on without it. Caches under state/ are never moved: their owners
+rebuild them when they do not fit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import CorruptFile, LooopError
+from looop_py.ids import is_safe_segment
+from looop_py.workdir import journal
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: worker sessions linger for days, so the pulse
+# loads this module on many quiet beats; each record's owner is imported only when
+# there is such a record to check.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def corrupt_dir(paths: Paths) -> Path:
+    return paths.root / "corrupt"
+
+
+def check_records(paths: Paths, now: float) -> list[dict[str, Any]]:
+    """Move every misfit record aside; one event dict (`record_set_aside`) for each."""
+    events: list[dict[str, Any]] = []
+    for path, why in list(misfits(paths)):
+        moved = set_aside(paths, path, why, now)
+        if moved is not None:
+            events.append(moved)
+    return events
+
+
+def misfits(paths: Paths) -> Iterator[tuple[Path, str]]:
+    """(path, why) of each record that does not fit; a session is its whole directory."""
+    yield from _rounds(paths)
+    yield from _sessions(paths)
+    yield from _claims(paths)
+    yield from _asks(paths)
+
+
+def set_aside(paths: Paths, path: Path, why: str, now: float) -> dict[str, Any] | None:
+    """Move `path` (a file or a session directory) under corrupt/; None if it vanished."""
+    rel = path.relative_to(paths.root)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+    dest = corrupt_dir(paths) / rel.parent / f"{rel.name}.{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = dest.with_name(f"{rel.name}.{stamp}-{n}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(path, dest)
+    except FileNotFoundError:
+        return None
+    where = str(dest.relative_to(paths.root))
+    journal.write(paths, f"⚠ moved {rel} aside to {where}: {why}; the beat goes on", now)
+    return {"event": "record_set_aside", "path": str(rel), "to": where, "why": why}
+
+
+def _why_json(path: Path) -> tuple[Any, str | None]:
+    """(parsed value, None) or (None, why it cannot be read). A vanished file is (None, None)."""
+    try:
+        return jsonio.read_json(path), None
+    except CorruptFile as exc:
+        return None, exc.message.replace(f"{path} ", "", 1)
+
+
+def _json_records(directory: Path) -> Iterator[Path]:
+    try:
+        with os.scandir(directory) as it:
+            names = sorted(e.name for e in it if not e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        stem = name.removesuffix(".json")
+        if stem != name and is_safe_segment(stem):
+            yield directory / name
+
+
+def _rounds(paths: Paths) -> Iterator[tuple[Path, str]]:
+    files = [*_json_records(paths.rounds), *_json_records(paths.rounds / "done")]
+    if not files:
+        return
+    from looop_py.engine.rounds import RoundState  # only when there are rounds to check
+
+    for path in files:
+        data, why = _why_json(path)
+        if why is None and data is not None:
+            try:
+                RoundState.from_dict(data)
+            except (AttributeError, KeyError, TypeError, ValueError, LooopError) as exc:
+                why = f"not a round this looop can read ({exc})"
+        if why is not None:
+            yield path, why
+
+
+def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
+    try:
+        with os.scandir(paths.sessions) as it:
+            dirs = sorted(e.path for e in it if is_safe_segment(e.name) and e.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not dirs:
+        return
+    from looop_py.workers import records  # only when there are sessions (reaping loads it too)
+
+    for d in dirs:
+        why = records.misfit(Path(d))
+        if why is not None:
+            yield Path(d), why
+
+
+RELEASED = ".released"  # claims.lease.RELEASED (a test keeps them equal; lease loads filelock)
+
+
+def _claims(paths: Paths) -> Iterator[tuple[Path, str]]:
+    for path in [*_json_records(paths.claims), *_json_records(paths.claims / RELEASED)]:
+        data, why = _why_json(path)
+        if why is None and data is not None and not isinstance(data, dict):
+            why = "not a claim: a JSON object was expected"
+        if why is not None:
+            yield path, why
+
+
+def _asks(paths: Paths) -> Iterator[tuple[Path, str]]:
+    for path in _json_records(paths.asks):
+        data, why = _why_json(path)
+        if why is None and data is not None:
+            why = _ask_misfit(path.stem, data)
+        if why is not None:
+            yield path, why
+    for path in _json_records(paths.answers):
+        data, why = _why_json(path)
+        if (
+            why is None
+            and data is not None
+            and not (isinstance(data, dict) and isinstance(data.get("answer"), str))
+        ):
+            why = "not an answer: an object with a string `answer` was expected"
+        if why is not None:
+            yield path, why
+
+
+def _ask_misfit(stem: str, data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return "not an ask: a JSON object was expected"
+    if data.get("id") != stem:
+        return f"not an ask: its id is {data.get('id')!r}, its file name says {stem!r}"
+    if not isinstance(data.get("prompt"), str):
+        return "not an ask: it has no string `prompt`"
+    created = data.get("created_at")
+    if isinstance(created, bool) or not isinstance(created, int | float):
+        return "not an ask: it has no numeric `created_at`"
+    from looop_py.workdir.mailbox import Ask  # only when there are asks (sys-asks loads it too)
+
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        Ask.from_json(data)
+        return None
+    return "not an ask this looop can read"

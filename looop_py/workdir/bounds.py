@@ -1,0 +1,200 @@
+"""The range of every looop.toml value, checked when the file is loaded.
+
+config.py checks names and types; this module checks that each value makes
+sense: numbers finite and inside a range (a nan or inf timeout would never
+fire, a zero one would fire at once), names that exist, runtime commands that
+say where the prompt goes, `[actions.X]` tables of the right shape. A value
+out of range is a ConfigError naming the key, so `looop` exits 2 with
+`looop.toml: key: why` instead of running on a value it cannot honour.
+Imported only when looop.toml changed: a cached table passed these checks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from looop_py.errors import ConfigError
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Range:
+    """`low <= x <= high` (`low` excluded when `open_low`); `zero`: what 0 means, if allowed."""
+
+    low: float
+    high: float
+    unit: str = ""
+    open_low: bool = False
+    zero: str | None = None
+
+    def why_not(self, value: float) -> str | None:
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value!r}"
+        if value == 0 and self.zero is not None:
+            return None
+        if value < self.low or (self.open_low and value == self.low) or value > self.high:
+            return f"must be {self.describe()}, got {value!r}"
+        return None
+
+    def describe(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        low = f"more than {_num(self.low)}" if self.open_low else f"at least {_num(self.low)}"
+        text = f"{low} and at most {_num(self.high)}{unit}"
+        return text + (f" (or 0: {self.zero})" if self.zero else "")
+
+    def short(self) -> str:
+        """As the starter looop.toml states it: `range >0..3600`, `range 0..100000`."""
+        if self.zero is not None:
+            return f"range 0..{_num(self.high)}"
+        return f"range {'>' if self.open_low else ''}{_num(self.low)}..{_num(self.high)}"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def seconds(high: float, *, zero: str | None = None) -> Range:
+    """A duration: more than 0 s, at most `high`."""
+    return Range(0, high, "s", open_low=True, zero=zero)
+
+
+# Every numeric key. The starter looop.toml states the same ranges.
+RANGES: dict[str, Range] = {
+    "sensors.timeout_s": seconds(HOUR),
+    "sensors.max_bytes": Range(1, MIB, "bytes"),
+    "sensors.concurrency": Range(1, 64),
+    "decider.timeout_s": seconds(DAY),
+    "decider.max_tokens": Range(1, 1_000_000),
+    "decider.max_retries": Range(1, 20, zero="no retries"),
+    "decider.backoff_s": seconds(10 * MINUTE),
+    "decider.max_wait_s": seconds(HOUR, zero="no waiting, so no retries"),
+    "decider.usd_per_mtok_in": Range(0, 100_000, "USD", open_low=True, zero="free"),
+    "decider.usd_per_mtok_out": Range(0, 100_000, "USD", open_low=True, zero="free"),
+    "gates.shell_timeout_s": seconds(DAY),
+    "limits.decides_per_hour": Range(1, 100_000, zero="no cap"),
+    "limits.daily_tokens": Range(1, 10**12, zero="no budget"),
+    "limits.daily_usd": Range(0, 1_000_000, "USD", open_low=True, zero="no budget"),
+    "limits.unmetered_limit": Range(1, 1000),
+    "limits.backoff_base_s": seconds(DAY),
+    "limits.backoff_max_s": seconds(7 * DAY),
+    "limits.noop_ttl_s": seconds(30 * DAY, zero="never"),
+    "limits.flap_streak": Range(2, 1000),
+    "limits.prompt_max_bytes": Range(16384, 16 * MIB, "bytes"),
+    "limits.runs_keep": Range(1, 10_000),
+    "workers.max_live": Range(1, 1000),
+    "workers.kill_grace_s": seconds(HOUR),
+    "workers.stuck_after_s": seconds(365 * DAY),
+    "workers.session_ttl_s": seconds(365 * DAY),
+    "workers.verify_timeout_s": seconds(DAY),
+    "workers.verify_budget_s": seconds(DAY, zero="no verify runs; they wait for a later beat"),
+    "notify.timeout_s": seconds(HOUR),
+    "notify.fail_streak": Range(1, 1000),
+}
+ACTION_TIMEOUT = seconds(DAY)
+
+# Kept equal to the registries they name (a test checks): those modules sit in
+# layers above this one.
+BACKENDS = ("rules", "command", "openai", "anthropic", "script", "noop")  # deciders.REGISTRY
+BUILTIN_RUNTIMES = ("claude", "codex", "pi", "aider", "shell")  # workers.runtimes.BUILTINS
+USAGE_KINDS = ("", "claude", "codex")  # workers.runtimes.USAGE_KINDS
+PLACEHOLDER = "{{prompt_file}}"
+
+
+def check(config: Any) -> None:
+    """Raise ConfigError(`key: why`) for the first value out of its range.
+
+    `config` is a workdir.config.Config (not imported: config.py imports this module).
+    """
+    for key, rng in RANGES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        if value is None:
+            continue  # an optional price left unset
+        why = rng.why_not(value)
+        if why is not None:
+            raise ConfigError(
+                f"{key}: {why}", f"see the comment on {name} in the starter looop.toml"
+            )
+    _check_names(config)
+    for kind, table in config.actions.items():
+        _check_action(kind, table)
+
+
+def _check_names(config: Any) -> None:
+    d = config.decider
+    if d.backend not in BACKENDS:
+        raise ConfigError(
+            f"decider.backend: unknown backend {d.backend!r}",
+            f"choose one of: {', '.join(BACKENDS)}",
+        )
+    if d.backend == "command" and not d.command.strip():
+        raise ConfigError(
+            "decider.command: the command backend needs a command",
+            'e.g. command = "claude -p --output-format json"',
+        )
+    if d.backend == "script" and not d.script.strip():
+        raise ConfigError("decider.script: the script backend needs a script file")
+    known = sorted({*BUILTIN_RUNTIMES, *config.runtimes})
+    runtime = config.workers.default_runtime
+    if runtime not in known:
+        raise ConfigError(
+            f"workers.default_runtime: unknown runtime {runtime!r}",
+            f"use one of {', '.join(known)}, or add [runtimes.{runtime}]",
+        )
+    for name, rt in config.runtimes.items():
+        where = f"runtimes.{name}"
+        if not rt.command and name not in BUILTIN_RUNTIMES:
+            raise ConfigError(f"{where}.command: a new runtime needs a command")
+        for key in ("command", "read_only"):
+            text = getattr(rt, key)
+            if text and PLACEHOLDER not in text:
+                raise ConfigError(
+                    f"{where}.{key}: does not hold {PLACEHOLDER}",
+                    "the worker reads its prompt from that file; put it where the path goes",
+                )
+        if rt.usage not in USAGE_KINDS:
+            raise ConfigError(
+                f"{where}.usage: must be one of {', '.join(map(repr, USAGE_KINDS))},"
+                f" got {rt.usage!r}"
+            )
+
+
+def _check_action(kind: str, table: Any) -> None:
+    where = f"actions.{kind}"
+    if isinstance(table, str):
+        table = {"command": table}  # `kind = "cmd"` is short for a table with a command
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: should be a table with a `command`")
+    unknown = sorted(set(table) - {"command", "timeout_s"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key", "known keys: command, timeout_s")
+    command = table.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ConfigError(f"{where}.command: should be a non-empty string, got {command!r}")
+    timeout = table.get("timeout_s", 300)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ConfigError(f"{where}.timeout_s: should be a number, got {timeout!r}")
+    why = ACTION_TIMEOUT.why_not(timeout)
+    if why is not None:
+        raise ConfigError(f"{where}.timeout_s: {why}")
+
+
+def numeric_keys(config_cls: type[Any]) -> list[str]:
+    """Every int or float key of looop.toml (tests check each has a range)."""
+    out: list[str] = []
+    for section in fields(config_cls):
+        sample = getattr(config_cls(), section.name)
+        if not hasattr(sample, "__dataclass_fields__"):
+            continue
+        for f in fields(sample):
+            if str(f.type).removesuffix(" | None") in ("int", "float"):
+                out.append(f"{section.name}.{f.name}")
+    return out
