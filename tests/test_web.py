@@ -221,3 +221,12 @@ def test_kill_and_tell_a_worker_from_the_page(wd: Paths) -> None:
     killed = client.post("/workers/w1/kill", data={"csrf": csrf})
     assert killed.status_code == 200 and killed.json()["was_alive"] is True
     assert client.get("/workers/w1?format=json").json()["worker"]["alive"] is False
+
+
+def test_withdraw_an_ask_from_the_page(wd: Paths) -> None:
+    q = mailbox.open_ask(wd, prompt="still there?", asker="human", now=time.time())
+    client, token = _logged_in(wd)
+    assert client.get("/asks?format=json").json()["asks"][0]["state"] == "pending"
+    r = client.post(f"/asks/{q.id}/withdraw", data={"csrf": security.csrf_for(token)})
+    assert r.status_code == 200 and r.json()["verdict"] == "withdrawn"
+    assert client.get("/asks?format=json").json()["asks"] == []

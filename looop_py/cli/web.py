@@ -114,7 +114,9 @@ def needs_human(paths: Paths, *, only_asks: bool, now: float) -> list[dict[str, 
     """Pending asks (and, unless only_asks, stuck workers), for `looop wait`."""
     from looop_py.web import data
 
-    items: list[dict[str, Any]] = [{"type": "ask", **a} for a in data.asks(paths, now)["asks"]]
+    items: list[dict[str, Any]] = [
+        {"type": "ask", **a} for a in data.asks(paths, now)["asks"] if a["state"] == "pending"
+    ]
     if not only_asks:
         for w in data.workers(paths, now, include_ended=False)["workers"]:
             if w.get("health") == "stuck":

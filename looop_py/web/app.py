@@ -178,6 +178,15 @@ class Web:
         )
         return _done(request, "/asks", _answer_json(aid, got))
 
+    async def withdraw(self, request: Request) -> Response:
+        aid = request.path_params["id"]
+        got = await run_in_threadpool(
+            lambda: mailbox.withdraw(
+                self.paths, aid, now=time.time(), reason="withdrawn from the page"
+            )
+        )
+        return _done(request, "/asks", _answer_json(aid, got))
+
     async def kill(self, request: Request) -> Response:
         wid = request.path_params["id"]
         got = await run_in_threadpool(
@@ -283,6 +292,7 @@ def build(
         post("/asks/{id}/answer", web.answer),
         post("/asks/{id}/approve", web.approve),
         post("/asks/{id}/deny", web.deny),
+        post("/asks/{id}/withdraw", web.withdraw),
         post("/workers/{id}/kill", web.kill),
         post("/workers/{id}/tell", web.tell),
         post("/loops/{name}/run", web.run_round),

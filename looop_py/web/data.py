@@ -137,11 +137,18 @@ def would_run(ask: mailbox.Ask) -> dict[str, Any] | None:
 
 
 def asks(paths: Paths, now: float) -> dict[str, Any]:
-    """`looop asks --json`, each approval with what it would run."""
+    """`looop asks --json` (each with its state: pending, stranded, expired), each approval
+    with what it would run."""
     return {
         "asks": [
-            {**a.to_json(), "age_s": round(now - a.created_at), "would_run": would_run(a)}
-            for a in mailbox.pending(paths)
+            {
+                **v.ask.to_json(),
+                "age_s": round(now - v.ask.created_at),
+                "state": v.state.value,
+                "why": v.why,
+                "would_run": would_run(v.ask),
+            }
+            for v in mailbox.listing(paths)
         ]
     }
 

@@ -234,7 +234,12 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
         body += (
             f'<div class="card ask" id="ask-{e(aid)}"><b>{e(aid)}</b> '
             f'<span class="muted">{e(a["kind"])} from {e(a["asker"])}, {a["age_s"]} s ago</span>'
-            f"<pre>{e(a['prompt'])}</pre>"
+            + (
+                f' <span class="bad">{e(a["state"])}: {e(a.get("why"))}</span>'
+                if a.get("state", "pending") != "pending"
+                else ""
+            )
+            + f"<pre>{e(a['prompt'])}</pre>"
         )
         run = a.get("would_run")
         if run is not None:
@@ -262,6 +267,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
             else:
                 field = f'<input name="answer" id="answer-text-{e(aid)}" size="40" required>'
             body += _form(f"/asks/{aid}/answer", csrf, "answer", field, name=f"answer-{aid}")
+        body += " " + _form(f"/asks/{aid}/withdraw", csrf, "withdraw", name=f"withdraw-{aid}")
         body += "</div>"
     return body
 
