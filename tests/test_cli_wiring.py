@@ -140,8 +140,12 @@ def test_reporting_commands_answer_in_json(wd: Paths, tmp_path: Path) -> None:
     assert as_json(looop(wd, "journal", "--json")) == {"lines": []}
     assert len(as_json(looop(wd, "patterns", "--json"))["patterns"]) == 7
 
+    refused = looop(wd, "new", "ci-sweeper", "--json")
+    assert refused.exit_code == 2 and "default_runtime" in as_json(refused)["hint"]
+    wd.config.write_text(wd.config.read_text() + '\n[workers]\ndefault_runtime = "claude"\n')
     new = looop(wd, "new", "ci-sweeper", "--name", "ci-main", "--json")
     assert as_json(new)["goal"] == "goals/ci-main.md" and wd.goal("ci-main").exists()
+    assert "runtime: claude" in wd.goal("ci-main").read_text()
     again = looop(wd, "new", "ci-sweeper", "--name", "ci-main", "--json")
     assert again.exit_code == 2 and "already exists" in as_json(again)["error"]
 

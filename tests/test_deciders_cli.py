@@ -112,7 +112,8 @@ def _fake_bin(tmp_path: Path, *names: str) -> str:
         exe = bin_dir / name
         exe.write_text("#!/bin/sh\nexit 0\n")
         exe.chmod(0o755)
-    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    # Only the fakes and the system dirs: CI puts the real agent CLIs on PATH.
+    return os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
 
 
 def _uncomment(text: str, cli: str) -> str:

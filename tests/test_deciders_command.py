@@ -202,3 +202,70 @@ def test_a_pulse_through_a_claude_json_cli(wd: Paths, tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert "exited 4" in json.loads(r.stdout)["reason"]
     assert os.environ.get("LOOOP_DECIDE") is None  # only the child saw it
+
+
+def test_a_failing_cli_s_envelope_is_the_reason_and_is_kept(wd: Paths, tmp_path: Path) -> None:
+    envelope = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": True,
+        "api_error_status": 401,
+        "result": "Invalid API key · Fix external API key",
+    }
+    cli = fake_cli(tmp_path, "claude", f"echo '{json.dumps(envelope)}'\nexit 1\n")
+    with pytest.raises(DecideError) as info:
+        decide(wd, str(cli))
+    assert info.value.message == (
+        "the decider command exited 1: claude reported an error (HTTP 401):"
+        " Invalid API key · Fix external API key"
+    )
+    assert "Invalid API key" in info.value.raw
+    assert not info.value.transient
+
+
+def test_a_move_printed_by_a_failing_cli_is_not_trusted(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(tmp_path, "x", f"echo '{json.dumps(NOOP)}'\nexit 2\n")
+    with pytest.raises(DecideError, match="exited 2 after printing a reply"):
+        decide(wd, str(cli))
+
+
+def test_transient_failures_are_retried_with_backoff_within_max_wait(
+    wd: Paths, tmp_path: Path
+) -> None:
+    count = tmp_path / "count"
+    cli = fake_cli(
+        tmp_path,
+        "flaky",
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}\n"
+        f"if [ $n -lt 2 ]; then echo 'Error: Error code: 529 - overloaded' >&2; exit 1; fi\n"
+        f"echo '{json.dumps(NOOP)}'\n",
+    )
+    slept: list[float] = []
+    cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3, backoff_s=1.0)
+    decision = CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
+    assert decision.move == NOOP and decision.meta["attempts"] == 3
+    assert [round(s) for s in slept] == [1, 2]
+    count.unlink()
+    cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3, max_wait_s=2.5)
+    with pytest.raises(DecideError, match=r"529.*would pass max_wait_s=2\.5"):
+        CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
+
+
+def test_a_failure_that_is_not_transient_is_not_retried(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(tmp_path, "x", "echo 'Error: Error code: 401 - bad key' >&2\nexit 1\n")
+    slept: list[float] = []
+    cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3)
+    with pytest.raises(DecideError, match="401 - bad key"):
+        CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
+    assert slept == []
+
+
+def test_llm_usage_from_its_stderr(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(
+        tmp_path,
+        "llm",
+        f"echo '{json.dumps(NOOP)}'\necho 'Token usage: 1,200 input, 30 output' >&2\n",
+    )
+    decision = decide(wd, str(cli))
+    assert decision.usage is not None
+    assert (decision.usage.input_tokens, decision.usage.output_tokens) == (1200, 30)

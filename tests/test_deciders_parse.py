@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from looop_py.deciders.base import DecideError
-from looop_py.deciders.parse import parse_object, parse_output
+from looop_py.deciders.parse import CliError, parse_object, parse_output
 
 NOOP = {"action": "noop", "reason": "quiet"}
 NOOP_TEXT = json.dumps(NOOP)
@@ -214,3 +214,32 @@ def test_parse_object_is_the_bare_rule() -> None:
     assert parse_object(f"```json\n{NOOP_TEXT}\n```") == NOOP
     with pytest.raises(DecideError):
         parse_object(CLAUDE_STREAM)
+
+
+def test_pi_events_looop_does_not_know_are_skipped() -> None:
+    extra = [
+        {"type": "compaction_start"},
+        {"type": "compaction_end"},
+        {"type": "queue_update", "queue": []},
+        {"type": "session_info", "name": "x"},
+        {"type": "some_event_from_pi_0_99"},
+    ]
+    raw = "".join(json.dumps(e) + "\n" for e in extra) + PI_STREAM
+    parsed = parse_output(raw)
+    assert parsed.value == NOOP and parsed.source == "pi"
+
+
+def test_pi_retried_then_answered_is_a_reply_and_failed_last_is_its_error() -> None:
+    failed = {
+        "type": "message_end",
+        "message": {
+            "role": "assistant",
+            "content": [],
+            "stopReason": "error",
+            "errorMessage": "500 overloaded",
+        },
+    }
+    start = json.dumps({"type": "agent_start"}) + "\n"
+    assert parse_output(start + json.dumps(failed) + "\n" + PI_STREAM).value == NOOP
+    with pytest.raises(CliError, match="pi reported an error: 500 overloaded"):
+        parse_output(PI_STREAM + json.dumps(failed) + "\n")

@@ -188,7 +188,13 @@ def test_two_rounds_on_one_target_never_run_at_once(wd: Paths) -> None:
 
 
 def test_looop_loops_rounds_patterns_and_new(wd: Paths) -> None:
+    only_shell = run_looop("-C", str(wd.root), "new", "daily-triage")
+    assert only_shell.returncode == 2 and "default_runtime" in only_shell.stderr
+    wd.config.write_text(
+        wd.config.read_text() + "\n[runtimes.mine]\ncommand = 'x {{prompt_file}}'\n"
+    )
     r = run_looop("-C", str(wd.root), "new", "daily-triage")
+    assert "runtime: mine" in (wd.goals / "daily-triage.md").read_text()
     assert r.returncode == 0 and (wd.goals / "daily-triage.md").exists()
     again = run_looop("-C", str(wd.root), "new", "daily-triage")
     assert again.returncode == 2 and "already exists" in again.stderr

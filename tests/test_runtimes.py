@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from looop_py.errors import ConfigError, WorkerRefused
+from looop_py.errors import ConfigError, LooopError, WorkerRefused
 from looop_py.workdir.config import Config, RuntimeConfig, load
-from looop_py.workers import runtimes
+from looop_py.workdir.paths import Paths
+from looop_py.workers import launch, records, runtimes, streams
 
 
 def config_with(tmp_path: Path, text: str) -> Config:
@@ -131,3 +134,83 @@ def test_usage_from_codex_turns(tmp_path: Path) -> None:
     }
     assert runtimes.usage_from_output("", log) is None
     assert runtimes.usage_from_output("claude", log) is None
+
+
+def test_done_on_a_read_only_file_system_says_what_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = Paths(tmp_path)
+    (paths.sessions / "w1").mkdir(parents=True)
+
+    def refuse(path: Path, value: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(records.jsonio, "write_json", refuse)
+    with pytest.raises(LooopError, match="Read-only file system") as info:
+        records.report(paths, "w1", status="done", summary="s", tokens=None, cost_usd=None, now=0.0)
+    assert info.value.exit_code == 1
+    assert "final message" in str(info.value.hint)
+
+
+def test_usage_and_final_word_from_a_pi_stream(tmp_path: Path) -> None:
+    def end(text: str, inp: int, cost: float, **extra: object) -> str:
+        message = {
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+            "usage": {"input": inp, "output": 5, "cacheRead": 1, "cost": {"total": cost}},
+            **extra,
+        }
+        return json.dumps({"type": "message_end", "message": message}) + "\n"
+
+    log = tmp_path / "out.log"
+    log.write_text(
+        '{"type":"agent_start"}\n{"type":"compaction_start"}\n'
+        + end("calling a tool", 10, 0.5)
+        + end("All done.", 20, 0.25)
+    )
+    got = streams.read("pi", log)
+    assert got.usage is not None
+    assert (got.usage["input_tokens"], got.usage["output_tokens"]) == (32, 10)
+    assert got.usage["cost_usd"] == pytest.approx(0.75)
+    derived = streams.derived_result(got, 0, 1.0)
+    assert derived is not None
+    assert (derived["status"], derived["summary"], derived["source"]) == (
+        "done",
+        "All done.",
+        "envelope",
+    )
+    assert streams.derived_result(got, 1, 1.0)["status"] == "blocked"  # type: ignore[index]
+    assert streams.derived_result(streams.read("", log), 0, 1.0) is None
+
+
+def test_a_runtime_whose_program_is_not_on_path_is_refused_at_start(tmp_path: Path) -> None:
+    with pytest.raises(WorkerRefused, match="runs 'no-such-cli-x', which is not on PATH"):
+        launch.check_runnable(
+            "no-such-cli-x --file {{prompt_file}}", "ghost", {"PATH": str(tmp_path)}
+        )
+    launch.check_runnable("cd /tmp && no-such-cli-x {{prompt_file}}", "x", {"PATH": str(tmp_path)})
+
+
+def test_claude_as_root_is_explained_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claude = tmp_path / "claude"
+    claude.write_text("#!/bin/sh\n")
+    claude.chmod(0o755)
+    cmd = runtimes.BUILTINS["claude"].command
+    monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
+    with pytest.raises(WorkerRefused, match="as root") as info:
+        launch.check_runnable(cmd, "claude", {"PATH": str(tmp_path)})
+    assert "IS_SANDBOX=1" in str(info.value.hint)
+    launch.check_runnable(cmd, "claude", {"PATH": str(tmp_path), "IS_SANDBOX": "1"})
+    read_only = runtimes.BUILTINS["claude"].read_only  # plan mode skips nothing: allowed
+    launch.check_runnable(read_only, "claude", {"PATH": str(tmp_path)})
+
+
+def test_prose_on_the_shell_runtime_is_refused_with_a_hint() -> None:
+    env = {"PATH": "/usr/bin:/bin"}
+    with pytest.raises(WorkerRefused, match="'Summarize' is not a command") as info:
+        launch.check_script("Summarize open PRs", "shell", env)
+    assert "--runtime claude" in str(info.value.hint)
+    for script in ("# a comment\necho hi", "x=1; echo $x", "./run.sh", "if true; then :; fi"):
+        launch.check_script(script, "shell", env)

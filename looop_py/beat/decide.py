@@ -161,6 +161,8 @@ def decide_and_act(
         decision = backend.decide(request)
     except DecideError as exc:
         stats["ms"] = round((time.monotonic() - started) * 1000, 1)
+        if exc.raw:  # what the backend did say (a CLI's error envelope) goes to runs/ too
+            runs.write(run, "output.txt", exc.raw)
         return fail(f"decider {backend.name} failed: {exc.message}")
     stats["ms"] = round((time.monotonic() - started) * 1000, 1)
     usage = decision.usage

@@ -153,7 +153,7 @@ command line holding {{prompt_file}}, replaced by the quoted path of the prompt.
 
   claude   claude -p --output-format stream-json …  (usage and cost from its result line)
   codex    codex exec --json …                      (usage from its turns)
-  pi       pi --print --mode json @{{prompt_file}}
+  pi       pi --print --mode json @{{prompt_file}}   (usage and cost from its messages)
   aider    aider --yes-always --no-pretty --message-file {{prompt_file}}
   shell    bash {{prompt_file}}: the prompt is a bash script (used when no agent CLI
            is on PATH; a model's shell worker waits for a human's approval)
@@ -163,8 +163,9 @@ built-in or add one in looop.toml:
 
   [runtimes.mine]
   command = "my-agent --prompt-file {{prompt_file}}"
-  usage = ""           # "claude" | "codex": read usage from that JSON stream
-  read_only = ""       # the command in a read-only mode, for L1 loops
+  usage = ""           # "claude" | "codex" | "pi": read usage from that JSON stream
+  read_only = ""       # the command in a read-only mode, for L1 loops ("": L1 runs
+                       # in a throwaway copy of its directory, discarded at exit)
 
 The worker contract goes before every prompt: ask with "$LOOOP_BIN" ask, claim
 before touching a shared target, deliver into reports/, finish with

@@ -79,6 +79,7 @@ def worker_start(
         verify=verify,
         workspace=workspace,
         now=time.time(),
+        refuse_prose=True,
     )
     if as_json:
         json_out(started.to_json())

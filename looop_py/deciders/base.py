@@ -24,6 +24,7 @@ class DecideError(LooopError):
     """The backend failed to produce a usable answer (timeout, HTTP error, garbage)."""
 
     raw: str = ""  # what the backend did return, if anything, for the runs/ archive
+    transient: bool = False  # a retry may fix it (a 429 or 5xx the CLI reported)
 
 
 @dataclass(frozen=True)

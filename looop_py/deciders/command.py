@@ -6,26 +6,47 @@ written to a private temp file whose shell-quoted path replaces the
 placeholder (and stdin is empty). One JSON object is read from stdout,
 through the envelopes parse.py knows. At `timeout_s` the whole process
 group is killed, so an agent's own children die with it.
+
+The envelope is read whatever the exit code: an agent CLI that fails says why
+in it (claude's `is_error` result, codex's `turn.failed`, pi's error message),
+and that text, not just "exited 1", is the reason the beat reports; the raw
+output is kept for runs/. A failure that names a transient cause (429, 5xx,
+overloaded) is retried with the HTTP backends' rules: `max_retries` more
+attempts, the delay doubling from `backoff_s`, all waits within `max_wait_s`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
+import re
 import shlex
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from looop_py import procs
 from looop_py.deciders import parse, pricing
-from looop_py.deciders.base import DecideError, DecideRequest, Decision
+from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 
 PLACEHOLDER = "{{prompt_file}}"
 STDOUT_CAP = 4 * 1024 * 1024
 STDERR_TAIL = 2048
+# What an agent CLI says when the model API failed in a way a retry can fix.
+_TRANSIENT = re.compile(
+    r"\b(?:408|429|5\d\d)\b|rate.?limit|overloaded|high demand|temporar", re.IGNORECASE
+)
+# `llm -u` prints its usage to stderr: "Token usage: 120 input, 30 output".
+_LLM_USAGE = re.compile(rb"Token usage: ([\d,]+) input, ([\d,]+) output")
+
+
+def transient(reason: str) -> bool:
+    """Whether a failed decide names a cause that retrying can fix (429, 5xx, overload)."""
+    return bool(_TRANSIENT.search(reason))
 
 
 def render(command: str, prompt_file: Path) -> str:
@@ -39,15 +60,46 @@ def render(command: str, prompt_file: Path) -> str:
 class CommandDecider:
     name = "command"
 
-    def __init__(self, cfg: DeciderConfig) -> None:
+    def __init__(self, cfg: DeciderConfig, sleep: Callable[[float], None] = time.sleep) -> None:
         if not cfg.command.strip():
             raise ConfigError(
                 "[decider] backend command needs a command",
                 'e.g. command = "claude -p --output-format json"; see the examples in looop.toml',
             )
         self.cfg = cfg
+        self.sleep = sleep
 
     def decide(self, request: DecideRequest) -> Decision:
+        """One decide, retried while the CLI's failure names a transient cause."""
+        waited = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                decision = self._once(request)
+            except DecideError as exc:
+                if not getattr(exc, "transient", False) or attempt > self.cfg.max_retries:
+                    if attempt > 1:
+                        exc.message += f" (after {attempt} attempts)"
+                    raise
+                delay = self.cfg.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.1)
+                if waited + delay > self.cfg.max_wait_s:
+                    exc.message += (
+                        f" (after {attempt} attempt(s); waiting {delay:.1f}s more would pass"
+                        f" max_wait_s={self.cfg.max_wait_s:g})"
+                    )
+                    raise
+                self.sleep(delay)
+                waited += delay
+                continue
+            return Decision(
+                decision.move,
+                decision.raw,
+                decision.usage,
+                {**decision.meta, "attempts": attempt, "waited_s": round(waited, 3)},
+            )
+
+    def _once(self, request: DecideRequest) -> Decision:
         fd, name = tempfile.mkstemp(prefix="looop-prompt-", suffix=".md")
         prompt_file = Path(name)
         try:
@@ -87,17 +139,30 @@ class CommandDecider:
             raise DecideError(
                 f"the decider command printed {result.stdout_bytes} bytes; the cap is {STDOUT_CAP}"
             )
-        if result.exit_code != 0:
-            raise DecideError(
-                f"the decider command exited {result.exit_code}{tail}",
-                "run it by hand in the work dir to see why, or try `looop decider test`",
-            )
         raw = result.stdout.decode("utf-8", "replace")
+        failed = result.exit_code != 0
         try:
             parsed = parse.parse_output(result.stdout)
         except DecideError as exc:
             exc.raw = raw
+            if failed:  # the CLI's own words (an envelope's error), else its stderr
+                said = exc.message if isinstance(exc, parse.CliError) else stderr[-300:]
+                exc.message = f"the decider command exited {result.exit_code}" + (
+                    f": {said}" if said else ""
+                )
+                exc.hint = exc.hint or (
+                    "run it by hand in the work dir to see why, or try `looop decider test`"
+                )
+            exc.transient = transient(exc.message)
             raise
+        if failed:
+            refused = DecideError(
+                f"the decider command exited {result.exit_code} after printing a reply{tail}",
+                "a CLI that fails is not trusted with a move; run it by hand to see why",
+            )
+            refused.raw = raw
+            raise refused
+        usage = parsed.usage or _stderr_usage(result.stderr_tail)
         meta = {
             "backend": self.name,
             "source": parsed.source,
@@ -107,6 +172,15 @@ class CommandDecider:
         return Decision(
             move=parsed.value,
             raw=raw,
-            usage=pricing.priced(parsed.usage, self.cfg),
+            usage=pricing.priced(usage, self.cfg),
             meta=meta,
         )
+
+
+def _stderr_usage(stderr: bytes) -> Usage | None:
+    """Usage a CLI printed on stderr (`llm -u`); None when there is none."""
+    found = _LLM_USAGE.findall(stderr)
+    if not found:
+        return None
+    tokens_in, tokens_out = found[-1]
+    return Usage(int(tokens_in.replace(b",", b"")), int(tokens_out.replace(b",", b"")), None)

@@ -13,6 +13,10 @@ envelopes agent CLIs print around the model's text:
 - pi `--mode json`: NDJSON; the last assistant `message_end` is the text, and each
   assistant message carries `usage` (with `cost.total`).
 
+Event kinds a parser does not know are skipped (pi 0.73 added `compaction_start/end`,
+`queue_update`, `session_info`): a CLI's new events must not turn a good reply into an
+error. An error the CLI itself reported is a `CliError`, so the caller can show its text.
+
 Whether the object is a valid move is not decided here (moves.parse does that).
 """
 
@@ -27,23 +31,12 @@ from looop_py.deciders.base import DecideError, Usage
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL)
 _CLAUDE_EVENTS = {"system", "assistant", "user", "result", "stream_event"}
-_PI_EVENTS = {
-    "session",
-    "agent_start",
-    "agent_end",
-    "turn_start",
-    "turn_end",
-    "message_start",
-    "message_update",
-    "message_end",
-    "tool_execution_start",
-    "tool_execution_update",
-    "tool_execution_end",
-    "auto_compaction_start",
-    "auto_compaction_end",
-    "auto_retry_start",
-    "auto_retry_end",
-}
+# Events only pi prints; one of them next to a `message_end` marks a pi stream.
+_PI_MARKS = {"session", "agent_start", "agent_end", "turn_start", "turn_end"}
+
+
+class CliError(DecideError):
+    """The agent CLI reported that it failed (its envelope says so); the text is its own."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +132,7 @@ def parse_output(raw: bytes | str) -> Parsed:
         kinds = {e["type"] for e in events}
         if any(k.startswith(("thread.", "turn.", "item.")) for k in kinds):
             return _codex(events)
-        if "message_end" in kinds and kinds <= _PI_EVENTS:
+        if "message_end" in kinds and kinds & _PI_MARKS:
             return _pi(events)
         if "result" in kinds:
             return _claude_result(next(e for e in reversed(events) if e["type"] == "result"), True)
@@ -186,7 +179,9 @@ def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
     result = event.get("result")
     if event.get("is_error") or event.get("subtype") not in (None, "success"):
         why = result if isinstance(result, str) and result else event.get("subtype", "error")
-        raise DecideError(f"claude reported an error: {str(why)[:300]}")
+        status = event.get("api_error_status")
+        code = f" (HTTP {status})" if isinstance(status, int) else ""
+        raise CliError(f"claude reported an error{code}: {str(why)[:300]}")
     if not isinstance(result, str):
         raise DecideError("the claude result event has no text `result`")
     usage = None
@@ -214,7 +209,7 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
         if kind == "turn.failed":
             err = e.get("error")
             msg = err.get("message") if isinstance(err, dict) else err
-            raise DecideError(f"codex reported a failed turn: {str(msg)[:300]}")
+            raise CliError(f"codex reported a failed turn: {str(msg)[:300]}")
         if kind == "error":
             error = str(e.get("message"))[:300]
         if kind == "turn.completed" and isinstance(e.get("usage"), dict):
@@ -230,15 +225,16 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
         ):
             text = item["text"]
     if text is None:
-        raise DecideError(
-            f"codex reported an error: {error}" if error else "codex printed no reply"
-        )
+        if error:
+            raise CliError(f"codex reported an error: {error}")
+        raise DecideError("codex printed no reply")
     usage = Usage(tokens_in, tokens_out, None) if metered else None
     return Parsed(parse_object(text), text, usage, "codex")
 
 
 def _pi(events: list[dict[str, Any]]) -> Parsed:
     text: str | None = None
+    error: str | None = None  # the last assistant message failed (pi retries on its own)
     tokens_in = tokens_out = 0
     cost: float | None = None
     metered = False
@@ -257,8 +253,9 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
             total = _num(c.get("total")) if isinstance(c, dict) else None
             if total is not None:
                 cost = (cost or 0.0) + total
-        if message.get("stopReason") == "error":
-            raise DecideError(f"pi reported an error: {str(message.get('errorMessage'))[:300]}")
+        error = (
+            str(message.get("errorMessage"))[:300] if message.get("stopReason") == "error" else None
+        )
         content = message.get("content")
         if isinstance(content, str):
             text = content
@@ -272,6 +269,8 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
             ]
             if parts:
                 text = "".join(parts)
+    if error is not None:
+        raise CliError(f"pi reported an error: {error}")
     if text is None:
         raise DecideError("pi printed no assistant message")
     usage = Usage(tokens_in, tokens_out, cost) if metered else None

@@ -16,7 +16,7 @@ from looop_py.engine.levels import LoopLevel
 from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
-from looop_py.workdir import goals, provenance
+from looop_py.workdir import config, goals, provenance
 from looop_py.workdir.goals import (
     frontmatter,
     goal_paths,
@@ -123,8 +123,26 @@ def goal_text(spec: LoopSpec) -> str:
 
 def write_goal(paths: Paths, pattern: str, *, name: str | None = None) -> tuple[LoopSpec, Path]:
     """`looop new`: goals/<name>.md from a pattern (default name: the pattern's), never
-    overwriting; ready to edit."""
+    overwriting; ready to edit. Its `runtime:` is the configured agent runtime."""
     spec = patterns.by_name(pattern)
     if name:
         spec = replace(spec, name=name)
+    spec = spec.with_runtime(spec.runtime or agent_runtime(config.load(paths.config)))
     return spec, goals.create(paths, spec.name, goal_text(spec))
+
+
+def agent_runtime(cfg: config.Config) -> str:
+    """The runtime a pattern's prose prompts go to: [workers] default_runtime unless it is
+    `shell`, else the one [runtimes.NAME] that is not; refused when there is none."""
+    if cfg.workers.default_runtime != "shell":
+        return cfg.workers.default_runtime
+    agents = sorted(n for n in cfg.runtimes if n != "shell")
+    if len(agents) == 1:
+        return agents[0]
+    raise UsageError(
+        "a pattern's maker and checker are prose for an agent, and the default runtime is"
+        " `shell`, which would run them as bash"
+        + (f" (several agent runtimes are configured: {', '.join(agents)})" if agents else ""),
+        'set [workers] default_runtime = "claude" (or codex, pi, aider, or a [runtimes.NAME])'
+        " in looop.toml, then run looop new again",
+    )

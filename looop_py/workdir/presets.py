@@ -49,8 +49,8 @@ PRESETS = (
     ),
     Preset(
         "llm",
-        "llm with its default model (add -m MODEL); the prompt goes on stdin",
-        ('backend = "command"', 'command = "llm --no-stream"'),
+        "llm with its default model (add -m MODEL); the prompt goes on stdin, -u reports usage",
+        ('backend = "command"', 'command = "llm --no-stream -u"'),
     ),
     Preset(
         "ollama",

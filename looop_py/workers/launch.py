@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from looop_py.workers.records import (
     PROMPT,
     STATUS,
     SUPERVISOR_LOG,
+    THROWAWAY,
     Session,
     live_count,
     read_record,
@@ -80,18 +84,24 @@ def start(
     round: str | None = None,
     cwd: Path | None = None,
     read_only: bool = False,
+    refuse_prose: bool = False,
     now: float,
 ) -> Session:
     """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not.
 
     `cwd` runs it in a directory that already exists (a loop round's workspace);
-    `read_only` uses the runtime's read-only mode when it has one (L1 loops).
+    `read_only` uses the runtime's read-only mode when it has one (L1 loops);
+    `refuse_prose` (`looop worker start`) refuses prose on a script runtime.
     """
 
     session_id = check_segment(id, "worker id")
     if not prompt.strip():
         raise WorkerRefused("the prompt is empty", "say what the worker should do")
     rt = runtimes.resolve(config, runtime)
+    env = worker_env(paths, "-", paths.root)
+    check_runnable(rt.launch_template(read_only), rt.name, env)
+    if rt.script and refuse_prose:
+        check_script(prompt, rt.name, env)
     kind = workspace or "none"
     if kind not in workspaces.KINDS:
         raise WorkerRefused(
@@ -125,6 +135,11 @@ def start(
             if kind == "git-worktree":
                 wt = workspaces.create(paths, wcfg, session_id)
             run_in = wt.path if wt else (cwd or paths.root)
+            ran_in = run_in
+            # L1 on a runtime with no read-only mode: a throwaway copy, discarded at exit.
+            copy = read_only and not rt.read_only
+            if copy:
+                run_in = throwaway_copy(run_in, session_id)
             prompt_file = d / PROMPT
             jsonio.atomic_write(
                 prompt_file,
@@ -135,7 +150,9 @@ def start(
                 "pid": None,
                 "create_time": None,
                 "command": runtimes.launch_command(rt, prompt_file, read_only=read_only),
-                "read_only": ("runtime" if rt.read_only else "instruction") if read_only else None,
+                "read_only": ("copy" if copy else "runtime") if read_only else None,
+                "copy_of": str(ran_in) if copy else None,
+                "copy": str(run_in) if copy else None,
                 "runtime": rt.name,
                 "usage_stream": rt.usage,
                 "started_at": now,
@@ -174,6 +191,77 @@ def start(
         verify=verify,
         workspace=meta["workspace"],
     )
+
+
+# Not copied into a throwaway copy: looop's own records and other workers' trees.
+_NOT_COPIED = shutil.ignore_patterns("sessions", ".worktrees", "runs", ".venv", "node_modules")
+
+
+def throwaway_copy(src: Path, session_id: str) -> Path:
+    """A copy of `src` (symlinks kept as links) in a private temp dir, for an L1 worker to
+    run in; the supervisor removes it when the worker ends, so nothing written there lasts."""
+    dest = Path(tempfile.mkdtemp(prefix=f"looop-l1-{session_id}-")) / THROWAWAY
+    shutil.copytree(src, dest, symlinks=True, ignore=_NOT_COPIED)
+    return dest
+
+
+_SHELL_WORDS = {"cd", "exec", "env", "export", "set", "source", ".", "eval", "if", "for", "while"}
+
+
+def check_runnable(template: str, runtime: str, env: dict[str, str]) -> None:
+    """Refuse at start what would only die later: a program not on PATH, claude as root."""
+    try:
+        words = shlex.split(template)
+    except ValueError:
+        return  # bash will say what is wrong with it
+    program = words[0] if words else ""
+    if not program or "=" in program or program in _SHELL_WORDS or "$" in program:
+        return  # a command line that starts with shell syntax: bash finds the program
+    if shutil.which(program, path=env.get("PATH")) is None:
+        raise WorkerRefused(
+            f"runtime {runtime!r} runs {program!r}, which is not on PATH",
+            f"install {program}, put it on looop's PATH, or use another --runtime",
+        )
+    skips = "--dangerously-skip-permissions" in words
+    sandboxed = env.get("IS_SANDBOX") == "1"
+    if Path(program).name == "claude" and skips and os.geteuid() == 0 and not sandboxed:
+        raise WorkerRefused(
+            "claude refuses --dangerously-skip-permissions as root (it would exit 1 at once)",
+            "run looop as a normal user; inside a throwaway container or VM, "
+            "export IS_SANDBOX=1 (claude's documented switch for sandboxes)",
+        )
+
+
+_FIRST_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+def check_script(prompt: str, runtime: str, env: dict[str, str]) -> None:
+    """A script runtime runs the prompt as bash: refuse prose, whose first word is no command."""
+    line = next(
+        (
+            ln.strip()
+            for ln in prompt.splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")
+        ),
+        "",
+    )
+    word = line.split()[0] if line.split() else ""
+    if not _FIRST_WORD.fullmatch(word):
+        return  # a path, an assignment, a function definition, shell syntax: bash decides
+    probe = subprocess.run(
+        ["bash", "-c", 'type -t -- "$1" >/dev/null', "_", word],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        raise WorkerRefused(
+            f"runtime {runtime!r} runs the prompt as a bash script, and its first word"
+            f" {word!r} is not a command (is this prose for an agent?)",
+            "pass --runtime claude (or codex, pi, aider), or set [workers] default_runtime"
+            " in looop.toml; for the shell runtime, the prompt is a script",
+        )
 
 
 def _spawn_supervisor(d: Path, env: dict[str, str]) -> dict[str, Any]:

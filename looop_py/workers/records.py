@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import CorruptFile, UsageError
+from looop_py.errors import CorruptFile, LooopError, UsageError
 from looop_py.identity import is_alive
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir.paths import Paths
@@ -29,6 +29,7 @@ STATUS = "status.json"
 PROMPT = "prompt.md"
 OUTPUT = "output.log"
 RESULT = "result.json"
+THROWAWAY = "l1-copy"  # an L1 worker's throwaway copy (in a temp dir) when no read-only mode
 VERIFY = "verify.json"
 KILL = "kill.json"
 SUPERVISOR_LOG = "supervisor.log"
@@ -356,5 +357,12 @@ def report(
     result: dict[str, Any] = {"status": status, "summary": summary, "at": now}
     if tokens is not None or cost_usd is not None:
         result["usage"] = {"total_tokens": tokens, "cost_usd": cost_usd, "source": "worker"}
-    jsonio.write_json(d / RESULT, result)
+    try:
+        jsonio.write_json(d / RESULT, result)
+    except OSError as exc:  # e.g. a read-only sandbox (codex --sandbox read-only): say so
+        raise LooopError(
+            f"could not write {d / RESULT}: {exc.strerror or exc}",
+            "the worker runs where it may not write (a read-only sandbox); end with a final"
+            " message instead: looop reads the result from the CLI's output",
+        ) from None
     return result

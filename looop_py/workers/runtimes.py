@@ -12,8 +12,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py import jsonio
 from looop_py.errors import ConfigError, WorkerRefused
+from looop_py.workers import streams
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -61,19 +61,24 @@ BUILTINS: dict[str, Runtime] = {
         usage="codex",
         read_only="codex exec --json --skip-git-repo-check --sandbox read-only - < {{prompt_file}}",
     ),
-    # `@file` puts the file into the first prompt; --print runs once and exits.
-    "pi": Runtime("pi", "pi --print --mode json @{{prompt_file}}"),
-    # --message-file runs one instruction and exits; --yes-always answers its confirmations.
-    "aider": Runtime(
-        "aider",
-        "aider --yes-always --no-pretty --message-file {{prompt_file}}",
-        read_only="aider --dry-run --yes-always --no-pretty --message-file {{prompt_file}}",
+    # `@file` puts the file into the first prompt; --print runs once and exits; every
+    # assistant message in its json stream carries usage and cost. Read-only: only the
+    # read tools, so it cannot write (it reports through its final message).
+    "pi": Runtime(
+        "pi",
+        "pi --print --mode json @{{prompt_file}}",
+        usage="pi",
+        read_only="pi --print --mode json --tools read,grep,find,ls @{{prompt_file}}",
     ),
+    # --message-file runs one instruction and exits; --yes-always answers its confirmations.
+    # No read-only mode: --dry-run still creates .git and its history files, so an L1
+    # aider worker runs in a throwaway copy like shell.
+    "aider": Runtime("aider", "aider --yes-always --no-pretty --message-file {{prompt_file}}"),
     # The offline default: the prompt is a bash script.
     "shell": Runtime("shell", "bash {{prompt_file}}", script=True, executes_prompt=True),
 }
 
-USAGE_KINDS = ("", "claude", "codex")
+USAGE_KINDS = streams.KINDS
 
 
 def known(config: Config) -> list[str]:
@@ -181,60 +186,4 @@ def prompt_text(session_id: str, runtime: Runtime, prompt: str, workspace: Path 
 
 def usage_from_output(kind: str, log: Path) -> dict[str, Any] | None:
     """Tokens and cost a runtime printed in its JSON stream; None when it printed none."""
-    if kind not in ("claude", "codex"):
-        return None
-    try:
-        f = log.open("rb")
-    except FileNotFoundError:
-        return None
-    found: dict[str, Any] | None = None
-    with f:
-        for line in f:
-            if b'"usage"' not in line and b"total_cost_usd" not in line:
-                continue
-            try:
-                event = jsonio.loads(line)
-            except jsonio.JSONDecodeError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            if kind == "claude" and event.get("type") == "result":
-                found = _claude_usage(event)  # the last result line wins
-            elif kind == "codex" and event.get("type") == "turn.completed":
-                found = _add(found, event.get("usage"))
-    return found
-
-
-def _claude_usage(event: dict[str, Any]) -> dict[str, Any]:
-    u = _dict(event.get("usage"))
-    inp = sum(
-        _int(u.get(k))
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
-    out = _int(u.get("output_tokens"))
-    cost = event.get("total_cost_usd", event.get("cost_usd"))
-    return {
-        "input_tokens": inp,
-        "output_tokens": out,
-        "total_tokens": inp + out,
-        "cost_usd": float(cost) if isinstance(cost, int | float) else None,
-        "source": "stream",
-    }
-
-
-def _add(acc: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
-    if not isinstance(usage, dict):
-        return acc
-    acc = acc or {"input_tokens": 0, "output_tokens": 0, "cost_usd": None, "source": "stream"}
-    acc["input_tokens"] += _int(usage.get("input_tokens"))
-    acc["output_tokens"] += _int(usage.get("output_tokens"))
-    acc["total_tokens"] = acc["input_tokens"] + acc["output_tokens"]
-    return acc
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    return streams.read(kind, log).usage

@@ -8,14 +8,17 @@ reports the worker's pid; from then on the two outlive any looop process.
     2. fork the worker into its own session (so its own process group), held
        at a gate until its pid and create time are in meta.json, so anything
        it runs (`looop claim` …) finds its session already on record;
-    3. wait for it; write status.json with its exit code; end whatever it
-       left behind in its group (SIGTERM, then SIGKILL after the grace).
+    3. wait for it; write status.json with its exit code; read the CLI's stream
+       for usage (into status.json and result.json) and, when the worker never
+       called `looop done`, a result from the CLI's final envelope; end whatever
+       it left behind in its group (SIGTERM, then SIGKILL after the grace).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -23,7 +26,7 @@ import traceback
 from pathlib import Path
 
 from looop_py import identity, jsonio
-from looop_py.workers import records
+from looop_py.workers import records, streams
 
 # typing is not imported at run time.
 TYPE_CHECKING = False
@@ -70,11 +73,44 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
-    jsonio.write_json(d / records.STATUS, status)  # first: the exit is news at once
+    copy = meta.get("copy")
+    if meta.get("read_only") == "copy" and isinstance(copy, str):  # nothing in it lasts
+        path = Path(copy)
+        if path.name == records.THROWAWAY:  # the private temp dir launch made around it
+            shutil.rmtree(path.parent, ignore_errors=True)
+    with contextlib.suppress(Exception):  # a broken stream must not lose the exit record
+        status = _settle(d, meta, status)
+    # One write holds the exit and its usage, after result.json: whoever sees the worker
+    # ended (a pulse, `looop run`) sees its result and usage with it.
+    jsonio.write_json(d / records.STATUS, status)
     if not killed:  # `looop worker kill` ends the whole tree itself
         grace = records.as_dict(meta.get("limits")).get("kill_grace_s")
         _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
     return 0
+
+
+def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """Usage from the CLI's stream into result.json (and the status returned); a result
+    from the CLI's final envelope when the worker never called `looop done`."""
+    stream = streams.read(str(meta.get("usage_stream") or ""), d / records.OUTPUT)
+    result = records.read_record(d / records.RESULT)
+    if not (d / records.RESULT).exists():
+        result = streams.derived_result(stream, status.get("exit_code"), time.time()) or {}
+    if stream.usage is not None:
+        status = {**status, "usage": stream.usage}
+        if result:
+            worker_said = result.get("usage")
+            result = {**result, "usage": stream.usage}
+            if worker_said is not None:
+                result["reported_usage"] = worker_said
+    if result and meta.get("read_only") == "copy":
+        result["read_only"] = (
+            f"ran in a throwaway copy of {meta.get('copy_of')} (the runtime has no read-only"
+            " mode); the copy was discarded"
+        )
+    if result and not result.get("unreadable"):
+        jsonio.write_json(d / records.RESULT, result)
+    return status
 
 
 def _ready(message: dict[str, Any]) -> None:

@@ -1,0 +1,163 @@
+"""What an agent CLI's JSON stream says about its run: usage, and its final word.
+
+A worker's output.log holds the CLI's stream. Read once when the worker ends
+(by its supervisor), it gives the tokens and cost the CLI reported and the
+CLI's final envelope: claude's `result` line, codex's last agent message (or
+its `turn.failed`), pi's last assistant message. A worker that never called
+`looop done` still gets a true result from that envelope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from looop_py import jsonio
+
+# typing is not imported at run time: the supervisor starts with every worker.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+KINDS = ("", "claude", "codex", "pi")
+MAX_SUMMARY = 500
+
+
+@dataclass
+class Final:
+    text: str  # the CLI's last message, or its error
+    error: bool  # the CLI says the run failed
+
+
+@dataclass
+class Stream:
+    usage: dict[str, Any] | None = None
+    final: Final | None = None
+
+
+def read(kind: str, log: Path) -> Stream:
+    """Usage and final envelope from a runtime's JSON stream ("" = it prints none)."""
+    out = Stream()
+    if kind not in KINDS or not kind:
+        return out
+    try:
+        f = log.open("rb")
+    except FileNotFoundError:
+        return out
+    with f:
+        for line in f:
+            if not line.startswith(b"{"):
+                continue
+            try:
+                event = jsonio.loads(line)
+            except jsonio.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                _READERS[kind](event, out)
+    return out
+
+
+def _claude(event: dict[str, Any], out: Stream) -> None:
+    if event.get("type") != "result":
+        return
+    u = _dict(event.get("usage"))
+    inp = sum(
+        _int(u.get(k))
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    cost = event.get("total_cost_usd", event.get("cost_usd"))
+    out.usage = _usage(inp, _int(u.get("output_tokens")), cost)  # the last result line wins
+    text = event.get("result")
+    error = bool(event.get("is_error")) or event.get("subtype") not in (None, "success")
+    why = text if isinstance(text, str) and text else str(event.get("subtype", ""))
+    out.final = Final(why, error)
+
+
+def _codex(event: dict[str, Any], out: Stream) -> None:
+    kind = event.get("type")
+    if kind == "turn.completed" and isinstance(event.get("usage"), dict):
+        u = event["usage"]
+        before = out.usage or _usage(0, 0, None)
+        out.usage = _usage(
+            before["input_tokens"] + _int(u.get("input_tokens")),
+            before["output_tokens"] + _int(u.get("output_tokens")),
+            None,
+        )
+    elif kind == "turn.failed":
+        err = event.get("error")
+        msg = err.get("message") if isinstance(err, dict) else err
+        out.final = Final(str(msg), True)
+    item = _dict(event.get("item"))
+    said = item.get("type") in ("agent_message", "assistant_message")
+    if kind == "item.completed" and said and isinstance(item.get("text"), str):
+        out.final = Final(item["text"], False)
+
+
+def _pi(event: dict[str, Any], out: Stream) -> None:
+    message = event.get("message")
+    if event.get("type") != "message_end" or not isinstance(message, dict):
+        return
+    if message.get("role") != "assistant":
+        return
+    u = _dict(message.get("usage"))
+    before = out.usage or _usage(0, 0, None)
+    total = _dict(u.get("cost")).get("total")
+    cost = before["cost_usd"]
+    if isinstance(total, int | float) and not isinstance(total, bool):
+        cost = (cost or 0.0) + float(total)
+    out.usage = _usage(
+        before["input_tokens"] + sum(_int(u.get(k)) for k in ("input", "cacheRead", "cacheWrite")),
+        before["output_tokens"] + _int(u.get("output")),
+        cost,
+    )
+    if message.get("stopReason") == "error":
+        out.final = Final(str(message.get("errorMessage")), True)
+        return
+    content = message.get("content")
+    parts = (
+        [c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
+        if isinstance(content, list)
+        else [content]
+        if isinstance(content, str)
+        else []
+    )
+    if parts:
+        out.final = Final("".join(parts), False)
+
+
+_READERS = {"claude": _claude, "codex": _codex, "pi": _pi}
+
+
+def _usage(inp: int, outp: int, cost: Any) -> dict[str, Any]:
+    return {
+        "input_tokens": inp,
+        "output_tokens": outp,
+        "total_tokens": inp + outp,
+        "cost_usd": float(cost) if isinstance(cost, int | float) else None,
+        "source": "stream",
+    }
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def derived_result(stream: Stream, exit_code: int | None, now: float) -> dict[str, Any] | None:
+    """result.json for a worker that ended without `looop done`, from its final envelope."""
+    final = stream.final
+    if final is None:
+        return None
+    ok = exit_code == 0 and not final.error
+    text = " ".join(final.text.split())
+    summary = text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 1] + "…"
+    return {
+        "status": "done" if ok else "blocked",
+        "summary": summary,
+        "at": now,
+        "source": "envelope",  # looop read it from the CLI's output; the worker did not report
+        "exit_code": exit_code,
+    }
