@@ -69,6 +69,29 @@ def test_plain_pulse_never_imports_click(wd: Paths) -> None:
         assert "HEAVY []" in done.stdout, (args, done.stdout, done.stderr)
 
 
+def test_plain_pulse_never_imports_the_web_stack(wd: Paths) -> None:
+    write_sensor(wd, "s", "echo 1")
+    wd.config.write_text(wd.config.read_text() + '[notify]\ncommand = "true"\n')
+    for args in (["pulse"], ["pulse", "--force"]):
+        code = (
+            "import os, runpy, sys\n"
+            "def stay(code):\n"  # the fast path ends with os._exit; stay to look around
+            "    raise SystemExit(code)\n"
+            "os._exit = stay\n"
+            f"sys.argv = ['looop', '-C', {str(wd.root)!r}, *{args!r}]\n"
+            "try:\n"
+            "    runpy.run_module('looop_py', run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "heavy = ('starlette', 'uvicorn', 'httpx', 'looop_py.web', 'selenium')\n"
+            "print('HEAVY', [m for m in heavy if m in sys.modules])\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert "HEAVY []" in done.stdout, (args, done.stdout, done.stderr)
+
+
 def test_the_fast_path_reports_errors_as_json_too(tmp_path: Path) -> None:
     plain = run_looop("-C", str(tmp_path), "pulse")
     wrapped = run_looop("-C", str(tmp_path), "pulse", "--json")

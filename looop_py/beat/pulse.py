@@ -151,7 +151,7 @@ def _beat_locked(
     if reason is None:
         with contextlib.suppress(FileNotFoundError):
             paths.flap.unlink()  # a skipped beat breaks every flapping streak
-        return _finish(paths, base, started, clock)
+        return _finish(paths, base, started, clock, cfg)
 
     # 4. DECIDE and 5. ACT
     from looop_py import deciders  # deciding only: a quiet beat never loads a backend
@@ -179,7 +179,7 @@ def _beat_locked(
     if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
         commit(paths, world, now, action, verdict.next_wake)
-    return _finish(paths, result, started, clock)
+    return _finish(paths, result, started, clock, cfg)
 
 
 def _report_interrupted(paths: Paths, now: float) -> str | None:
@@ -288,7 +288,9 @@ def _has_entries(directory: Path) -> bool:
         return False
 
 
-def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> BeatResult:
+def _finish(
+    paths: Paths, result: BeatResult, started: float, clock: Clock, cfg: config_mod.Config
+) -> BeatResult:
     result = replace(result, duration_s=time.monotonic() - started)
     record = result.to_json()
     record.pop("journal", None)
@@ -302,4 +304,8 @@ def _finish(paths: Paths, result: BeatResult, started: float, clock: Clock) -> B
     record["sensors"] = {n: d for n, d in record["sensors"].items() if n in noted}
     record["sensors_steady"] = len(result.readings) - len(record["sensors"])
     journal.emit(paths, "beat", clock(), **record)
+    if cfg.notify.command:
+        from looop_py.beat import notify  # only with a [notify] command configured
+
+        notify.notify(paths, cfg, result, clock())
     return result

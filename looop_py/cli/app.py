@@ -27,6 +27,7 @@ from looop_py.cli import (
     mailbox,
     ops,
     output,
+    web,
     workers,
 )
 from looop_py.cli.options import JSON_WANTED, State
@@ -112,7 +113,7 @@ def cli(ctx: click.Context, workdir: str | None) -> None:
     ctx.obj = State(workdir)
 
 
-for _module in (init, beat, workers, claims, mailbox, loops, decider, admin, ops, docs):
+for _module in (init, beat, workers, claims, mailbox, loops, decider, admin, ops, docs, web):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

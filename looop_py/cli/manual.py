@@ -218,7 +218,8 @@ EXIT CODES: what a cron job or a script can rely on
   2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id
   3   busy: a lock another process holds
   4   `claim`/`unclaim`: another live holder has the claim;
-      `ask`: no answer within --timeout (the ask stays pending)
+      `ask`: no answer within --timeout (the ask stays pending);
+      `wait`: nothing needed a human within --timeout
   70  a bug in looop: the traceback goes to state/errors.log, not to cron mail
   130 interrupted
 
@@ -232,6 +233,33 @@ Example:
   looop pulse || echo "the beat failed: see looop why"
 """
 
+HUMANS = """\
+HUMANS: the page, notifications, and a mailbox agents can wait on
+
+`looop serve` (pip install 'looop-py[web]') serves a page on 127.0.0.1:8765:
+overview (beats by outcome, wake ratio, spend per day vs budget, sensors,
+workers, rounds, asks), each beat with its decide archive, asks (answer,
+approve, deny, showing exactly what approving runs), workers (log, kill,
+tell), loops and rounds (run now), the journal (search). It prints a URL with
+a fresh token (also in state/web-token, 0600); every change is a POST with a
+CSRF token and an Origin check. --read-only changes nothing; a non-loopback
+--host needs --allow-remote. Add ?format=json to any page for its JSON.
+
+`looop report --html FILE` writes the overview as one self-contained file.
+
+[notify] command runs once per event: a new ask or approval, fail_streak
+failed beats in a row, a worker stuck or ended badly, a budget spent, a round
+escalated. The event is JSON on stdin and LOOOP_EVENT_KIND/_KEY/_TEXT/_ID/
+_JSON; a failing or slow hook (timeout_s) is journaled, never fails a beat.
+
+`looop wait --only-asks` blocks until an ask is pending and prints it;
+`looop tell WORKER TEXT` leaves a message a worker reads with `looop told`.
+
+Example:
+  [notify]
+  command = 'curl -fsS -m 8 -d "$LOOOP_EVENT_TEXT" https://ntfy.sh/my-topic'
+"""
+
 PAGES: dict[str, str] = {
     "sensors": SENSORS,
     "goals": GOALS,
@@ -240,4 +268,5 @@ PAGES: dict[str, str] = {
     "runtimes": RUNTIMES,
     "gates": GATES,
     "exit-codes": EXIT_CODES,
+    "humans": HUMANS,
 }

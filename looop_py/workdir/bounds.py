@@ -96,6 +96,8 @@ RANGES: dict[str, Range] = {
     "workers.session_ttl_s": seconds(365 * DAY),
     "workers.verify_timeout_s": seconds(DAY),
     "workers.verify_budget_s": seconds(DAY, zero="no verify runs; they wait for a later beat"),
+    "notify.timeout_s": seconds(HOUR),
+    "notify.fail_streak": Range(1, 1000),
 }
 ACTION_TIMEOUT = seconds(DAY)
 

@@ -114,6 +114,16 @@ class EnvConfig:
 
 
 @record(frozen=True)
+class NotifyConfig:
+    """`[notify]`: a command run once per event a human should hear about."""
+
+    command: str = ""  # bash -c; the event as JSON on stdin and LOOOP_EVENT_* ("" = off)
+    timeout_s: float = 10.0  # the hook's whole process group is killed after this
+    fail_streak: int = 3  # this many failed beats in a row is an event
+    env: tuple[str, ...] = ()  # scrubbed variables the hook still gets, e.g. ["NTFY_TOKEN"]
+
+
+@record(frozen=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
@@ -129,6 +139,7 @@ class Config:
         default_factory=dict, metadata={"table_of": RuntimeConfig}
     )
     env: EnvConfig = field(default_factory=EnvConfig)  # safety: see EnvConfig
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
 
 def load(path: Path, cache: Path | None = None) -> Config:

@@ -153,6 +153,8 @@ def contract(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
         "  Non-zero: someone else holds it; do not proceed. Release it with",
         '  `"$LOOOP_BIN" unclaim NAME` as soon as you are done; never sit on a claim.',
         f'- Deliverables for humans go to "$LOOOP_REPORTS_DIR" (e.g. {session_id}.md there).',
+        "- Steering: a human may leave you messages; now and then (and before you finish) run",
+        '  `"$LOOOP_BIN" told` and follow what it prints (one message a line; each shown once).',
         "- Never edit PLAYBOOK.md, goals/ or sensors/ in the work dir; propose a change in a",
         "  report and ask.",
         "- Finish by reporting how it went; exiting 0 alone never counts as success:",

@@ -1,0 +1,218 @@
+"""`[notify] command`: tell a human, once per event, what needs them.
+
+At the end of every beat (only when a command is configured) looop looks for
+events a human should hear about: a new ask or approval, a beat failing
+`fail_streak` times in a row, a worker stuck or dead without success, a daily
+budget exhausted, a round escalated or stopped by its budget. Each event has a
+stable key; state/notified.json records the keys already sent, so an event is
+notified once however many beats see it. The key is recorded before the hook
+runs (at most once). The hook runs under `bash -c` with the event as JSON on
+stdin and as LOOOP_EVENT_* variables, in its own process group, under a
+timeout; a failure is journaled and never stops the beat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+from looop_py import jsonio
+from looop_py.beat.result import BeatOutcome, BeatResult
+from looop_py.workdir import config as config_mod
+from looop_py.workdir import environ, journal, mailbox
+from looop_py.workdir.paths import Paths
+
+KEEP_KEYS = 2000  # the notified record keeps this many newest keys
+MAX_PER_BEAT = 10  # events sent by one beat (the rest wait for the next one)
+UNSUCCESSFUL_WORKER = ("blocked", "done-with-concerns")
+
+
+def record_path(paths: Paths) -> Any:
+    return paths.state / "notified.json"
+
+
+def _event(kind: str, key: str, text: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "key": key, "text": text, **fields}
+
+
+def find_events(
+    paths: Paths, cfg: config_mod.Config, result: BeatResult, now: float
+) -> list[dict[str, Any]]:
+    """Every event a human should hear about now (notified or not). Reads only."""
+    events: list[dict[str, Any]] = []
+    for ask in mailbox.pending(paths):
+        kind = "approval" if ask.kind is mailbox.AskKind.APPROVAL else "ask"
+        events.append(
+            _event(
+                kind,
+                f"ask:{ask.id}:{ask.created_at}",
+                f"looop {kind} {ask.id} from {ask.asker}: {journal.one_line(ask.prompt, 300)}",
+                id=ask.id,
+                asker=ask.asker,
+                options=list(ask.options),
+                hold=ask.hold,
+            )
+        )
+    streak = failing_streak(paths, result)
+    if streak >= max(1, cfg.notify.fail_streak):
+        first = streak_start(paths, streak)
+        events.append(
+            _event(
+                "beat-failing",
+                f"failing:{first}",
+                f"looop: {streak} beats failed in a row: {result.reason}",
+                streak=streak,
+                reason=result.reason,
+            )
+        )
+    reason = result.reason or ""
+    if result.outcome is BeatOutcome.HELD and "budget" in reason:
+        day = time.strftime("%Y-%m-%d", time.localtime(now))
+        events.append(_event("budget-exhausted", f"budget:{day}", f"looop: {reason}"))
+    events += _worker_events(paths, cfg, now)
+    events += _round_events(paths)
+    return events
+
+
+def failing_streak(paths: Paths, result: BeatResult) -> int:
+    """Failed beats in a row, this one included (locked beats do not break a streak)."""
+    if result.outcome is not BeatOutcome.FAILED:
+        return 0
+    n = 1
+    for e in reversed(journal.recent_events(paths, 400)):
+        if e.get("event") != "beat" or e.get("outcome") == "locked":
+            continue
+        if e.get("outcome") != "failed":
+            break
+        n += 1
+    return n
+
+
+def streak_start(paths: Paths, streak: int) -> str:
+    """The ts of the first failed beat of the streak: the streak's stable key."""
+    beats = [
+        e
+        for e in journal.recent_events(paths, 400)
+        if e.get("event") == "beat" and e.get("outcome") != "locked"
+    ]
+    earlier = beats[-(streak - 1) :] if streak > 1 else []
+    return str(earlier[0].get("ts")) if earlier else "now"
+
+
+def _worker_events(paths: Paths, cfg: config_mod.Config, now: float) -> list[dict[str, Any]]:
+    if not _has_entries(paths.sessions):
+        return []
+    from looop_py.workers import records  # only when sessions/ has entries
+
+    out = []
+    for v in records.list_sessions(paths, now):
+        status = (v.result or {}).get("status")
+        if v.health == "stuck":
+            text = f"looop: worker {v.id} is stuck (no output for {round(v.idle_s or 0)} s)"
+            out.append(_event("worker-stuck", f"stuck:{v.id}:{v.started_at}", text, id=v.id))
+        elif not v.alive and (
+            v.lost or v.exit_code not in (0, None) or status in UNSUCCESSFUL_WORKER
+        ):
+            how = "was lost" if v.lost else f"ended with exit {v.exit_code}, result {status}"
+            text = f"looop: worker {v.id} {how}"
+            out.append(_event("worker-dead", f"dead:{v.id}:{v.started_at}", text, id=v.id))
+    return out
+
+
+def _round_events(paths: Paths) -> list[dict[str, Any]]:
+    if not _has_entries(paths.rounds):
+        return []
+    from looop_py.loops import store  # only when rounds/ has entries
+
+    out = []
+    for r in store.rows(paths.rounds, include_done=False):
+        if r.outcome in ("escalated", "budget-exhausted", "failed"):
+            text = f"looop: round {r.id} of {r.loop} {r.outcome}" + (
+                f": {r.error}" if r.error else ""
+            )
+            out.append(_event(f"round-{r.outcome}", f"round:{r.id}:{r.outcome}", text, id=r.id))
+    return out
+
+
+def _has_entries(directory: Any) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return any(not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
+
+
+def notify(paths: Paths, cfg: config_mod.Config, result: BeatResult, now: float) -> list[str]:
+    """Send each event not notified yet; the keys sent. Never raises."""
+    try:
+        events = find_events(paths, cfg, result, now)
+        record = _load(paths)
+        fresh = [e for e in events if e["key"] not in record][:MAX_PER_BEAT]
+        if not fresh:
+            return []
+        for e in fresh:
+            record[e["key"]] = now
+        kept = sorted(record.items(), key=lambda kv: kv[1])[-KEEP_KEYS:]
+        jsonio.write_json(record_path(paths), dict(kept))
+    except Exception as exc:
+        journal.emit(paths, "notify_failed", now, message=repr(exc))
+        return []
+    for e in fresh:
+        run_hook(paths, cfg, e, now)
+    return [e["key"] for e in fresh]
+
+
+def _load(paths: Paths) -> dict[str, float]:
+    try:
+        data = jsonio.read_json(record_path(paths), {})
+    except Exception:
+        data = {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def run_hook(paths: Paths, cfg: config_mod.Config, event: dict[str, Any], now: float) -> bool:
+    """Run the hook for one event; journal and emit a failure. True when it exited 0."""
+    event = {**event, "ts": journal.iso(now), "work_dir": str(paths.root)}
+    env = environ.child_env(paths, config=cfg, passthrough=cfg.notify.env)
+    for name in ("kind", "key", "text", "id", "ts", "work_dir"):
+        if name in event:
+            env[f"LOOOP_EVENT_{name.upper()}"] = str(event[name])
+    env["LOOOP_EVENT_JSON"] = jsonio.dumps(event).decode()
+    error: str | None = None
+    try:
+        proc = subprocess.Popen(
+            ["bash", "-c", cfg.notify.command],
+            cwd=paths.root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        error = f"could not start: {exc}"
+    else:
+        try:
+            _, err = proc.communicate(jsonio.dumps(event) + b"\n", timeout=cfg.notify.timeout_s)
+            if proc.returncode != 0:
+                tail = err.decode("utf-8", "replace").strip()[-300:]
+                error = f"exit {proc.returncode}" + (f": {tail}" if tail else "")
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            error = f"timed out after {cfg.notify.timeout_s:g} s"
+        except BrokenPipeError:
+            proc.wait()
+            if proc.returncode != 0:
+                error = f"exit {proc.returncode}"
+    if error is None:
+        journal.emit(paths, "notified", now, kind=event["kind"], key=event["key"])
+        return True
+    journal.write(paths, f"✗ notify hook failed for {event['kind']} {event['key']}: {error}", now)
+    journal.emit(paths, "notify_failed", now, kind=event["kind"], key=event["key"], message=error)
+    return False

@@ -1,0 +1,203 @@
+"""What the page shows, as plain JSON-ready dicts built from the core views (no web stack).
+
+Each function mirrors a CLI `--json` shape where one exists (`status`, `asks`,
+`workers`, `loops`, `rounds`, `journal`), adding only what a page needs on top
+(the beats of the last day, spend per day, what an approval would run).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from looop_py import __version__
+from looop_py.beat import views as beat_views
+from looop_py.errors import LooopError
+from looop_py.ids import is_safe_segment
+from looop_py.loops import views as loop_views
+from looop_py.workdir import config as config_mod
+from looop_py.workdir import inbox, journal, mailbox
+from looop_py.workdir.paths import Paths
+from looop_py.workers import fleet, logs, records
+
+OUTCOMES = ("decided", "skipped", "held", "failed", "locked")
+EVENT_SCAN = 20000  # events.jsonl lines read for the charts (about a day at one beat a minute)
+RUN_FILES = ("prompt.md", "output.txt", "move.json", "error.txt")
+FILE_CAP = 64 * 1024  # bytes of one archived file shown on a page
+
+
+def beat_events(paths: Paths, since: float) -> list[dict[str, Any]]:
+    """Beat events newer than `since`, oldest first, each with its Unix time as `t`."""
+    out = []
+    for e in journal.recent_events(paths, EVENT_SCAN):
+        if e.get("event") != "beat":
+            continue
+        t = journal.from_iso(e.get("ts"))
+        if t is not None and t >= since:
+            out.append({**e, "t": t})
+    return out
+
+
+def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]]:
+    """Decider tokens and USD per local day, from the beats' decide stats."""
+    names = [time.strftime("%Y-%m-%d", time.localtime(now - 86400 * i)) for i in range(days)]
+    totals: dict[str, dict[str, Any]] = {
+        d: {"day": d, "tokens": 0, "usd": 0.0, "decides": 0} for d in reversed(names)
+    }
+    for e in beat_events(paths, now - 86400 * days):
+        day = time.strftime("%Y-%m-%d", time.localtime(e["t"]))
+        stats = e.get("decide") if isinstance(e.get("decide"), dict) else None
+        if day not in totals or not stats:
+            continue
+        row = totals[day]
+        row["decides"] += 1
+        for key in ("input_tokens", "output_tokens"):
+            if isinstance(stats.get(key), int):
+                row["tokens"] += stats[key]
+        if isinstance(stats.get("cost_usd"), int | float):
+            row["usd"] = round(row["usd"] + stats["cost_usd"], 6)
+    return list(totals.values())
+
+
+def overview(paths: Paths, now: float, days: int = 1) -> dict[str, Any]:
+    """`looop status --json`, plus the last `days` of beats, wake ratio, spend, workers, rounds,
+    asks."""
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    beats = beat_events(paths, now - 86400 * days)
+    counts = {o: sum(1 for b in beats if b.get("outcome") == o) for o in OUTCOMES}
+    woke = sum(counts[o] for o in ("decided", "held", "failed"))
+    ran = woke + counts["skipped"]
+    return {
+        "status": beat_views.status(paths).to_json(),
+        "days": days,
+        "beats": [{"ts": b.get("ts"), "t": b["t"], "outcome": b.get("outcome")} for b in beats],
+        "counts": counts,
+        "wake_ratio": round(woke / ran, 3) if ran else None,
+        "spend": spend_by_day(paths, now),
+        "budget": {"daily_tokens": cfg.limits.daily_tokens, "daily_usd": cfg.limits.daily_usd},
+        "workers": fleet.fleet(paths, cfg, now).to_json(),
+        "rounds": [r.to_json() for r in loop_views.list_rounds(paths, include_done=False)],
+        "asks": asks(paths, now)["asks"],
+    }
+
+
+def beat(paths: Paths, ts: str) -> dict[str, Any] | None:
+    """One beat event by its ts, with its decide archive (runs/<id>/) when it has one."""
+    found = next(
+        (
+            e
+            for e in reversed(journal.recent_events(paths, EVENT_SCAN))
+            if e.get("event") == "beat" and e.get("ts") == ts
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    run: dict[str, str] = {}
+    stats = found.get("decide")
+    run_id = stats.get("run") if isinstance(stats, dict) else None
+    if isinstance(run_id, str) and is_safe_segment(run_id):
+        for name in RUN_FILES:
+            text = read_capped(paths.runs / run_id / name)
+            if text is not None:
+                run[name] = text
+    return {"beat": found, "explanation": _explain(found), "run_id": run_id, "run": run}
+
+
+def _explain(event: dict[str, Any]) -> str:
+    last = beat_views.LastBeat.from_event(event)
+    return beat_views.explain(last) if last else ""
+
+
+def read_capped(path: Path, cap: int = FILE_CAP) -> str | None:
+    try:
+        with path.open("rb") as f:
+            data = f.read(cap + 1)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    text = data[:cap].decode("utf-8", "replace")
+    return text + ("\n… (cut at 64 KiB)" if len(data) > cap else "")
+
+
+def would_run(ask: mailbox.Ask) -> dict[str, Any] | None:
+    """What approving this ask would run, exactly as the gate recorded it in the ask."""
+    if ask.kind is not mailbox.AskKind.APPROVAL:
+        return None
+    move = ask.hold.get("move")
+    runs = ask.hold.get("runs")
+    if isinstance(move, dict):
+        return {
+            "action": str(move.get("action", "?")),
+            "text": runs if isinstance(runs, str) else None,
+            "file": ask.hold.get("file"),
+            "move": move,
+        }
+    return {"action": "round", "text": None, "file": None, "move": ask.hold}
+
+
+def asks(paths: Paths, now: float) -> dict[str, Any]:
+    """`looop asks --json` (each with its state: pending, stranded, expired), each approval
+    with what it would run."""
+    return {
+        "asks": [
+            {
+                **v.ask.to_json(),
+                "age_s": round(now - v.ask.created_at),
+                "state": v.state.value,
+                "why": v.why,
+                "would_run": would_run(v.ask),
+            }
+            for v in mailbox.listing(paths)
+        ]
+    }
+
+
+def workers(paths: Paths, now: float, *, include_ended: bool = True) -> dict[str, Any]:
+    """`looop workers --all --json`."""
+    cfg = config_mod.load(paths.config, paths.config_cache)
+    return fleet.fleet(paths, cfg, now, include_ended=include_ended).to_json()
+
+
+def worker(paths: Paths, worker_id: str, now: float, lines: int = 200) -> dict[str, Any] | None:
+    """One worker: its view, the tail of output.log, and the messages told to it."""
+    if not is_safe_segment(worker_id):
+        return None
+    view = next((v for v in records.list_sessions(paths, now) if v.id == worker_id), None)
+    if view is None:
+        return None
+    try:
+        tail = b"".join(logs.read_log(paths, worker_id, last=lines)).decode("utf-8", "replace")
+    except LooopError:
+        tail = ""
+    return {"worker": view.to_json(), "log_tail": tail, "told": inbox.messages(paths, worker_id)}
+
+
+def loops(paths: Paths, now: float) -> dict[str, Any]:
+    """`looop loops --json` and `looop rounds --all --json` together."""
+    return {
+        **loop_views.overview(paths, now).to_json(),
+        "rounds": [r.to_json() for r in loop_views.list_rounds(paths, include_done=True)],
+    }
+
+
+def journal_lines(paths: Paths, query: str = "", n: int = 500) -> dict[str, Any]:
+    """The newest journal lines first; with a query, only lines holding it (any case)."""
+    lines = list(reversed(journal.tail(paths, 5000 if query else n)))
+    if query:
+        q = query.lower()
+        lines = [line for line in lines if q in line.lower()][:n]
+    return {"lines": lines, "query": query}
+
+
+def snapshot(paths: Paths) -> dict[str, Any]:
+    """Everything `looop report --html` shows, read once."""
+    now = time.time()
+    return {
+        "now": now,
+        "overview": overview(paths, now),
+        "journal": journal_lines(paths, n=50),
+        "generated": journal.iso(now),
+        "work_dir": str(paths.root),
+        "version": __version__,
+    }
