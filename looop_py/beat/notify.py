@@ -24,7 +24,7 @@ from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import environ, journal, mailbox
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.paths import Paths, has_entries
 
 KEEP_KEYS = 2000  # the notified record keeps this many newest keys
 MAX_PER_BEAT = 10  # events sent by one beat (the rest wait for the next one)
@@ -104,7 +104,7 @@ def streak_start(paths: Paths, streak: int) -> str:
 
 
 def _worker_events(paths: Paths, cfg: config_mod.Config, now: float) -> list[dict[str, Any]]:
-    if not _has_entries(paths.sessions):
+    if not has_entries(paths.sessions):
         return []
     from looop_py.workers import records  # only when sessions/ has entries
 
@@ -124,7 +124,7 @@ def _worker_events(paths: Paths, cfg: config_mod.Config, now: float) -> list[dic
 
 
 def _round_events(paths: Paths) -> list[dict[str, Any]]:
-    if not _has_entries(paths.rounds):
+    if not has_entries(paths.rounds):
         return []
     from looop_py.loops import store  # only when rounds/ has entries
 
@@ -136,14 +136,6 @@ def _round_events(paths: Paths) -> list[dict[str, Any]]:
             )
             out.append(_event(f"round-{r.outcome}", f"round:{r.id}:{r.outcome}", text, id=r.id))
     return out
-
-
-def _has_entries(directory: Any) -> bool:
-    try:
-        with os.scandir(directory) as it:
-            return any(not e.name.startswith(".") for e in it)
-    except FileNotFoundError:
-        return False
 
 
 def notify(paths: Paths, cfg: config_mod.Config, result: BeatResult, now: float) -> list[str]:

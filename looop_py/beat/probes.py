@@ -14,7 +14,7 @@ from pathlib import Path
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.workdir.goals import GoalFile
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.paths import Paths, has_entries
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -110,7 +110,7 @@ def sessions(seen: Seen) -> Snapshot:
 def claims(seen: Seen) -> Snapshot:
     """The live leases: which session holds which name (epochs and expiries in detail)."""
     paths, now = seen.paths, seen.now
-    if not _json_files_exist(paths.claims):
+    if not has_entries(paths.claims, ".json"):
         return {"signal": [], "detail": {"count": 0}}
     from looop_py.claims import reaper  # only when claims/ has entries
     from looop_py.claims.holders import ROUND_PREFIX
@@ -128,14 +128,6 @@ def claims(seen: Seen) -> Snapshot:
         if v.claim
     }
     return {"signal": rows, "detail": {"count": len(rows), "claims": detail}}
-
-
-def _json_files_exist(directory: Path) -> bool:
-    try:
-        with os.scandir(directory) as it:
-            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in it)
-    except FileNotFoundError:
-        return False
 
 
 def goals(seen: Seen) -> Snapshot:

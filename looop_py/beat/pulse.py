@@ -14,12 +14,10 @@ decide failed is retried by the next one.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from looop_py import jsonio, procs
 from looop_py.beat.result import BeatOutcome, BeatResult
@@ -29,7 +27,7 @@ from looop_py.moves import wal
 from looop_py.record import replace
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import goals, journal
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -113,7 +111,7 @@ def _beat_locked(
     jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
 
     interrupted = _report_interrupted(paths, now)
-    if _has_entries(paths.approved):  # approvals whose approver could not run them (rare)
+    if has_entries(paths.approved):  # approvals whose approver could not run them (rare)
         from looop_py.moves import approvals
 
         _emit_steps(
@@ -207,19 +205,19 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     failed: list[str] = []
     # The usual quiet beat has none of these: nothing to look at, nothing to import.
     record_dirs = (paths.rounds, paths.sessions, paths.claims, paths.asks, paths.answers)
-    if any(_has_entries(d) for d in record_dirs):
+    if any(has_entries(d) for d in record_dirs):
         from looop_py.beat import corrupt  # only when there are records to check
 
         failed += _emit_steps(
             paths, now, "check-records", lambda: corrupt.check_records(paths, now)
         )
-    if _has_entries(paths.sessions):
+    if has_entries(paths.sessions):
         from looop_py.workers import reap  # only when sessions/ has entries
 
         failed += _emit_steps(
             paths, now, "reap-sessions", lambda: reap.housekeeping(paths, cfg, now)
         )
-    if _has_entries(paths.claims):
+    if has_entries(paths.claims):
         from functools import partial  # only when claims/ has entries
 
         from looop_py.claims import reaper
@@ -236,7 +234,7 @@ def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
     from looop_py.loops import index as loopindex  # cheap: a stat per goal, no YAML
 
-    if not loopindex.index(paths) and not _has_entries(paths.rounds):
+    if not loopindex.index(paths) and not has_entries(paths.rounds):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist
 
@@ -278,14 +276,6 @@ def _record_failures(paths: Paths, failed: list[str], now: float) -> None:
         return
     with contextlib.suppress(FileNotFoundError):
         paths.step_failures.unlink()
-
-
-def _has_entries(directory: Path) -> bool:
-    try:
-        with os.scandir(directory) as it:
-            return any(not e.name.startswith(".") for e in it)
-    except FileNotFoundError:
-        return False
 
 
 def _finish(

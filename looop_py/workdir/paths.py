@@ -195,3 +195,13 @@ def find_workdir(
         if (candidate / CONFIG_NAME).is_file():
             return Paths(candidate)
     raise NotAWorkDir(f"not inside a looop work dir (no {CONFIG_NAME} in {here} or above)", hint)
+
+
+def has_entries(directory: Path, suffix: str = "") -> bool:
+    """Does `directory` hold anything (ending in `suffix`) besides dotfiles? A cheap peek
+    that lets a quiet beat skip a step, and the imports it needs, when there is nothing."""
+    try:
+        with os.scandir(directory) as it:
+            return any(e.name.endswith(suffix) and not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
