@@ -48,48 +48,38 @@ def test_a_closed_pipe_on_the_fast_pulse_path_ends_quietly(wd: Paths) -> None:
     assert not wd.error_log.exists()
 
 
+def _loaded_after_plain_pulse(wd: Paths, args: list[str], names: tuple[str, ...]) -> str:
+    """Run `looop … ARGS` through the fast path in a child and print which of NAMES it loaded."""
+    code = (
+        "import os, runpy, sys\n"
+        "def stay(code):\n"  # the fast path ends with os._exit; stay to look around
+        "    raise SystemExit(code)\n"
+        "os._exit = stay\n"
+        f"sys.argv = ['looop', '-C', {str(wd.root)!r}, *{args!r}]\n"
+        "try:\n"
+        "    runpy.run_module('looop_py', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('HEAVY', [m for m in {names!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
 def test_plain_pulse_never_imports_click(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     for args in (["pulse"], ["pulse", "-v"], ["pulse", "--json", "--force"]):
-        code = (
-            "import os, runpy, sys\n"
-            "def stay(code):\n"  # the fast path ends with os._exit; stay to look around
-            "    raise SystemExit(code)\n"
-            "os._exit = stay\n"
-            f"sys.argv = ['looop', '-C', {str(wd.root)!r}, *{args!r}]\n"
-            "try:\n"
-            "    runpy.run_module('looop_py', run_name='__main__')\n"
-            "except SystemExit:\n"
-            "    pass\n"
-            "print('HEAVY', [m for m in ('click', 'looop_py.cli.app') if m in sys.modules])\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-        )
-        assert "HEAVY []" in done.stdout, (args, done.stdout, done.stderr)
+        out = _loaded_after_plain_pulse(wd, args, ("click", "looop_py.cli.app"))
+        assert "HEAVY []" in out, (args, out)
 
 
 def test_plain_pulse_never_imports_the_web_stack(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     wd.config.write_text(wd.config.read_text() + '[notify]\ncommand = "true"\n')
+    heavy = ("starlette", "uvicorn", "httpx", "looop_py.web", "selenium")
     for args in (["pulse"], ["pulse", "--force"]):
-        code = (
-            "import os, runpy, sys\n"
-            "def stay(code):\n"  # the fast path ends with os._exit; stay to look around
-            "    raise SystemExit(code)\n"
-            "os._exit = stay\n"
-            f"sys.argv = ['looop', '-C', {str(wd.root)!r}, *{args!r}]\n"
-            "try:\n"
-            "    runpy.run_module('looop_py', run_name='__main__')\n"
-            "except SystemExit:\n"
-            "    pass\n"
-            "heavy = ('starlette', 'uvicorn', 'httpx', 'looop_py.web', 'selenium')\n"
-            "print('HEAVY', [m for m in heavy if m in sys.modules])\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-        )
-        assert "HEAVY []" in done.stdout, (args, done.stdout, done.stderr)
+        out = _loaded_after_plain_pulse(wd, args, heavy)
+        assert "HEAVY []" in out, (args, out)
 
 
 def test_the_fast_path_reports_errors_as_json_too(tmp_path: Path) -> None:
