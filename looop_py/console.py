@@ -2,7 +2,9 @@
 
 `looop pulse` runs every minute from cron and its quiet beat is mostly Python
 start-up, so the plain forms of that one command (`looop [-C DIR] pulse
-[--json] [--force] [-v] [-q]`) are parsed here and skip importing click.
+[--json] [--force] [-v] [-q]`) are parsed here and skip importing click; so
+are plain `claim`/`unclaim` lines (cli/plainclaim.py), which scripts run
+around every piece of work.
 Every other command line, `--help` included, goes to the click group in
 cli/app.py, whose `pulse` command calls the same `pulse_command`: one
 behaviour, two doors. Nothing here imports click, and cli imports nothing
@@ -29,14 +31,18 @@ _PULSE_FLAGS = {
 }
 
 
+def split_dir(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(-C DIR or --dir=DIR if it leads, the rest of the command line)."""
+    if argv[:1] in (["-C"], ["--dir"]) and len(argv) >= 2:
+        return argv[1], argv[2:]
+    if argv and argv[0].startswith("--dir="):
+        return argv[0].removeprefix("--dir="), argv[1:]
+    return None, list(argv)
+
+
 def parse_plain_pulse(argv: list[str]) -> dict[str, Any] | None:
     """Options of a plain `pulse` command line, or None to let click handle it."""
-    workdir: str | None = None
-    rest = list(argv)
-    if rest[:1] in (["-C"], ["--dir"]) and len(rest) >= 2:
-        workdir, rest = rest[1], rest[2:]
-    elif rest and rest[0].startswith("--dir="):
-        workdir, rest = rest[0].removeprefix("--dir="), rest[1:]
+    workdir, rest = split_dir(argv)
     if rest[:1] != ["pulse"]:
         return None
     opts: dict[str, Any] = dict.fromkeys(_PULSE_FLAGS.values(), False)
@@ -50,6 +56,8 @@ def parse_plain_pulse(argv: list[str]) -> dict[str, Any] | None:
 
 def main() -> None:
     opts = parse_plain_pulse(sys.argv[1:])
+    if opts is None and claim_door(sys.argv[1:]):
+        return
     if opts is None:
         from looop_py.cli.app import main as click_main  # click, for every other command line
 
@@ -69,6 +77,30 @@ def main() -> None:
             raise
         code = output.report_error(exc, workdir, as_json=opts["as_json"])
     leave(code)
+
+
+def claim_door(argv: list[str]) -> bool:
+    """Run a plain `claim`/`unclaim` line without click; False to let click have it."""
+    workdir, rest = split_dir(argv)
+    if rest[:1] not in (["claim"], ["unclaim"]):
+        return False
+    from looop_py.cli import output, plainclaim  # a plain claim line: no click
+
+    opts = plainclaim.parse_plain(rest[0], rest[1:])
+    if opts is None:
+        return False
+    run = plainclaim.claim_command if rest[0] == "claim" else plainclaim.unclaim_command
+    code = 0
+    try:
+        run(output.resolve(workdir), **opts)
+    except BrokenPipeError:
+        code = output.closed_pipe()
+    except BaseException as exc:
+        if isinstance(exc, SystemExit):
+            raise
+        code = output.report_error(exc, workdir, as_json=opts["as_json"])
+    leave(code)
+    return True
 
 
 def leave(code: int) -> None:

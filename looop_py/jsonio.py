@@ -118,7 +118,7 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-def read_bounded(path: Path, cap: int) -> bytes:
+def read_bounded(path: Path | str, cap: int) -> bytes:
     """The bytes of a regular file of at most `cap` bytes, never more read than that.
 
     A missing file raises FileNotFoundError; anything else that is not a small
@@ -214,7 +214,7 @@ def is_depth_error(exc: Exception) -> bool:
     return "depth limit" in str(exc) or "ecursion" in str(exc)
 
 
-def read_json(path: Path, default: Any = None, *, cap: int = STATE_CAP) -> Any:
+def read_json(path: Path | str, default: Any = None, *, cap: int = STATE_CAP) -> Any:
     """Parse a JSON file; a missing file gives `default`, a corrupt one raises CorruptFile.
 
     Corrupt includes: not a regular file, over `cap`, not JSON, nested past MAX_DEPTH.

@@ -10,18 +10,17 @@ A loop round is a holder without a process.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from looop_py import identity
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
+from looop_py.record import record
 from looop_py.workdir.paths import Paths
-from looop_py.workers import records
 
 ROUND_PREFIX = "round."
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Holder:
     """Who asks: a session label (optional) and the process whose life the claim follows.
 
@@ -46,6 +45,8 @@ def resolve_holder(paths: Paths, session: str | None, pid: int | None) -> Holder
     if session is not None:
         check_segment(session, "session id")
         if pid is None:
+            from looop_py.workers import records  # only inside a worker: `looop claim` is hot
+
             meta = records.read_meta(paths, session)
             if isinstance(meta.get("pid"), int):
                 if not identity.is_alive(meta["pid"], meta.get("create_time")):

@@ -6,24 +6,30 @@ dies with its holder: it is reaped (claims/reaper.py) when that process is
 gone (or its pid was recycled), or when its ttl passed without a renewal.
 A liveness check that errors counts as alive.
 
-Every change to one name happens under a per-name lock file (filelock lives
-here) with compare-then-atomic-write, so acquiring is atomic across processes.
-The epoch grows by one at each new holder; the last claim of a name is moved,
-not deleted, to `claims/.released/`, so epochs never go backwards and a
-holder can hand its epoch to whatever it writes to as a fencing token.
+Every change to one name happens under that name's lock file,
+`claims/.locks/<name>.lock`, taken with filelock's descriptor lock (a flock on
+a descriptor opened for that one acquisition, so threads and forked children
+exclude each other too), then compare-then-write, so acquiring is atomic across
+processes. The lock file also holds the name's last epoch (decimal text,
+written under the lock before the claim file): the epoch grows by one at each
+new holder and never goes back, so a release only unlinks the claim file and a
+holder can hand its epoch to whatever it writes to as a fencing token. Work
+dirs from before kept that epoch in `claims/.released/<name>.json`; it is read
+once, while the lock file holds none yet.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.ids import check_segment
+from looop_py.record import record
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -36,10 +42,11 @@ if TYPE_CHECKING:
 LOCKS = ".locks"
 RELEASED = ".released"
 LOCK_TIMEOUT_S = 10.0
-POLL_S = 0.002  # the per-name lock is held for well under a millisecond
+POLL_S = 0.0001  # the per-name lock is held for well under a millisecond: look again soon
+POLL_MAX_S = 0.002  # … then back off, so many waiters on few cores leave the holder a CPU
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Claim:
     name: str
     session: str | None
@@ -104,7 +111,7 @@ class Claim:
         return f"{who} (pid {self.pid}, epoch {self.epoch})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     claim: Claim
     action: str  # acquired | held (already ours, unchanged) | renewed
@@ -114,34 +121,46 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def claim_path(paths: Paths, name: str) -> Path:
-    return paths.claims / f"{check_segment(name, 'claim name')}.json"
-
-
-_locks: dict[str, Any] = {}  # one FileLock per lock file, reused: building one is not cheap
+def claim_path(paths: Paths, name: str) -> str:
+    """Where claim `name` lives (a str: claims are hot, and pathlib is not free)."""
+    return f"{paths.root}/claims/{check_segment(name, 'claim name')}.json"
 
 
 @contextlib.contextmanager
-def locked(paths: Paths, name: str) -> Iterator[None]:
-    """Hold the per-name lock of claim `name` (Busy if it stays taken for LOCK_TIMEOUT_S)."""
-    from filelock import FileLock, Timeout  # reading claims needs no lock: load it to write
+def locked(paths: Paths, name: str) -> Iterator[int]:
+    """Hold the per-name lock of claim `name`; yields the lock file's descriptor.
 
-    key = str(paths.claims / LOCKS / f"{name}.lock")
-    (paths.claims / LOCKS).mkdir(parents=True, exist_ok=True)
-    lock = _locks.get(key)
-    if lock is None:
-        lock = _locks[key] = FileLock(key)  # thread-local: threads exclude each other too
+    Busy if it stays taken for LOCK_TIMEOUT_S. The lock is held for well under a
+    millisecond, so a waiter polls often at first and backs off to POLL_MAX_S.
+    """
+    from filelock import lock_descriptor  # reading claims needs no lock: load it to write
+
+    locks = f"{paths.root}/claims/{LOCKS}"
+    path = f"{locks}/{name}.lock"
     try:
-        lock.acquire(timeout=LOCK_TIMEOUT_S, poll_interval=POLL_S)
-    except Timeout as exc:
-        raise Busy(f"the lock of claim {name} stayed taken for {LOCK_TIMEOUT_S:.0f} s") from exc
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:
+        os.makedirs(locks, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        yield
+        if not lock_descriptor(fd, blocking=False):
+            _wait(fd, name, lock_descriptor)
+        yield fd
     finally:
-        lock.release()
+        os.close(fd)  # closing this descriptor drops the flock
 
 
-def read_claim(path: Path) -> tuple[Claim | None, bool]:
+def _wait(fd: int, name: str, lock_descriptor: Callable[..., bool]) -> None:
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    pause = POLL_S
+    while not lock_descriptor(fd, blocking=False):
+        if time.monotonic() >= deadline:
+            raise Busy(f"the lock of claim {name} stayed taken for {LOCK_TIMEOUT_S:.0f} s")
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_MAX_S)
+
+
+def read_claim(path: Path | str) -> tuple[Claim | None, bool]:
     """(claim, unreadable): a missing file is (None, False)."""
     try:
         body = jsonio.read_json(path)
@@ -149,24 +168,31 @@ def read_claim(path: Path) -> tuple[Claim | None, bool]:
         return None, True
     if body is None:
         return None, False
-    found = Claim.from_json(path.stem, body)
+    name = os.path.basename(path).removesuffix(".json")
+    found = Claim.from_json(name, body)
     return found, found is None
 
 
-def _last_epoch(paths: Paths, name: str) -> int:
-    released, _ = read_claim(paths.claims / RELEASED / f"{name}.json")
+def _last_epoch(paths: Paths, name: str, fd: int) -> int:
+    """The name's last epoch: in its lock file (held by the caller), else a legacy record."""
+    text = os.pread(fd, 32, 0).strip()
+    if text.isdigit():
+        return int(text)
+    released, _ = read_claim(f"{paths.root}/claims/{RELEASED}/{name}.json")
     return released.epoch if released else 0
 
 
-def set_aside(paths: Paths, name: str, cur: Claim | None) -> None:
-    """Move the claim aside (keeping its epoch) rather than delete it; debris is deleted."""
-    if cur is None or cur.epoch < _last_epoch(paths, name):  # never lower the last epoch
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(claim_path(paths, name))
-        return
-    released = paths.claims / RELEASED
-    released.mkdir(exist_ok=True)
-    os.replace(claim_path(paths, name), released / f"{name}.json")
+def _set_epoch(fd: int, epoch: int) -> None:
+    # Epochs only grow, so the text never gets shorter: no truncation needed.
+    os.pwrite(fd, b"%d\n" % epoch, 0)
+
+
+def set_aside(paths: Paths, name: str, cur: Claim | None, fd: int) -> None:
+    """Remove the claim file; its epoch stays in the lock file (the caller holds it as `fd`)."""
+    if cur is not None and cur.epoch > _last_epoch(paths, name, fd):
+        _set_epoch(fd, cur.epoch)  # a claim from before the lock file kept epochs
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(claim_path(paths, name))
 
 
 # -- claim / unclaim -----------------------------------------------------------------------
@@ -185,12 +211,12 @@ def claim(
     path = claim_path(paths, name)
     if ttl_s is not None and ttl_s <= 0:
         raise UsageError("--ttl must be positive")
-    # A lock-free look first (claim files are replaced atomically): refusing a
+    # A lock-free look first (a claim file is complete when readable): refusing a
     # live holder needs no lock, which keeps contended retries cheap.
     cur, _ = read_claim(path)
     if cur is not None and not cur.held_by(holder) and cur.live(now):
         raise _held(name, cur)
-    with locked(paths, name):
+    with locked(paths, name) as fd:
         cur, unreadable = read_claim(path)
         if unreadable:
             raise CorruptFile(
@@ -212,12 +238,12 @@ def claim(
                     None if ttl is None else now + ttl,
                     ttl,
                 )
-                jsonio.write_json(path, renewed.to_json(), durable=False)
+                jsonio.write_json(Path(path), renewed.to_json(), durable=False)
                 return Outcome(renewed, "renewed")
             if cur.holder_alive():
                 raise _held(name, cur)
         # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
-        epoch = max(_last_epoch(paths, name), cur.epoch if cur else 0) + 1
+        epoch = max(_last_epoch(paths, name, fd), cur.epoch if cur else 0) + 1
         new = Claim(
             name,
             holder.session,
@@ -228,9 +254,30 @@ def claim(
             None if ttl_s is None else now + ttl_s,
             ttl_s,
         )
+        _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
         # No fsync: a lease dies with its holder, and a power loss ends every holder.
-        jsonio.write_json(path, new.to_json(), durable=False)
+        body = jsonio.dumps(new.to_json(), pretty=True) + b"\n"
+        if cur is None:
+            _create(path, body)
+        else:  # replacing a dead holder's claim: readers see the old one or the new one
+            jsonio.atomic_write(Path(path), body, durable=False)
         return Outcome(new, "acquired")
+
+
+def _create(path: str, body: bytes) -> None:
+    """Write a claim file that did not exist, in one write and without a rename.
+
+    Lock-free readers may find it empty for an instant: unreadable, so they fail
+    closed (count it live, or take the lock and look again).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, body)  # a few hundred bytes: one write
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
 
 
 def _held(name: str, cur: Claim) -> ClaimHeld:
@@ -243,7 +290,7 @@ def _held(name: str, cur: Claim) -> ClaimHeld:
 def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | None:
     """Release `name`; idempotent. Refuses (ClaimHeld) when another live holder has it."""
     path = claim_path(paths, name)
-    with locked(paths, name):
+    with locked(paths, name) as fd:
         cur, unreadable = read_claim(path)
         if cur is None and not unreadable:
             return None
@@ -252,5 +299,5 @@ def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | N
                 f"{name} is held by {cur.describe()}, not by you",
                 "only its holder releases a live claim; it goes when its holder dies",
             )
-        set_aside(paths, name, cur)
+        set_aside(paths, name, cur, fd)
         return cur

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py.claims.holders import ROUND_PREFIX
 from looop_py.claims.lease import Claim, locked, read_claim, set_aside
 from looop_py.ids import is_safe_segment
+from looop_py.record import record
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 DEBRIS_GRACE_S = 10.0  # an unreadable claim file older than this is removed by the reaper
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClaimView:
     name: str
     claim: Claim | None  # None: unreadable
@@ -71,11 +71,11 @@ def reap(paths: Paths, now: float, round_live: Callable[[str], bool]) -> list[di
         reason = _reap_reason(path, now, round_live)
         if reason is None:
             continue  # live: no lock needed to leave it alone
-        with locked(paths, name):
+        with locked(paths, name) as fd:
             cur, _ = read_claim(path)
             if _reap_reason(path, now, round_live) is None:
                 continue  # taken over while we waited for the lock
-            set_aside(paths, name, cur)
+            set_aside(paths, name, cur, fd)
         event: dict[str, Any] = {"event": "claim_reaped", "name": name, "reason": reason}
         if cur is not None:
             event.update(session=cur.session, pid=cur.pid, epoch=cur.epoch)

@@ -9,6 +9,7 @@ import click
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths, pid_option, session_option
 from looop_py.cli.output import json_out, show
+from looop_py.cli.plainclaim import claim_command, unclaim_command
 from looop_py.workdir.paths import Paths
 
 
@@ -42,14 +43,7 @@ def claim(
       looop claim deploy --ttl 600 && looop claim deploy --ttl 600 --renew
       looop claim deploy --json | jq .action             # acquired | held | renewed
     """
-    from looop_py.claims import holders, lease
-
-    holder = holders.resolve_holder(paths, session or None, pid)
-    outcome = lease.claim(paths, name, holder, ttl_s=ttl, renew=renew, now=time.time())
-    if as_json:
-        json_out({**outcome.claim.to_json(), "action": outcome.action})
-    else:
-        show([str(outcome.claim.epoch)])
+    claim_command(paths, name=name, session=session, ttl=ttl, renew=renew, pid=pid, as_json=as_json)
 
 
 @click.command()
@@ -66,14 +60,7 @@ def unclaim(paths: Paths, name: str, session: str | None, pid: int | None, as_js
       looop unclaim repo-main
       looop unclaim repo-main --json | jq .released.epoch
     """
-    from looop_py.claims import holders, lease
-
-    holder = holders.resolve_holder(paths, session or None, pid)
-    released = lease.unclaim(paths, name, holder, now=time.time())
-    if as_json:
-        json_out({"name": name, "released": released.to_json() if released else None})
-    else:
-        show(render.unclaim_lines(name, released))
+    unclaim_command(paths, name=name, session=session, pid=pid, as_json=as_json)
 
 
 @click.command()

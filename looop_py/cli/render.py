@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from looop_py.beat.preview import Preview
     from looop_py.beat.prune import Pruned
     from looop_py.beat.views import LimitsView, StatusView, WhyView
-    from looop_py.claims.lease import Claim
     from looop_py.claims.reaper import ClaimView
     from looop_py.deciders.check import DeciderCheck
     from looop_py.engine.spec import LoopSpec
@@ -229,10 +228,6 @@ def done_line(session: str, status: str) -> str:
 
 
 # -- claims ----------------------------------------------------------------------------------
-
-
-def unclaim_lines(name: str, released: Claim | None) -> Lines:
-    return [] if released else [Note(f"{name} was not claimed")]
 
 
 def claims_lines(views: list[ClaimView], now: float) -> Lines:

@@ -1,0 +1,148 @@
+"""Claims at lock speed: the epoch lives in the lock file, a release only unlinks, and the
+plain `looop claim` door loads neither click nor psutil."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from looop_py import identity, jsonio
+from looop_py.claims import holders
+from looop_py.claims import lease as claims
+from looop_py.cli import plainclaim
+from looop_py.workdir.paths import Paths
+from tests.conftest import run_looop
+from tests.test_cli_process import _loaded_after_plain_pulse
+
+
+def test_release_unlinks_and_the_lock_file_keeps_the_epoch(wd: Paths) -> None:
+    me = holders.own_holder("me")
+    for expected in (1, 2, 3):
+        assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == expected
+        assert os.path.isfile(claims.claim_path(wd, "repo"))
+        claims.unclaim(wd, "repo", me, now=time.time())
+        assert not os.path.exists(claims.claim_path(wd, "repo"))
+        assert not (wd.claims / claims.RELEASED).exists()  # nothing renamed on release
+        assert (wd.claims / claims.LOCKS / "repo.lock").read_bytes() == b"%d\n" % expected
+
+
+def test_a_legacy_released_record_still_sets_the_next_epoch(wd: Paths) -> None:
+    released = wd.claims / claims.RELEASED
+    released.mkdir(parents=True)
+    jsonio.write_json(released / "repo.json", {"name": "repo", "epoch": 41, "acquired_at": 1.0})
+    (wd.claims / claims.LOCKS).mkdir()
+    (wd.claims / claims.LOCKS / "repo.lock").write_bytes(b"")  # filelock's empty lock file
+    me = holders.own_holder("me")
+    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 42
+    claims.unclaim(wd, "repo", me, now=time.time())
+    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 43
+
+
+def test_a_dead_holders_claim_from_before_keeps_its_epoch_on_reap(wd: Paths) -> None:
+    from functools import partial
+
+    from looop_py.claims import reaper
+    from looop_py.loops.store import is_live
+
+    me = holders.own_holder("me")
+    ghost = {"name": "repo", "session": "old", "pid": me.pid, "create_time": 1.0, "epoch": 9}
+    jsonio.write_json(wd.claims / "repo.json", {**ghost, "acquired_at": 1.0})
+    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds))[0]["epoch"] == 9
+    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 10
+
+
+def test_the_lock_times_out_as_busy(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    from looop_py.errors import Busy
+
+    monkeypatch.setattr(claims, "LOCK_TIMEOUT_S", 0.2)
+    with claims.locked(wd, "repo"):
+        # Another open file description: excluded although it is the same process.
+        t0 = time.monotonic()
+        with pytest.raises(Busy, match="stayed taken"), claims.locked(wd, "repo"):
+            pass
+        assert time.monotonic() - t0 >= 0.2
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["x"], {"name": "x", "session": None, "pid": None, "as_json": False, "ttl": None}),
+        (["x", "--ttl", "5", "--renew", "--json"], {"ttl": 5.0, "renew": True, "as_json": True}),
+        (["x", "--ttl=5", "--session=s1", "--pid", "7"], {"ttl": 5.0, "session": "s1", "pid": 7}),
+    ],
+)
+def test_plain_claim_lines_parse(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], parsed: dict[str, object]
+) -> None:
+    monkeypatch.delenv("LOOOP_SESSION_ID", raising=False)
+    opts = plainclaim.parse_plain("claim", argv)
+    assert opts is not None and opts.items() >= parsed.items()
+
+
+@pytest.mark.parametrize(
+    ("verb", "argv"),
+    [
+        ("claim", ["--help"]),
+        ("claim", []),
+        ("claim", ["x", "--ttl"]),
+        ("claim", ["x", "--ttl", "soon"]),
+        ("claim", ["x", "--bogus"]),
+        ("claim", ["x", "y"]),
+        ("unclaim", ["x", "--ttl", "5"]),  # unclaim has no --ttl: click says so
+        ("unclaim", ["x", "--renew"]),
+    ],
+)
+def test_anything_else_goes_to_click(verb: str, argv: list[str]) -> None:
+    assert plainclaim.parse_plain(verb, argv) is None
+
+
+def test_plain_claim_loads_neither_click_nor_psutil(wd: Paths) -> None:
+    heavy = ("click", "looop_py.cli.app", "psutil", "looop_py.workers.records")
+    for args in (["claim", "repo"], ["claim", "repo", "--json"], ["unclaim", "repo"]):
+        out = _loaded_after_plain_pulse(wd, args, heavy)
+        assert "HEAVY []" in out, (args, out)
+    assert not (wd.claims / "repo.json").exists()  # the unclaim ran: the door did the work
+
+
+def test_both_doors_agree(wd: Paths) -> None:
+    fast = run_looop("-C", str(wd.root), "claim", "repo", "--ttl", "60", "--json")
+    slow = run_looop("-C", str(wd.root), "claim", "repo", "--ttl", "60", "--json", "--pid=bad")
+    assert fast.returncode == 0 and jsonio.loads(fast.stdout)["action"] == "acquired"
+    assert slow.returncode == 2 and "bad" in slow.stdout + slow.stderr  # click's usage error
+    again = run_looop("-C", str(wd.root), "claim", "repo", "--json")
+    assert jsonio.loads(again.stdout)["action"] == "held"
+    gone = run_looop("-C", str(wd.root), "unclaim", "repo")
+    assert (gone.returncode, gone.stderr) == (0, "")
+    none = run_looop("-C", str(wd.root), "unclaim", "repo")
+    assert none.returncode == 0 and "repo was not claimed" in none.stderr
+    missing = run_looop("-C", str(wd.root / "nope"), "claim", "repo", "--json")
+    assert missing.returncode == 2 and "error" in jsonio.loads(missing.stdout)
+
+
+def test_lasting_ancestor_reads_proc_as_psutil_would() -> None:
+    # bash -c '( ( sleep ) )': the inner subshells are forked copies of the outer bash.
+    script = "( ( sleep 5; true ); true ); true"
+    outer = subprocess.Popen(["bash", "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        sleeper = None
+        while sleeper is None and time.monotonic() < deadline:
+            kids = psutil.Process(outer.pid).children(recursive=True)
+            sleeper = next((k for k in kids if k.name() == "sleep"), None)
+            time.sleep(0.02)
+        assert sleeper is not None
+        copy = sleeper.ppid()
+        assert copy != outer.pid  # a forked copy between the sleep and the script
+        assert identity.lasting_ancestor(copy) == outer.pid
+        assert identity._lasting_ancestor_proc(copy) == outer.pid
+        assert identity.lasting_ancestor(os.getpid()) == os.getpid()
+        assert identity.lasting_ancestor(2**22 + 12345) == 2**22 + 12345  # no such process
+    finally:
+        outer.kill()
+        outer.wait()
+    assert sys.platform != "linux" or identity._PROC
