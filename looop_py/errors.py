@@ -65,3 +65,13 @@ class NoAnswer(LooopError):
 
 class WorkerRefused(LooopError):
     """A worker could not be started (alive already, fleet full, bad runtime …)."""
+
+
+class Unavailable(LooopError):
+    """Temporary: the shared coordination store cannot be reached or has no quorum.
+
+    Nothing was decided either way (no claim granted or refused, no beat run);
+    the same command later may succeed. Never answered by falling back to files.
+    """
+
+    exit_code = 3

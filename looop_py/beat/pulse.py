@@ -35,6 +35,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.beat.shared import Fence
+
 Clock = Callable[[], float]
 
 
@@ -106,6 +108,31 @@ def _beat_locked(
     paths: Paths, *, force: bool, clock: Clock, decider: Any, started: float
 ) -> BeatResult:
     cfg = config_mod.load(paths.config, paths.config_cache)
+    if cfg.coordination.backend == "files":
+        return _beat_body(
+            paths, cfg, None, force=force, clock=clock, decider=decider, started=started
+        )
+    from looop_py.beat import shared  # a shared backend only: a beat on files never loads it
+
+    def body(fence: shared.Fence) -> BeatResult:
+        return _beat_body(
+            paths, cfg, fence, force=force, clock=clock, decider=decider, started=started
+        )
+
+    return shared.beat_shared(paths, cfg, body, clock=clock, started=started)
+
+
+def _beat_body(
+    paths: Paths,
+    cfg: config_mod.Config,
+    fence: Fence | None,
+    *,
+    force: bool,
+    clock: Clock,
+    decider: Any,
+    started: float,
+) -> BeatResult:
+    """SENSE to ACT; `fence` (a shared backend) keeps the committed world and guards its commit."""
     now = clock()
     jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
@@ -132,7 +159,7 @@ def _beat_locked(
     _record_failures(paths, failed, now)
 
     # 2. DIFF
-    last = load_committed(paths)
+    last = load_committed(paths) if fence is None else fence.load_committed()
     changed = tuple(diff(last.items, world.items))
     reason = why_decide(last, world, force=force, now=now, noop_ttl_s=cfg.limits.noop_ttl_s)
     forced_by = None if reason == "changed" else reason
@@ -150,6 +177,11 @@ def _beat_locked(
         with contextlib.suppress(FileNotFoundError):
             paths.flap.unlink()  # a skipped beat breaks every flapping streak
         return _finish(paths, base, started, clock, cfg)
+
+    if fence is not None and not fence.held():
+        return _finish(
+            paths, replace(base, outcome=BeatOutcome.LOCKED, reason=fence.LOST), started, clock, cfg
+        )
 
     # 4. DECIDE and 5. ACT
     from looop_py import deciders  # deciding only: a quiet beat never loads a backend
@@ -176,7 +208,10 @@ def _beat_locked(
     )
     if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
-        commit(paths, world, now, action, verdict.next_wake)
+        if fence is None:
+            commit(paths, world, now, action, verdict.next_wake)
+        elif not fence.commit(world, now, action, verdict.next_wake):
+            result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
     return _finish(paths, result, started, clock, cfg)
 
 

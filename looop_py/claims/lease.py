@@ -56,6 +56,7 @@ class Claim:
     acquired_at: float
     expires_at: float | None = None
     ttl_s: float | None = None
+    host: str | None = None  # the host it was taken on (a shared backend; None: this one)
 
     @classmethod
     def from_json(cls, name: str, body: Any) -> Claim | None:
@@ -71,10 +72,11 @@ class Claim:
             acquired_at=_num(body.get("acquired_at")) or 0.0,
             expires_at=_num(body.get("expires_at")),
             ttl_s=_num(body.get("ttl_s")),
+            host=body.get("host") if isinstance(body.get("host"), str) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body = {
             "name": self.name,
             "session": self.session,
             "pid": self.pid,
@@ -84,6 +86,9 @@ class Claim:
             "expires_at": self.expires_at,
             "ttl_s": self.ttl_s,
         }
+        if self.host is not None:
+            body["host"] = self.host
+        return body
 
     def held_by(self, holder: Holder) -> bool:
         if holder.pid is None or holder.create_time is None:
@@ -108,7 +113,8 @@ class Claim:
 
     def describe(self) -> str:
         who = f"session {self.session}" if self.session else "a process"
-        return f"{who} (pid {self.pid}, epoch {self.epoch})"
+        where = f" on {self.host}" if self.host else ""
+        return f"{who} (pid {self.pid}{where}, epoch {self.epoch})"
 
 
 @record(frozen=True)

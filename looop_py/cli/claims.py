@@ -74,10 +74,10 @@ def claims(paths: Paths, as_json: bool) -> None:
       looop claims
       looop claims --json | jq '.claims[] | select(.live) | .name'
     """
-    from looop_py.claims import reaper
+    from looop_py.coord.choose import coordinator
 
     now = time.time()
-    views = reaper.list_claims(paths, now)
+    views = coordinator(paths).list_claims(now)
     if as_json:
         json_out({"claims": [v.to_json() for v in views]})
     else:

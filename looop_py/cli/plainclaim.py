@@ -4,7 +4,8 @@ A script takes a claim around every piece of work (`epoch=$(looop claim X)`),
 so these two commands are on a hot path like the pulse. console.py parses their
 plain command lines here and skips click and the command tree; anything else
 (`--help`, an unknown or malformed option) goes to click in cli/claims.py,
-which calls the same `claim_command` and `unclaim_command`.
+which calls the same `claim_command` and `unclaim_command`. Both go through the
+work dir's coordination backend (coord/choose.py): files, or etcd.
 """
 
 from __future__ import annotations
@@ -65,10 +66,12 @@ def claim_command(
     pid: int | None,
     as_json: bool,
 ) -> None:
-    from looop_py.claims import holders, lease
+    from looop_py.claims import holders
+    from looop_py.coord.choose import coordinator
 
     holder = holders.resolve_holder(paths, session or None, pid)
-    outcome = lease.claim(paths, name, holder, ttl_s=ttl, renew=renew, now=time.time())
+    coord = coordinator(paths)
+    outcome = coord.claim(name, holder, ttl_s=ttl, renew=renew, now=time.time())
     if as_json:
         json_out({**outcome.claim.to_json(), "action": outcome.action})
     else:
@@ -78,10 +81,11 @@ def claim_command(
 def unclaim_command(
     paths: Paths, *, name: str, session: str | None, pid: int | None, as_json: bool
 ) -> None:
-    from looop_py.claims import holders, lease
+    from looop_py.claims import holders
+    from looop_py.coord.choose import coordinator
 
     holder = holders.resolve_holder(paths, session or None, pid)
-    released = lease.unclaim(paths, name, holder, now=time.time())
+    released = coordinator(paths).unclaim(name, holder, now=time.time())
     if as_json:
         json_out({"name": name, "released": released.to_json() if released else None})
     elif released is None:

@@ -233,7 +233,9 @@ def done_line(session: str, status: str) -> str:
 def claims_lines(views: list[ClaimView], now: float) -> Lines:
     if not views:
         return ["no claims"]
-    lines = [f"{'NAME':<24} {'SESSION':<20} {'PID':>7} {'EPOCH':>5} {'AGE':>5} {'EXPIRES':>7} LIVE"]
+    hosts = any(v.claim and v.claim.host for v in views)  # a shared backend: say where
+    head = f"{'NAME':<24} {'SESSION':<20} {'PID':>7} {'EPOCH':>5} {'AGE':>5} {'EXPIRES':>7} "
+    lines = [head + ("HOST                 LIVE" if hosts else "LIVE")]
     for v in views:
         c = v.claim
         if c is None:
@@ -243,6 +245,7 @@ def claims_lines(views: list[ClaimView], now: float) -> Lines:
         lines.append(
             f"{v.name:<24} {c.session or '-':<20} {c.pid or '-':>7} {c.epoch:>5} "
             f"{age(now - c.acquired_at):>5} {expires:>7} "
+            + (f"{c.host or '-':<20} " if hosts else "")
             + ("yes" if v.live else "no (reaped next beat)")
         )
     return lines

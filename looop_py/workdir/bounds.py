@@ -12,6 +12,7 @@ Imported only when looop.toml changed: a cached table passed these checks.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from looop_py.errors import ConfigError
@@ -98,6 +99,9 @@ RANGES: dict[str, Range] = {
     "workers.verify_budget_s": seconds(DAY, zero="no verify runs; they wait for a later beat"),
     "notify.timeout_s": seconds(HOUR),
     "notify.fail_streak": Range(1, 1000),
+    # etcd leases are whole seconds and at least 2 (below that, elections outlast them)
+    "coordination.lease_ttl_s": Range(2, HOUR, "s"),
+    "coordination.timeout_s": seconds(MINUTE),
 }
 ACTION_TIMEOUT = seconds(DAY)
 
@@ -125,6 +129,7 @@ def check(config: Any) -> None:
                 f"{key}: {why}", f"see the comment on {name} in the starter looop.toml"
             )
     _check_names(config)
+    _check_coordination(config.coordination)
     for kind, table in config.actions.items():
         _check_action(kind, table)
 
@@ -166,6 +171,69 @@ def _check_names(config: Any) -> None:
                 f"{where}.usage: must be one of {', '.join(map(repr, USAGE_KINDS))},"
                 f" got {rt.usage!r}"
             )
+
+
+COORD_BACKENDS = ("files", "etcd")
+_URL = re.compile(r"^(https?)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})/?$")
+_PREFIX = re.compile(r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
+
+
+def _check_coordination(c: Any) -> None:
+    """`[coordination]`: the backend, etcd's endpoints, prefix, TLS and auth options."""
+    if c.backend not in COORD_BACKENDS:
+        raise ConfigError(
+            f"coordination.backend: unknown backend {c.backend!r}",
+            f"choose one of: {', '.join(COORD_BACKENDS)}",
+        )
+    if c.host_id and not _HOST.match(c.host_id):
+        raise ConfigError(
+            f"coordination.host_id: {c.host_id!r} is not a host name",
+            "use letters, digits, '.', '_' and '-' (at most 64)",
+        )
+    if c.backend != "etcd":
+        return
+    if not c.endpoints:
+        raise ConfigError("coordination.endpoints: the etcd backend needs at least one endpoint")
+    schemes = set()
+    for url in c.endpoints:
+        m = _URL.match(url)
+        if m is None or not 0 < int(m.group(3)) < 65536:
+            raise ConfigError(
+                f"coordination.endpoints: {url!r} is not an etcd client URL",
+                'write each as "http://HOST:PORT" or "https://HOST:PORT"',
+            )
+        schemes.add(m.group(1))
+    if len(schemes) > 1:
+        raise ConfigError("coordination.endpoints: mixes http and https")
+    if not c.prefix or not _PREFIX.match(c.prefix) or "//" in c.prefix:
+        raise ConfigError(
+            f"coordination.prefix: {c.prefix!r} is not a key prefix",
+            'the etcd backend needs one of its own, e.g. prefix = "/looop/team-a"',
+        )
+    tls = c.ca_cert or c.cert_cert or c.cert_key
+    if tls and schemes != {"https"}:
+        raise ConfigError(
+            "coordination.ca_cert: TLS options need https:// endpoints",
+            "change the endpoints to https://, or drop ca_cert, cert_cert and cert_key",
+        )
+    if bool(c.cert_cert) != bool(c.cert_key):
+        raise ConfigError(
+            "coordination.cert_key: a client certificate needs both cert_cert and cert_key"
+        )
+    if bool(c.username) != bool(c.password_env):
+        raise ConfigError(
+            "coordination.password_env: etcd auth needs both username and password_env",
+            "password_env names the environment variable that holds the password",
+        )
+    if c.password_env and not _ENV.match(c.password_env):
+        raise ConfigError(
+            f"coordination.password_env: {c.password_env!r} is not a variable name",
+            'name the variable, e.g. password_env = "ETCD_PASSWORD", not the password',
+        )
+
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _check_action(kind: str, table: Any) -> None:

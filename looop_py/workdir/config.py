@@ -124,6 +124,24 @@ class NotifyConfig:
 
 
 @record(frozen=True)
+class CoordinationConfig:
+    """`[coordination]`: where claims, the pulse and the committed world are kept (README
+    "More than one machine")."""
+
+    backend: str = "files"  # files: this machine only | etcd: shared by every host on the prefix
+    endpoints: tuple[str, ...] = ("http://127.0.0.1:2379",)  # etcd client URLs, tried in turn
+    prefix: str = ""  # etcd: the loop's keys live under this, e.g. "/looop/team-a"
+    lease_ttl_s: float = 10.0  # a dead holder's claims (and a dead pulse) go after this
+    timeout_s: float = 5.0  # one request to etcd; no answer in time counts as unavailable
+    host_id: str = ""  # this host's name in claims and records ("" = $LOOOP_HOST_ID, else hostname)
+    ca_cert: str = ""  # https: CA bundle to verify etcd with ("" = the system's)
+    cert_cert: str = ""  # https: client certificate and its key, both or neither
+    cert_key: str = ""
+    username: str = ""  # etcd auth: a user, with its password in the variable below
+    password_env: str = ""  # the environment variable holding that password (never the file)
+
+
+@record(frozen=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
@@ -140,6 +158,7 @@ class Config:
     )
     env: EnvConfig = field(default_factory=EnvConfig)  # safety: see EnvConfig
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
 
 
 def load(path: Path, cache: Path | None = None) -> Config:

@@ -1,0 +1,123 @@
+"""The beat on a shared coordination backend (etcd): the pulse claim and the fenced commit.
+
+Each beat, under the work dir's own flock as ever, takes the `pulse` claim
+without waiting (another host has it: LOCKED, naming that host), reaps the
+shared claims, and runs as on files, except that the committed world is read
+from the backend (so any pulse host continues where another left off) and
+written back only while this beat's pulse token is still current: a paused or
+partitioned ex-leader commits nothing. When the backend cannot be reached or
+has no quorum, the beat is skipped with that reason in the journal; it never
+falls back to files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from functools import partial
+
+from looop_py import jsonio
+from looop_py.beat.result import BeatOutcome, BeatResult
+from looop_py.beat.sense import Committed, World, load_committed
+from looop_py.coord.base import PULSE
+from looop_py.coord.choose import coordinator
+from looop_py.errors import ClaimHeld, Unavailable
+from looop_py.loops import store
+from looop_py.workdir import journal
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from looop_py.coord.base import Coordinator
+    from looop_py.workdir.config import Config
+
+WORLD = "world/committed"  # the committed world's key on the backend
+
+
+class Fence:
+    """This beat's pulse token, and the committed world read and written under it."""
+
+    LOST = "lost the pulse claim before committing (a newer pulse holds it); nothing committed"
+
+    def __init__(self, coord: Coordinator, paths: Paths, token: int) -> None:
+        self.coord = coord
+        self.paths = paths
+        self.token = token
+
+    def held(self) -> bool:
+        view = self.coord.get(PULSE, time.time())
+        return bool(view and view.live and view.claim and view.claim.epoch == self.token)
+
+    def load_committed(self) -> Committed:
+        """The shared committed world, mirrored into state/ for `looop status` and the page."""
+        data = self.coord.read(WORLD)
+        if data is None:
+            return Committed()  # nothing committed on this prefix yet: every item is new
+        jsonio.atomic_write(self.paths.last_world, data, durable=False)
+        return load_committed(self.paths)
+
+    def commit(self, world: World, now: float, action: str | None, next_wake: float | None) -> bool:
+        """Write the world (as beat/sense.py's commit does, plus host and token) if still held."""
+        record = {
+            "v": 1,
+            "hash": world.hash,
+            "items": world.items,
+            "committed_at": now,
+            "action": action,
+            "next_wake": next_wake,
+            "host": self.coord.host,
+            "epoch": self.token,
+        }
+        data = jsonio.dumps(record, pretty=True) + b"\n"
+        if not self.coord.fenced_put(PULSE, self.token, WORLD, data):
+            return False
+        jsonio.atomic_write(self.paths.last_world, data)
+        return True
+
+
+def beat_shared(
+    paths: Paths,
+    cfg: Config,
+    body: Callable[[Fence], BeatResult],
+    *,
+    clock: Callable[[], float],
+    started: float,
+) -> BeatResult:
+    """Run `body` holding the shared pulse; LOCKED or skipped (with the reason) otherwise."""
+    now = clock()
+    with contextlib.ExitStack() as stack:
+        try:
+            coord = coordinator(paths, cfg)
+            token = stack.enter_context(coord.pulse())
+        except ClaimHeld as exc:
+            reason = f"another pulse is running: {exc.message}"
+            journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value, reason=reason)
+            return BeatResult(BeatOutcome.LOCKED, reason=reason)
+        except Unavailable as exc:
+            return _skipped(paths, exc, now, clock, started)
+        assert token is not None  # a shared backend's pulse has a token
+        try:
+            for event in coord.reap(now, partial(store.is_live, paths.rounds)):
+                journal.emit(paths, str(event.pop("event")), now, **event)
+            return body(Fence(coord, paths, token))
+        except Unavailable as exc:  # lost mid-beat: whatever was not committed was not
+            return _skipped(paths, exc, now, clock, started)
+
+
+def _skipped(
+    paths: Paths, exc: Unavailable, now: float, clock: Callable[[], float], started: float
+) -> BeatResult:
+    reason = f"coordination unavailable, beat skipped: {exc.message}"
+    journal.write(paths, f"⚠ {reason}", now)
+    journal.emit(
+        paths,
+        "beat",
+        clock(),
+        outcome=BeatOutcome.SKIPPED.value,
+        reason=reason,
+        duration_s=round(time.monotonic() - started, 3),
+    )
+    return BeatResult(BeatOutcome.SKIPPED, reason=reason)

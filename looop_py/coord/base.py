@@ -1,0 +1,83 @@
+"""The coordination interface: claims with fencing tokens, fenced writes, one pulse at a time.
+
+Two backends implement it: `files` (coord/files.py: claims/ and the kernel's
+flock on this machine, today's behaviour and the default) and `etcd`
+(coord/etcd.py: keys under a prefix, shared by every host). Both give the same
+promises, which tests/test_coord_contract.py checks on each:
+
+- a name has at most one live holder; claiming what you hold is harmless;
+- the epoch (the fencing token) of a name grows by exactly one per new holder;
+- a holder's claims go when it dies (files: the next claimant or beat sees the
+  dead process; etcd: its lease is revoked by its keeper, or expires after
+  `lease_ttl_s` when its host is gone);
+- `fenced_put(name, epoch, key, value)` stores the value only while `epoch` is
+  the current holder's token of `name`, so a holder that lost its claim (paused,
+  partitioned, presumed dead) writes nothing;
+- `pulse()` admits one beat at a time across everyone sharing the backend.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from looop_py.errors import UsageError
+from looop_py.ids import is_safe_segment
+
+# typing is not imported at run time: `looop claim` is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+    from typing import Any, Protocol
+
+    from looop_py.claims.holders import Holder
+    from looop_py.claims.lease import Claim, Outcome
+    from looop_py.claims.reaper import ClaimView
+
+    class Coordinator(Protocol):
+        backend: str
+        host: str
+
+        def claim(
+            self,
+            name: str,
+            holder: Holder,
+            *,
+            ttl_s: float | None = None,
+            renew: bool = False,
+            now: float,
+        ) -> Outcome: ...
+
+        def unclaim(self, name: str, holder: Holder, *, now: float) -> Claim | None: ...
+
+        def get(self, name: str, now: float) -> ClaimView | None: ...
+
+        def list_claims(self, now: float) -> list[ClaimView]: ...
+
+        def reap(self, now: float, round_live: Callable[[str], bool]) -> list[dict[str, Any]]: ...
+
+        def fenced_put(self, name: str, epoch: int, key: str, value: bytes) -> bool: ...
+
+        def read(self, key: str) -> bytes | None: ...
+
+        def pulse(self) -> AbstractContextManager[int | None]: ...
+
+        def close(self) -> None: ...
+
+    Pulse = Iterator[int | None]
+
+PULSE = "pulse"  # the claim each beat takes on a shared backend
+HOST_ENV = "LOOOP_HOST_ID"
+
+
+def host_id(configured: str) -> str:
+    """This host's name in claims and records: $LOOOP_HOST_ID, else the config, else hostname."""
+    return os.environ.get(HOST_ENV) or configured or socket.gethostname() or "localhost"
+
+
+def check_key(key: str) -> str:
+    """A shared-state key: path-like segments of safe characters (`world/committed`)."""
+    if not all(is_safe_segment(p) for p in key.split("/")):
+        raise UsageError(f"{key!r} is not a shared-state key", "use segments like world/committed")
+    return key

@@ -1,0 +1,180 @@
+"""etcd v3 over its HTTP gateway: the one module that imports etcd3gw (the `etcd` extra).
+
+Loaded only when looop.toml says backend = "etcd" (coord/choose.py). A Client
+sends each request to the configured endpoints in turn until one answers (a
+member without a leader or quorum counts as not answering), authenticates when
+`username` is set, and raises Unavailable when none answers; the helpers below
+build transaction parts. coord/remote.py keeps claims, fencing and the pulse
+on it, as these keys under the prefix P:
+
+    P/claims/<name>    the claim (claims/<name>.json's fields, plus host and lease),
+                       attached to its holder's lease (a loop round's has none)
+    P/epochs/<name>    the name's last epoch; the transaction that creates a claim
+                       also bumps it, so epochs grow by exactly one per new holder
+    P/leases/<host>/<pid>-<t>  the lease a holder process's claims ride on, attached to
+                       it and kept alive by that holder's keeper (coord/keeper.py)
+    P/data/<key>       shared state that fenced_put wrote (the committed world)
+
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from urllib.parse import urlsplit
+
+import etcd3gw
+from etcd3gw import exceptions as etcd_errors
+
+from looop_py.errors import Unavailable, UsageError
+
+# typing is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from looop_py.workdir.config import CoordinationConfig
+
+
+def _b64(data: str | bytes) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+class LeaseGone(Exception):
+    """A put named a lease etcd no longer has (it expired): grant a new one and retry."""
+
+
+class Client:
+    """etcd3gw clients for each endpoint; a request goes to the first that answers."""
+
+    def __init__(self, cfg: CoordinationConfig) -> None:
+        self.cfg = cfg
+        self._pid = os.getpid()
+        self._clients = [self._client(url) for url in cfg.endpoints]
+        self._at = 0
+
+    def _client(self, url: str) -> etcd3gw.Etcd3Client:
+        parts = urlsplit(url)
+        return etcd3gw.client(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 2379,
+            protocol=parts.scheme,
+            ca_cert=self.cfg.ca_cert or None,
+            cert_cert=self.cfg.cert_cert or None,
+            cert_key=self.cfg.cert_key or None,
+            timeout=self.cfg.timeout_s,
+            api_path="/v3/",
+        )
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One request, to each endpoint in turn until one answers; Unavailable if none does."""
+        if self._pid != os.getpid():  # a forked child: never share the parent's connections
+            self.__init__(self.cfg)  # type: ignore[misc]
+        n = len(self._clients)
+        why = "no endpoint"
+        for step in range(n):
+            i = (self._at + step) % n
+            client = self._clients[i]
+            try:
+                self._authenticate(client)
+                found: dict[str, Any] = client.post(client.get_url(path), json=body)
+            except (etcd_errors.ConnectionFailedError, etcd_errors.ConnectionTimeoutError) as exc:
+                why = f"{self.cfg.endpoints[i]}: {_short(exc)}"
+                continue
+            except etcd_errors.Etcd3Exception as exc:
+                text = _short(exc)
+                if "lease not found" in text:
+                    raise LeaseGone(text) from exc
+                if "invalid auth token" in text:
+                    client.session.headers.pop("Authorization", None)
+                why = f"{self.cfg.endpoints[i]}: {text}"  # no leader, timed out …: try another
+                continue
+            self._at = i
+            return found
+        raise Unavailable(
+            f"etcd cannot be reached or has no quorum ({why})",
+            "nothing was decided; this runs again once etcd answers (looop never falls back to"
+            " files)",
+        )
+
+    def _authenticate(self, client: etcd3gw.Etcd3Client) -> None:
+        if not self.cfg.username or "Authorization" in client.session.headers:
+            return
+        password = os.environ.get(self.cfg.password_env)
+        if password is None:
+            raise UsageError(
+                f"coordination.password_env: ${self.cfg.password_env} is not set",
+                "export the etcd password in that variable",
+            )
+        found = client.post(
+            client.get_url("/auth/authenticate"),
+            json={"name": self.cfg.username, "password": password},
+        )
+        client.session.headers["Authorization"] = str(found["token"])
+
+    # -- the few calls looop makes -----------------------------------------------------
+
+    def txn(
+        self, compare: list[dict[str, Any]], success: list[dict[str, Any]]
+    ) -> tuple[bool, list[dict[str, Any]]]:
+        found = self.post("/kv/txn", {"compare": compare, "success": success, "failure": []})
+        return bool(found.get("succeeded")), list(found.get("responses", []))
+
+    def get(self, key: str, *, prefix: bool = False) -> list[dict[str, Any]]:
+        body: dict[str, Any] = {"key": _b64(key)}
+        if prefix:
+            end = key.encode()[:-1] + bytes([key.encode()[-1] + 1])
+            body["range_end"] = _b64(end)
+        return list(self.post("/kv/range", body).get("kvs", []))
+
+    def grant(self, ttl: int) -> int:
+        return int(self.post("/lease/grant", {"TTL": ttl, "ID": 0})["ID"])
+
+    def refresh(self, lease: int) -> int:
+        """The lease's new TTL; 0 or less when it is gone."""
+        found = self.post("/lease/keepalive", {"ID": lease})
+        return int(found.get("result", {}).get("TTL", -1))
+
+    def revoke(self, lease: int) -> None:
+        with contextlib.suppress(LeaseGone):
+            self.post("/kv/lease/revoke", {"ID": lease})
+
+
+def _short(exc: BaseException) -> str:
+    text = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
+    return str(text).replace("\n", " ")[:200]
+
+
+# -- transaction parts ---------------------------------------------------------------------
+
+_FIELD = {"CREATE": "create_revision", "MOD": "mod_revision", "VERSION": "version"}
+
+
+def cmp(key: str, target: str, result: str, value: int | str) -> dict[str, Any]:
+    if target == "VALUE":
+        return {"key": _b64(key), "target": "VALUE", "result": result, "value": _b64(str(value))}
+    return {"key": _b64(key), "target": target, "result": result, _FIELD[target]: str(value)}
+
+
+def put(key: str, value: bytes, lease: int = 0) -> dict[str, Any]:
+    body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
+    if lease:
+        body["lease"] = str(lease)
+    return {"request_put": body}
+
+
+def rng(key: str) -> dict[str, Any]:
+    return {"request_range": {"key": _b64(key)}}
+
+
+def delete(key: str) -> dict[str, Any]:
+    return {"request_delete_range": {"key": _b64(key)}}
+
+
+def value_of(kv: dict[str, Any]) -> bytes:
+    return unb64(kv.get("value", ""))

@@ -1,0 +1,361 @@
+"""The `etcd` backend: claims, fencing and the pulse as keys under a prefix (coord/etcd.py).
+
+A claim is created only if absent (or replacing an expired or dead one) in one
+transaction that also bumps the name's epoch counter, so epochs still grow by
+exactly one per new holder; the claim rides on its holder's lease. This very
+process keeps its own lease alive from a thread; any other holder process (the
+script that ran `looop claim`, a worker) gets a keeper process (coord/keeper.py)
+that refreshes its lease while it lives and revokes it the moment it dies. A
+host that dies takes its keepers along, and its leases expire after the TTL.
+A fenced write is one transaction: the epoch is unchanged and the claim exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from looop_py import identity, jsonio
+from looop_py.claims.holders import ROUND_PREFIX, own_holder
+from looop_py.claims.lease import Claim, Outcome
+from looop_py.claims.reaper import ClaimView
+from looop_py.coord.base import PULSE, check_key
+from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
+from looop_py.errors import Busy, ClaimHeld, Unavailable, UsageError
+from looop_py.ids import check_segment
+from looop_py.record import replace
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+    from looop_py.claims.holders import Holder
+    from looop_py.workdir.config import CoordinationConfig
+
+MAX_TRIES = 50  # a claim's transaction lost to a concurrent change this often: Busy
+POLL_S = 0.1  # how often a keeper looks at its holder
+
+
+def _kvs(response: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(response.get("response_range", {}).get("kvs", []))
+
+
+def _rev(kv: dict[str, Any] | None, field: str = "mod_revision") -> int:
+    return int(kv.get(field, 0)) if kv else 0
+
+
+class EtcdCoordinator:
+    backend = "etcd"
+
+    def __init__(self, paths: Paths, cfg: CoordinationConfig, host: str) -> None:
+        self.paths = paths
+        self.cfg = cfg
+        self.host = host
+        self.client = Client(cfg)
+        self.prefix = cfg.prefix.rstrip("/")
+        self.ttl = max(2, math.ceil(cfg.lease_ttl_s))
+        self._own: int = 0  # this process's lease (0: none yet, or it was lost)
+        self._own_pid = os.getpid()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def key(self, *parts: str) -> str:
+        return "/".join((self.prefix, *parts))
+
+    # -- claims ------------------------------------------------------------------------
+
+    def _pair(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        _, responses = self.client.txn(
+            [], [rng(self.key("claims", name)), rng(self.key("epochs", name))]
+        )
+        claim, epoch = (next(iter(_kvs(r)), None) for r in responses)
+        return claim, epoch
+
+    def _parse(self, name: str, kv: dict[str, Any] | None) -> Claim | None:
+        if kv is None:
+            return None
+        try:
+            return Claim.from_json(name, jsonio.loads(value_of(kv)))
+        except jsonio.JSONDecodeError:
+            return None
+
+    def _live(self, cur: Claim, now: float) -> bool:
+        """Its key exists, so its lease does; on this host, also look at the process."""
+        if cur.expired(now):
+            return False
+        if cur.host == self.host and cur.pid is not None:
+            return cur.holder_alive()  # its keeper revokes the lease soon; do not wait for it
+        return True
+
+    def _held_by(self, cur: Claim, holder: Holder) -> bool:
+        same_host = holder.pid is None or cur.host == self.host  # a round has no host
+        return same_host and cur.held_by(holder)
+
+    def claim(
+        self,
+        name: str,
+        holder: Holder,
+        *,
+        ttl_s: float | None = None,
+        renew: bool = False,
+        now: float,
+    ) -> Outcome:
+        check_segment(name, "claim name")
+        if ttl_s is not None and ttl_s <= 0:
+            raise UsageError("--ttl must be positive")
+        ckey, ekey = self.key("claims", name), self.key("epochs", name)
+        for _ in range(MAX_TRIES):
+            kc, ke = self._pair(name)
+            cur = self._parse(name, kc)
+            if cur is not None and self._live(cur, now):
+                if not self._held_by(cur, holder):
+                    raise ClaimHeld(
+                        f"{name} is held by {cur.describe()}",
+                        "do not proceed; retry later (`looop claims` shows who holds what)",
+                    )
+                if not renew:
+                    return Outcome(cur, "held")
+                ttl = ttl_s if ttl_s is not None else cur.ttl_s
+                renewed = replace(cur, expires_at=None if ttl is None else now + ttl, ttl_s=ttl)
+                body = self._body(renewed, int(kc.get("lease", 0)) if kc else 0)
+                if self._txn_lease([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *body)]):
+                    return Outcome(renewed, "renewed")
+                continue
+            # Free, expired, or a dead process's on this host: a new holder, the next epoch.
+            last = int(value_of(ke) or b"0") if ke else 0
+            epoch = max(last, cur.epoch if cur else 0) + 1
+            new = Claim(
+                name,
+                holder.session,
+                holder.pid,
+                holder.create_time,
+                epoch,
+                now,
+                None if ttl_s is None else now + ttl_s,
+                ttl_s,
+                self.host,
+            )
+            compare = [
+                cmp(ckey, "CREATE", "EQUAL", 0)
+                if kc is None
+                else cmp(ckey, "MOD", "EQUAL", _rev(kc)),
+                cmp(ekey, "MOD", "EQUAL", _rev(ke)),
+            ]
+            lease = self._lease_for(holder)
+            success = [put(ckey, *self._body(new, lease)), put(ekey, str(epoch).encode())]
+            if self._txn_lease(compare, success):
+                return Outcome(new, "acquired")
+        raise Busy(f"claim {name} changed under this one {MAX_TRIES} times in a row")
+
+    def _body(self, claim: Claim, lease: int) -> tuple[bytes, int]:
+        return jsonio.canonical({**claim.to_json(), "lease": lease}), lease
+
+    def _txn_lease(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> bool:
+        try:
+            ok, _ = self.client.txn(compare, success)
+        except LeaseGone:
+            with self._lock:
+                self._own = 0  # expired while we were away: the next try grants another
+            return False
+        return ok
+
+    def unclaim(self, name: str, holder: Holder, *, now: float) -> Claim | None:
+        ckey = self.key("claims", check_segment(name, "claim name"))
+        for _ in range(MAX_TRIES):
+            found = self.client.get(ckey)
+            if not found:
+                return None
+            cur = self._parse(name, found[0])
+            if cur is not None and not self._held_by(cur, holder) and self._live(cur, now):
+                raise ClaimHeld(
+                    f"{name} is held by {cur.describe()}, not by you",
+                    "only its holder releases a live claim; it goes when its holder dies",
+                )
+            ok, _ = self.client.txn([cmp(ckey, "MOD", "EQUAL", _rev(found[0]))], [delete(ckey)])
+            if ok:
+                return cur
+        raise Busy(f"claim {name} changed under this release {MAX_TRIES} times in a row")
+
+    def get(self, name: str, now: float) -> ClaimView | None:
+        found = self.client.get(self.key("claims", check_segment(name, "claim name")))
+        if not found:
+            return None
+        cur = self._parse(name, found[0])
+        return ClaimView(name, cur, self._live(cur, now) if cur else True)
+
+    def list_claims(self, now: float) -> list[ClaimView]:
+        views = []
+        start = self.key("claims", "")
+        for kv in self.client.get(start, prefix=True):
+            name = unb64(kv["key"]).decode().removeprefix(start)
+            cur = self._parse(name, kv)
+            views.append(ClaimView(name, cur, self._live(cur, now) if cur else True))
+        return sorted(views, key=lambda v: v.name)
+
+    def reap(self, now: float, round_live: Callable[[str], bool]) -> list[dict[str, Any]]:
+        """Remove expired claims, ended rounds' claims and this host's dead processes' claims."""
+        events: list[dict[str, Any]] = []
+        start = self.key("claims", "")
+        for kv in self.client.get(start, prefix=True):
+            name = unb64(kv["key"]).decode().removeprefix(start)
+            cur = self._parse(name, kv)
+            if cur is None:
+                continue  # not ours to judge: something else wrote it
+            reason = None
+            if cur.expired(now):
+                reason = "expired"
+            elif cur.pid is None and (cur.session or "").startswith(ROUND_PREFIX):
+                round_id = (cur.session or "").removeprefix(ROUND_PREFIX)
+                reason = None if round_live(round_id) else "round-ended"
+            elif not self._live(cur, now):
+                reason = "holder-dead"
+            if reason is None:
+                continue
+            key = unb64(kv["key"]).decode()
+            ok, _ = self.client.txn([cmp(key, "MOD", "EQUAL", _rev(kv))], [delete(key)])
+            if ok:
+                events.append(
+                    {
+                        "event": "claim_reaped",
+                        "name": name,
+                        "reason": reason,
+                        "session": cur.session,
+                        "pid": cur.pid,
+                        "epoch": cur.epoch,
+                        "host": cur.host,
+                    }
+                )
+        return events
+
+    # -- fenced writes -----------------------------------------------------------------
+
+    def fenced_put(self, name: str, epoch: int, key: str, value: bytes) -> bool:
+        """One transaction: the name's epoch is still `epoch` and its claim still exists."""
+        check_segment(name, "claim name")
+        ok, _ = self.client.txn(
+            [
+                cmp(self.key("epochs", name), "VALUE", "EQUAL", epoch),
+                cmp(self.key("claims", name), "VERSION", "GREATER", 0),
+            ],
+            [put(self.key("data", check_key(key)), value)],
+        )
+        return ok
+
+    def read(self, key: str) -> bytes | None:
+        found = self.client.get(self.key("data", check_key(key)))
+        return value_of(found[0]) if found else None
+
+    # -- the pulse ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def pulse(self) -> Iterator[int | None]:
+        """Take the `pulse` claim without waiting (ClaimHeld: another host has it)."""
+        holder = own_holder(f"pulse.{self.host}")
+        token = self.claim(PULSE, holder, now=time.time()).claim.epoch
+        try:
+            yield token
+        finally:
+            with contextlib.suppress(Unavailable, ClaimHeld, Busy):
+                self.unclaim(PULSE, holder, now=time.time())  # else its lease lapses
+
+    # -- leases ------------------------------------------------------------------------
+
+    def _lease_for(self, holder: Holder) -> int:
+        if holder.pid is None:
+            return 0  # a loop round: its claim lives as long as the round (the beat reaps it)
+        if holder.pid == os.getpid():
+            return self._own_lease()
+        return self._keeper_lease(holder.pid, holder.create_time or 0.0)
+
+    def _own_lease(self) -> int:
+        with self._lock:
+            if self._own_pid != os.getpid():  # forked: the parent's lease and thread are not ours
+                self._own, self._own_pid, self._thread = 0, os.getpid(), None
+                self._stop = threading.Event()
+            if not self._own:
+                self._own = self.client.grant(self.ttl)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._keep_own, daemon=True)
+                self._thread.start()
+            return self._own
+
+    def _keep_own(self) -> None:
+        while not self._stop.wait(self.ttl / 3):
+            lease = self._own
+            if not lease:
+                continue
+            try:
+                alive = self.client.refresh(lease) > 0
+            except Unavailable:
+                continue  # etcd will be back, or the lease lapses and its claims with it
+            if not alive:
+                with self._lock:
+                    if self._own == lease:
+                        self._own = 0
+
+    def _keeper_lease(self, pid: int, created: float) -> int:
+        """The lease of another process on this host, and a keeper for it if it has none."""
+        rkey = self.key("leases", self.host, f"{pid}-{round(created * 100)}")
+        for _ in range(MAX_TRIES):
+            found = self.client.get(rkey)
+            if found:
+                return int(value_of(found[0]))
+            lease = self.client.grant(self.ttl)
+            ok, _ = self.client.txn(
+                [cmp(rkey, "CREATE", "EQUAL", 0)], [put(rkey, str(lease).encode(), lease)]
+            )
+            if ok:
+                self._spawn_keeper(lease, pid, created)
+                return lease
+            self.client.revoke(lease)  # another `looop claim` of this holder won: use its lease
+        raise Busy(f"the lease of process {pid} changed {MAX_TRIES} times in a row")
+
+    def _spawn_keeper(self, lease: int, pid: int, created: float) -> None:
+        code = "import sys; from looop_py.coord.keeper import main; sys.exit(main(sys.argv[1:]))"
+        args = [str(self.paths.root), str(lease), str(pid), repr(created), self.host]
+        subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+    def keep(self, lease: int, pid: int, created: float) -> str:
+        """A keeper's loop: refresh `lease` while process `pid` lives; revoke it when it dies."""
+        last_ok = time.monotonic()
+        due = 0.0
+        while True:
+            if not identity.is_alive(pid, created):
+                with contextlib.suppress(Unavailable):
+                    self.client.revoke(lease)
+                return "holder-dead"
+            if time.monotonic() >= due:
+                try:
+                    if self.client.refresh(lease) <= 0:
+                        return "lease-lost"
+                    last_ok, due = time.monotonic(), time.monotonic() + self.ttl / 3
+                except Unavailable:
+                    if time.monotonic() - last_ok > self.ttl:
+                        return "unreachable"  # the lease has lapsed by now
+                    due = time.monotonic() + 0.5
+            time.sleep(POLL_S)
+
+    def close(self) -> None:
+        """Stop keeping this process's lease and revoke it: its claims go at once."""
+        self._stop.set()
+        with self._lock:
+            lease, self._own = self._own, 0
+        if lease and self._own_pid == os.getpid():
+            with contextlib.suppress(Unavailable):
+                self.client.revoke(lease)
