@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from looop_py import jsonio, procs
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sense import Committed, World, commit, load_committed, sense
+from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.moves import wal
 from looop_py.record import replace
@@ -292,6 +293,8 @@ def _emit_steps(
     try:
         events = run()
         failed = []
+    except Unavailable:
+        raise  # the shared backend is gone: the whole beat is skipped (beat/shared.py)
     except Exception as exc:
         journal.log_bug(paths, f"step {step}", now)
         name = _FAILURE_EVENTS.get(step, "housekeeping_failed")

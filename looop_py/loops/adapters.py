@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.claims import holders, lease
+from looop_py.claims import holders
+from looop_py.coord.choose import coordinator
 from looop_py.engine.ports import Answer, Approval, WorkerResult, WorkerStatus
 from looop_py.engine.prompts import PRIOR_HEADING
 from looop_py.errors import ClaimHeld, LooopError, UsageError
@@ -138,9 +139,9 @@ class RoundClaims:
     clock: Callable[[], float] = time.time
 
     def acquire(self, name: str, owner: str) -> int | None:
-
+        coord = coordinator(self.paths)  # files, or etcd: the claim is where every claim is
         try:
-            got = lease.claim(self.paths, name, holders.round_holder(owner), now=self.clock())
+            got = coord.claim(name, holders.round_holder(owner), now=self.clock())
         except ClaimHeld:
             return None
         return got.claim.epoch
@@ -148,7 +149,7 @@ class RoundClaims:
     def release(self, name: str, owner: str) -> None:
 
         with contextlib.suppress(ClaimHeld):
-            lease.unclaim(self.paths, name, holders.round_holder(owner), now=self.clock())
+            coordinator(self.paths).unclaim(name, holders.round_holder(owner), now=self.clock())
 
 
 @dataclass
