@@ -320,15 +320,19 @@ class EtcdCoordinator:
         raise Busy(f"the lease of process {pid} changed {MAX_TRIES} times in a row")
 
     def _spawn_keeper(self, lease: int, pid: int, created: float) -> None:
+        """Start the keeper detached, through a shell that backgrounds it and returns at once,
+        so no process of ours is left to reap it (the beat and tests live long)."""
         code = "import sys; from looop_py.coord.keeper import main; sys.exit(main(sys.argv[1:]))"
         args = [str(self.paths.root), str(lease), str(pid), repr(created), self.host]
-        subprocess.Popen(
-            [sys.executable, "-c", code, *args],
+        keeper = [sys.executable, "-c", code, *args]
+        subprocess.run(
+            ["/bin/sh", "-c", '"$@" &', "sh", *keeper],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
+            check=True,
         )
 
     def keep(self, lease: int, pid: int, created: float) -> str:
