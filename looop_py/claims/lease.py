@@ -133,35 +133,42 @@ def claim_path(paths: Paths, name: str) -> str:
 
 
 @contextlib.contextmanager
-def locked(paths: Paths, name: str) -> Iterator[int]:
+def locked(paths: Paths, name: str, recheck: Callable[[], None] | None = None) -> Iterator[int]:
     """Hold the per-name lock of claim `name`; yields the lock file's descriptor.
 
     Busy if it stays taken for LOCK_TIMEOUT_S. The lock is held for well under a
     millisecond, so a waiter polls often at first and backs off to POLL_MAX_S.
+    Between polls a waiter runs `recheck`, which may raise to stop waiting: when a
+    name is released, everyone who saw it free queues on its lock, and all but one
+    would only find it taken again, ahead of the new holder's own release.
     """
     from filelock import lock_descriptor  # reading claims needs no lock: load it to write
 
     locks = f"{paths.root}/claims/{LOCKS}"
     path = f"{locks}/{name}.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:  # without O_CREAT, which would take the directory's lock on every open
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
         os.makedirs(locks, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         if not lock_descriptor(fd, blocking=False):
-            _wait(fd, name, lock_descriptor)
+            _wait(fd, name, lock_descriptor, recheck)
         yield fd
     finally:
         os.close(fd)  # closing this descriptor drops the flock
 
 
-def _wait(fd: int, name: str, lock_descriptor: Callable[..., bool]) -> None:
+def _wait(
+    fd: int, name: str, lock_descriptor: Callable[..., bool], recheck: Callable[[], None] | None
+) -> None:
     deadline = time.monotonic() + LOCK_TIMEOUT_S
     pause = POLL_S
     while not lock_descriptor(fd, blocking=False):
         if time.monotonic() >= deadline:
             raise Busy(f"the lock of claim {name} stayed taken for {LOCK_TIMEOUT_S:.0f} s")
+        if recheck is not None:
+            recheck()
         time.sleep(pause)
         pause = min(pause * 2, POLL_MAX_S)
 
@@ -217,12 +224,16 @@ def claim(
     path = claim_path(paths, name)
     if ttl_s is not None and ttl_s <= 0:
         raise UsageError("--ttl must be positive")
+
     # A lock-free look first (a claim file is complete when readable): refusing a
     # live holder needs no lock, which keeps contended retries cheap.
-    cur, _ = read_claim(path)
-    if cur is not None and not cur.held_by(holder) and cur.live(now):
-        raise _held(name, cur)
-    with locked(paths, name) as fd:
+    def refuse_if_taken() -> None:
+        cur, _ = read_claim(path)
+        if cur is not None and not cur.held_by(holder) and cur.live(now):
+            raise _held(name, cur)
+
+    refuse_if_taken()
+    with locked(paths, name, refuse_if_taken) as fd:
         cur, unreadable = read_claim(path)
         if unreadable:
             raise CorruptFile(
