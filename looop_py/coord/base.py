@@ -19,7 +19,6 @@ promises, which tests/test_coord_contract.py checks on each:
 from __future__ import annotations
 
 import os
-import socket
 
 from looop_py.errors import UsageError
 from looop_py.ids import is_safe_segment
@@ -73,7 +72,12 @@ HOST_ENV = "LOOOP_HOST_ID"
 
 def host_id(configured: str) -> str:
     """This host's name in claims and records: $LOOOP_HOST_ID, else the config, else hostname."""
-    return os.environ.get(HOST_ENV) or configured or socket.gethostname() or "localhost"
+    found = os.environ.get(HOST_ENV) or configured
+    if found:
+        return found
+    import socket  # only when neither names the host
+
+    return socket.gethostname() or "localhost"
 
 
 def check_key(key: str) -> str:
