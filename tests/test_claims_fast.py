@@ -146,29 +146,3 @@ def test_lasting_ancestor_reads_proc_as_psutil_would() -> None:
         outer.kill()
         outer.wait()
     assert sys.platform != "linux" or identity._PROC
-
-
-def test_a_lock_waiter_leaves_once_the_name_is_taken(wd: Paths) -> None:
-    import threading
-
-    from looop_py.errors import ClaimHeld
-
-    me, other = holders.own_holder("me"), holders.own_holder("other")
-    outcome: list[BaseException | None] = []
-
-    def contend() -> None:
-        try:
-            claims.claim(wd, "repo", other, now=time.time())
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    with claims.locked(wd, "repo"):  # someone is mid-change: the name looked free
-        waiter = threading.Thread(target=contend)
-        waiter.start()
-        time.sleep(0.05)
-        taken = claims.Claim("repo", "me", me.pid, me.create_time, 1, time.time())
-        jsonio.write_json(wd.claims / "repo.json", taken.to_json())
-        waiter.join(timeout=2)  # well before the lock's timeout, and with the lock still held
-        assert not waiter.is_alive()
-    assert isinstance(outcome[0], ClaimHeld)

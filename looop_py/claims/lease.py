@@ -153,22 +153,18 @@ def locked(paths: Paths, name: str, recheck: Callable[[], None] | None = None) -
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         if not lock_descriptor(fd, blocking=False):
-            _wait(fd, name, lock_descriptor, recheck)
+            _wait(fd, name, lock_descriptor)
         yield fd
     finally:
         os.close(fd)  # closing this descriptor drops the flock
 
 
-def _wait(
-    fd: int, name: str, lock_descriptor: Callable[..., bool], recheck: Callable[[], None] | None
-) -> None:
+def _wait(fd: int, name: str, lock_descriptor: Callable[..., bool]) -> None:
     deadline = time.monotonic() + LOCK_TIMEOUT_S
     pause = POLL_S
     while not lock_descriptor(fd, blocking=False):
         if time.monotonic() >= deadline:
             raise Busy(f"the lock of claim {name} stayed taken for {LOCK_TIMEOUT_S:.0f} s")
-        if recheck is not None:
-            recheck()
         time.sleep(pause)
         pause = min(pause * 2, POLL_MAX_S)
 
@@ -227,13 +223,10 @@ def claim(
 
     # A lock-free look first (a claim file is complete when readable): refusing a
     # live holder needs no lock, which keeps contended retries cheap.
-    def refuse_if_taken() -> None:
-        cur, _ = read_claim(path)
-        if cur is not None and not cur.held_by(holder) and cur.live(now):
-            raise _held(name, cur)
-
-    refuse_if_taken()
-    with locked(paths, name, refuse_if_taken) as fd:
+    cur, _ = read_claim(path)
+    if cur is not None and not cur.held_by(holder) and cur.live(now):
+        raise _held(name, cur)
+    with locked(paths, name) as fd:
         cur, unreadable = read_claim(path)
         if unreadable:
             raise CorruptFile(
