@@ -133,14 +133,11 @@ def claim_path(paths: Paths, name: str) -> str:
 
 
 @contextlib.contextmanager
-def locked(paths: Paths, name: str, recheck: Callable[[], None] | None = None) -> Iterator[int]:
+def locked(paths: Paths, name: str) -> Iterator[int]:
     """Hold the per-name lock of claim `name`; yields the lock file's descriptor.
 
     Busy if it stays taken for LOCK_TIMEOUT_S. The lock is held for well under a
     millisecond, so a waiter polls often at first and backs off to POLL_MAX_S.
-    Between polls a waiter runs `recheck`, which may raise to stop waiting: when a
-    name is released, everyone who saw it free queues on its lock, and all but one
-    would only find it taken again, ahead of the new holder's own release.
     """
     from filelock import lock_descriptor  # reading claims needs no lock: load it to write
 
