@@ -106,20 +106,22 @@ def test_l1_runs_aider_in_a_throwaway_copy_and_still_records_its_result(
     ("status", "says"),
     [
         (401, "The API provider is not able to authenticate you"),
-        (500, "internal error in the fake model server"),  # after aider's own ~90 s of retries
+        # After aider's own retries (9 tries over ~64 s, each retried twice by openai's client).
+        (500, "internal error in the fake model server The API provider's servers are down"),
     ],
 )
 def test_a_failed_request_ends_the_worker_blocked_in_aider_s_words(
     status: int, says: str, wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with FakeModel(script=[Turn(status=status)] * 20, sequential=True) as model:
+    with FakeModel(script=[Turn(status=status)] * 100, sequential=True) as model:
         offline(monkeypatch, model)
         exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch, wait_s=200)
     assert exit_["exit_code"] == 0  # aider exits 0 whatever happened
     assert result["status"] == "blocked", result
     assert says in result["summary"]
     assert "usage" not in result  # no reply, no tokens
-    listed = run_looop("-C", str(wd.root), "workers", "--json")
+    assert len(model.posts) == (1 if status == 401 else 27)
+    listed = run_looop("-C", str(wd.root), "workers", "--all", "--json")
     assert says in listed.stdout
 
 

@@ -33,7 +33,8 @@ EVENTS = "aider.events.jsonl"
 CHAT = "aider.chat.md"
 STATUSES = ("done", "done-with-concerns", "blocked")
 _STATUS = re.compile(r"^\W*STATUS\W*:?\s*(done-with-concerns|done|blocked)\b\W*(.*)$", re.I)
-_ERROR_LINES = 4  # aider's last notes after a failed request: the error and its gloss
+_ERROR_LINES = 2  # aider's last notes after a failed request: the error and its gloss
+_NOT_ERRORS = ("Tokens:", "Retrying in")  # its notes on a reply and on a retry
 
 
 def usage(session_dir: Path) -> dict[str, Any] | None:
@@ -74,7 +75,7 @@ def final(session_dir: Path, log: Path) -> tuple[str, bool, str] | None:
     crashed = any(k == "message_send_exception" for k in kinds)
     reply, notes = _last_reply(chat or [])
     if failed or crashed or not reply:
-        said = [n for n in notes if not n.startswith("Tokens:")][-_ERROR_LINES:]
+        said = [n for n in notes if not n.startswith(_NOT_ERRORS)][-_ERROR_LINES:]
         why = " ".join(said) or _tail(log) or "aider got no reply from the model"
         return why, True, ""
     for line in reversed(reply.splitlines()):
@@ -135,7 +136,7 @@ def _last_reply(lines: list[str]) -> tuple[str, list[str]]:
 
 def _tail(log: Path) -> str:
     """The last lines of the worker's output, when aider's own files say nothing."""
-    lines = [ln.strip() for ln in jsonio.tail_lines(log, _ERROR_LINES)]
+    lines = [ln.strip() for ln in jsonio.tail_lines(log, 4)]  # its lines wrap at 80 columns
     return " ".join(ln.decode("utf-8", "replace") for ln in lines if ln)
 
 
