@@ -6,7 +6,8 @@ The built-in runtime (runtimes.AIDER) has it write two files into the session di
 - `aider.events.jsonl` (`--analytics-log`, kept on disk with analytics off): one JSON event
   a line. `message_send_starting` opens each request to the model; `message_send` follows
   one that was answered, with its `prompt_tokens`, `completion_tokens` (the provider's
-  counts: the runtime does not stream) and `cost` (0 when aider knows no price).
+  counts, as the runtime does not stream; aider's own estimate only from a server that
+  sends none) and `cost` (0 when aider knows no price).
 - `aider.chat.md` (`--chat-history-file`): the prompt as `#### ` lines, aider's own notes
   and errors as `> ` lines, the model's replies as plain text.
 
