@@ -14,16 +14,19 @@ decide failed is retried by the next one.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from looop_py import jsonio, procs
+from looop_py.beat import seal
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
+from looop_py.loops import index as loopindex
 from looop_py.moves import wal
 from looop_py.record import replace
 from looop_py.workdir import config as config_mod
@@ -36,6 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
 
 Clock = Callable[[], float]
@@ -88,36 +92,51 @@ def beat(
     force: bool = False,
     clock: Clock = time.time,
     decider: Any = None,
+    handover: Handover | None = None,
 ) -> BeatResult:
-    """Run one beat; returns what happened. Never raises for a broken sensor."""
+    """Run one beat; returns what happened. Never raises for a broken sensor.
+
+    `handover`: a quiet attempt that found a change gives its lock and its
+    sensors' runs (beat/quiet.py); the beat goes on from there.
+    """
     started = time.monotonic()
     paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.pulse_lock)
-    if not lock.acquire():
+    lock = handover.lock if handover else PulseLock(paths.pulse_lock)
+    if not handover and not lock.acquire():
         result = BeatResult(BeatOutcome.LOCKED, reason="another pulse is running")
         journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value)
         return result
     try:
         with terminate_cleanly():
-            return _beat_locked(paths, force=force, clock=clock, decider=decider, started=started)
+            ran = handover.runs if handover else None
+            return _beat_locked(
+                paths, force=force, clock=clock, decider=decider, started=started, ran=ran
+            )
     finally:
         procs.kill_running()
         lock.release()
 
 
 def _beat_locked(
-    paths: Paths, *, force: bool, clock: Clock, decider: Any, started: float
+    paths: Paths,
+    *,
+    force: bool,
+    clock: Clock,
+    decider: Any,
+    started: float,
+    ran: dict[str, procs.Result] | None,
 ) -> BeatResult:
+    seal.break_seal(str(paths.root))
     cfg = config_mod.load(paths.config, paths.config_cache)
     if cfg.coordination.backend == "files":
         return _beat_body(
-            paths, cfg, None, force=force, clock=clock, decider=decider, started=started
+            paths, cfg, None, force=force, clock=clock, decider=decider, started=started, ran=ran
         )
     from looop_py.beat import shared  # a shared backend only: a beat on files never loads it
 
     def body(fence: shared.Fence) -> BeatResult:
         return _beat_body(
-            paths, cfg, fence, force=force, clock=clock, decider=decider, started=started
+            paths, cfg, fence, force=force, clock=clock, decider=decider, started=started, ran=ran
         )
 
     return shared.beat_shared(paths, cfg, body, clock=clock, started=started)
@@ -132,8 +151,13 @@ def _beat_body(
     clock: Clock,
     decider: Any,
     started: float,
+    ran: dict[str, procs.Result] | None,
 ) -> BeatResult:
-    """SENSE to ACT; `fence` (a shared backend) keeps the committed world and guards its commit."""
+    """SENSE to ACT; `fence` (a shared backend) keeps the committed world and guards its commit.
+
+    On a shared backend no quiet seal is written: another host may commit meanwhile, so
+    every beat there takes the pulse and reads the shared world (beat/quiet.py never skips).
+    """
     now = clock()
     jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
@@ -151,7 +175,8 @@ def _beat_body(
         failed = housekeep(paths, cfg, now) + advance_loops(paths, cfg, now)
 
         # 1. SENSE
-        world = sense(paths, cfg, now)
+        world = sense(paths, cfg, now, ran=ran)
+        loop_wake = _loop_wake(paths)  # the index is built once per scan: for the seal
     failed += [
         f"probe {stem}"
         for stem, snap in world.snapshots.items()
@@ -177,6 +202,8 @@ def _beat_body(
     if reason is None:
         with contextlib.suppress(FileNotFoundError):
             paths.flap.unlink()  # a skipped beat breaks every flapping streak
+        if fence is None:
+            _seal(paths, cfg, world, last, loop_wake)
         return _finish(paths, base, started, clock, cfg)
 
     if fence is not None and not fence.held():
@@ -211,9 +238,51 @@ def _beat_body(
         action = (verdict.move or {}).get("action")
         if fence is None:
             commit(paths, world, now, action, verdict.next_wake)
+            _seal(paths, cfg, world, load_committed(paths), loop_wake)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
     return _finish(paths, result, started, clock, cfg)
+
+
+def _loop_wake(paths: Paths) -> float | None:
+    """When the first loop cadence falls due (ADVANCE then starts a round): inf with no
+    cadence, None when the schedule book does not know a loop's next slot."""
+    due = loopindex.cadences(loopindex.index(paths))
+    if not due:
+        return float("inf")
+    from looop_py.loops import schedule  # loaded already: ADVANCE ran with these loops
+
+    book = schedule.load_book(paths.loop_schedule).loops
+    if not all(name in book for name in due):
+        return None
+    return min(book[name].next_at for name in due)
+
+
+def _seal(
+    paths: Paths,
+    cfg: config_mod.Config,
+    world: World,
+    committed: Committed,
+    loop_wake: float | None,
+) -> None:
+    """Let the next beat prove from the seal that nothing changed (beat/seal.py)."""
+    from looop_py.beat import probes  # loaded already: SENSE ran them
+    from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
+
+    def rounds_signal() -> str:
+        snap = probes.rounds(probes.Seen(paths, time.time(), ()))
+        return jsonio.canonical(snap.get("signal")).decode()
+
+    seal.seal(
+        str(paths.root),
+        cfg,
+        world,
+        committed,
+        removed_env=environ.secret_names(os.environ, cfg),
+        looop_bin=environ.looop_bin(),
+        loop_wake=loop_wake,
+        rounds_signal=rounds_signal,
+    )
 
 
 def _report_interrupted(paths: Paths, now: float) -> str | None:
@@ -268,8 +337,6 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
-    from looop_py.loops import index as loopindex  # cheap: a stat per goal, no YAML
-
     if not loopindex.index(paths) and not has_entries(paths.rounds):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist
