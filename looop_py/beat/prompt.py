@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio
+from looop_py.deciders.base import prompt_blocks
 from looop_py.moves import union
 
 TOTAL_CAP = 256 * 1024
@@ -262,17 +263,9 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
 
 
 def blocks(text: str) -> list[str]:
-    """The prompt in three parts, for providers' cache markers: policy (instructions …
+    """The prompt in three parts for providers' cache markers: policy (instructions …
     goals), unchanged readings, and the volatile rest. Joined, they are the prompt."""
-    parts: list[str] = []
-    rest = text
-    for header in (f"=== {READINGS_TITLE}", f"=== {CHANGED_TITLE}"):
-        at = rest.find("\n" + header)
-        if at < 0:
-            continue
-        parts.append(rest[: at + 1])
-        rest = rest[at + 1 :]
-    return [*parts, rest]
+    return prompt_blocks(text)  # it cuts at CACHE_CUTS, the starts of these two titles
 
 
 RESERVE_NOW = 1024  # the NOW section and the note naming what was cut

@@ -128,12 +128,28 @@ def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | Non
 
 
 def _usage(u: Any) -> Usage | None:
+    """Chat completions usage (`prompt_tokens`, `prompt_tokens_details.cached_tokens`), or
+    the Responses API's shape some servers answer with (`input_tokens`,
+    `input_tokens_details.cached_tokens`). Cached tokens are part of the prompt tokens."""
     if not isinstance(u, dict):
         return None
-    tokens_in, tokens_out = u.get("prompt_tokens"), u.get("completion_tokens")
-    if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
+    chat = "prompt_tokens" in u
+    tokens_in = u.get("prompt_tokens" if chat else "input_tokens")
+    tokens_out = u.get("completion_tokens" if chat else "output_tokens")
+    if not _is_int(tokens_in) or not _is_int(tokens_out):
         return None
+    details = u.get("prompt_tokens_details" if chat else "input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     cost = u.get("cost")  # proxies such as OpenRouter report it
     if not isinstance(cost, int | float) or isinstance(cost, bool) or cost < 0:
         cost = None
-    return Usage(max(0, tokens_in), max(0, tokens_out), None if cost is None else float(cost))
+    return Usage(
+        max(0, tokens_in),
+        max(0, tokens_out),
+        None if cost is None else float(cost),
+        cache_read_tokens=min(max(0, cached), max(0, tokens_in)) if _is_int(cached) else 0,
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
