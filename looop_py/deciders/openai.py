@@ -134,22 +134,25 @@ def _usage(u: Any) -> Usage | None:
     if not isinstance(u, dict):
         return None
     chat = "prompt_tokens" in u
-    tokens_in = u.get("prompt_tokens" if chat else "input_tokens")
-    tokens_out = u.get("completion_tokens" if chat else "output_tokens")
-    if not _is_int(tokens_in) or not _is_int(tokens_out):
+    tokens_in = _count(u.get("prompt_tokens" if chat else "input_tokens"))
+    tokens_out = _count(u.get("completion_tokens" if chat else "output_tokens"))
+    if tokens_in is None or tokens_out is None:
         return None
     details = u.get("prompt_tokens_details" if chat else "input_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
     cost = u.get("cost")  # proxies such as OpenRouter report it
     if not isinstance(cost, int | float) or isinstance(cost, bool) or cost < 0:
         cost = None
     return Usage(
-        max(0, tokens_in),
-        max(0, tokens_out),
+        tokens_in,
+        tokens_out,
         None if cost is None else float(cost),
-        cache_read_tokens=min(max(0, cached), max(0, tokens_in)) if _is_int(cached) else 0,
+        cache_read_tokens=min(cached or 0, tokens_in),
     )
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _count(value: Any) -> int | None:
+    """A token count (negative reads as 0); None when it is not an integer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(0, value)
+    return None
