@@ -147,6 +147,13 @@ def spent(spend: Spend, now: float, limits: LimitsConfig) -> str | None:
     return None
 
 
+def held(paths: Paths, limits: LimitsConfig, now: float) -> str | None:
+    """Why no more judgment may start today (the budget is spent), or None; no budget, no read."""
+    if limits.daily_tokens <= 0 and limits.daily_usd <= 0:
+        return None
+    return spent(load(paths), now, limits)
+
+
 def from_usage(key: str, source: str, usage: Mapping[str, Any] | None) -> Charge | None:
     """A charge from a worker's usage record (status.json or result.json), or None."""
     if not isinstance(usage, dict):
