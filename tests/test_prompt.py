@@ -125,3 +125,51 @@ def test_forced_decide_says_why() -> None:
 def test_flapping_sensors_are_named() -> None:
     text = p.build(_input(flapping=["snap:sensor-x"]))
     assert "FLAPPING" in text and "snap:sensor-x" in text
+
+
+def test_volatility_keeps_since_for_parts_that_stood_still() -> None:
+    from looop_py.beat import volatility
+
+    snaps = [("sensor-a", {"signal": 1, "detail": {"at": 1}}), ("sensor-b", {"signal": 2})]
+    state, since = volatility.advance({}, volatility.parts(snaps), 100.0)
+    assert since == {"signal:sensor-a": 0.0, "detail:sensor-a": 0.0, "signal:sensor-b": 0.0}
+    moved = [("sensor-a", {"signal": 1, "detail": {"at": 2}}), ("sensor-b", {"signal": 2})]
+    moved += [("sensor-c", {"signal": 3})]
+    state, since = volatility.advance(state, volatility.parts(moved), 160.0)
+    assert since == {
+        "signal:sensor-a": 0.0,
+        "detail:sensor-a": 160.0,  # changed at this prompt
+        "signal:sensor-b": 0.0,
+        "signal:sensor-c": 160.0,  # appeared at this prompt
+    }
+    broken = {"signal:sensor-a": "junk", "signal:sensor-b": [state["signal:sensor-b"][0], True]}
+    _, since = volatility.advance(broken, volatility.parts(snaps), 200.0)
+    assert since["signal:sensor-a"] == since["signal:sensor-b"] == 200.0  # damage reads as new
+
+
+def test_the_stable_part_runs_oldest_first_and_takes_details_that_stood_still() -> None:
+    snaps = [
+        ("sensor-a", {"signal": 1, "detail": {"build": 7}}),
+        ("sensor-b", {"signal": 2, "detail": {"checked_at": 999}}),
+        ("sys-claims", {"signal": [], "detail": {"count": 0}}),
+    ]
+    since = {
+        "signal:sensor-a": 500.0,  # changed at the previous prompt: last of the stable part
+        "detail:sensor-a": 0.0,
+        "signal:sensor-b": 0.0,
+        "detail:sensor-b": 1000.0,  # changed at this prompt: the volatile tail
+        "signal:sys-claims": 0.0,
+        "detail:sys-claims": 0.0,
+    }
+    text = p.build(_input(now=1000.0, snapshots=snaps, changed=[], since=since))
+    stable = text[text.index("=== SENSOR READINGS") : text.index("=== WHAT CHANGED")]
+    heads = re.findall(r"^--- (.+)$", stable, re.M)
+    assert heads == [
+        "sys-claims",
+        "sys-claims (detail)",
+        "sensor-a (detail)",
+        "sensor-b",
+        "sensor-a",
+    ]
+    tail = text[text.index("=== READING DETAILS") :]
+    assert '--- sensor-b (detail)\n{"checked_at":999}' in tail and "sensor-a" not in tail

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import world
-from looop_py.beat import limits, prompt
+from looop_py.beat import limits, prompt, volatility
 from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
@@ -76,11 +76,12 @@ def gather_prompt(
         g: None if last is None else max(0, round(now - last))
         for g, last in probed.last_acted.items()
     }
+    shown = sorted(_with_goal_ages(snapshots, goal_ages).items())
     inp = prompt.PromptInput(
         now=now,
         playbook=playbook,
         goals=goals,
-        snapshots=sorted(_with_goal_ages(snapshots, goal_ages).items()),
+        snapshots=shown,
         asks=asks,
         goal_ages=goal_ages,
         journal=journal.tail(paths, 20),
@@ -89,6 +90,7 @@ def gather_prompt(
         flapping=flapping,
         last_shell=act.take_last_shell(paths),
         last_failure=last_failure,
+        since=volatility.since(paths, shown, now),
     )
     return prompt.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
 

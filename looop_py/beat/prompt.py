@@ -2,12 +2,13 @@
 
 Sections run by volatility, so providers' prompt caches hit: first what a
 human edits (instructions, constitution, PLAYBOOK, goals sorted by id), then
-the signals of readings that did not change since the last decision (signal
-only: a reading's detail holds times and counters), then the volatile tail:
-what changed and the changed readings' signals, pending asks, fairness, the
-journal, every reading's detail, the last shell output and failure, now.
-Everything before WHAT CHANGED is byte-identical across decides that saw the
-same files and signals; `blocks` cuts the prompt there for cache markers.
+the readings that did not change since the last decision, oldest first: their
+signals, and each detail that stood still since the last prompt (volatility.py
+keeps when each last moved). Then the volatile tail: what changed and the
+changed signals, pending asks, fairness, the journal, the details that moved
+(times, ages, counters), the last shell output and failure, now. Everything
+before WHAT CHANGED is byte-identical across decides that saw the same files
+and readings; `blocks` cuts the prompt there for cache markers.
 Rendering is deterministic (canonical JSON, sorted keys). Interpolated text
 can never start a line with `===` or `---`, so a goal, a sensor or an ask
 cannot forge a section; every item has its own cap and the whole prompt a
@@ -17,7 +18,7 @@ total cap, with visible markers where something was cut.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,8 @@ class PromptInput:
     flapping: Sequence[str] = ()
     last_shell: dict[str, Any] | None = None  # {cmd, exit_code, output}
     last_failure: str | None = None
+    # "signal:<stem>" / "detail:<stem>" → when it last changed between prompts (volatility.py)
+    since: Mapping[str, float] = field(default_factory=dict)
 
 
 def escape(text: str) -> str:
@@ -159,8 +162,11 @@ def _signal_and_detail(snap: Any) -> tuple[Any, Any]:
     return snap, None
 
 
-def _reading(stem: str, value: Any) -> str:
-    return f"--- {stem}\n{escape(clip(jsonio.canonical(value).decode(), CAP_READING))}"
+def _reading(stem: str, value: Any, mark: str = "") -> str:
+    return f"--- {stem}{mark}\n{escape(clip(jsonio.canonical(value).decode(), CAP_READING))}"
+
+
+DETAIL = " (detail)"  # after the stem in a detail's header line
 
 
 def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
@@ -199,7 +205,9 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
     room -= changes_fit.size() + 512
     sensor_stems = [s for s in stems if not _is_sys(s)]
     details = [
-        _reading(s, split[s][1]) for s in (*sys_stems, *sensor_stems) if split[s][1] is not None
+        _reading(s, split[s][1], DETAIL)
+        for s in (*sys_stems, *sensor_stems)
+        if split[s][1] is not None
     ]
     details_fit = _fit(details, share(SHARE_DETAIL), "details")
     room -= details_fit.size()
@@ -241,11 +249,23 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
         cuts.append("the end of the PLAYBOOK")
     stable_sys, changed_sys = _part(sys_fit, changed_snaps)
     stable_rd, changed_rd = _part(readings_fit, changed_snaps)
+    # A detail that stood still since the last prompt joins the stable part; all of it
+    # runs oldest first, so what changed most recently sits last (volatility.py).
+    steady = {i for i, e in enumerate(details_fit.kept) if _still(inp, _key(e))}
+    stable = sorted(
+        [*stable_sys, *stable_rd, *(details_fit.kept[i] for i in sorted(steady))],
+        key=lambda e: _rank(inp, e),
+    )
+    moving = _Fit(
+        [e for i, e in enumerate(details_fit.kept) if i not in steady],
+        details_fit.left_out,
+        "details",
+    )
     text = (
         head
         + _section("PLAYBOOK", playbook)
         + _section("GOALS", goals_fit.body())
-        + _section(READINGS_TITLE, _readings_body([*stable_sys, *stable_rd], sys_fit, readings_fit))
+        + _section(READINGS_TITLE, _readings_body(stable, sys_fit, readings_fit))
         + _section(CHANGED_TITLE, changes_fit.body() if changes else "")
         + (
             _section("CHANGED READINGS (signals now)", "\n".join([*changed_sys, *changed_rd]))
@@ -255,7 +275,7 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
         + _section("PENDING ASKS (waiting on a human; not yours to answer)", asks_fit.body())
         + _fairness(inp)
         + _section("RECENT JOURNAL", journal_fit.body() if inp.journal else "(empty)")
-        + _section("READING DETAILS (ages, times and counters; never a wake)", details_fit.body())
+        + _section("READING DETAILS (ages, times and counters; never a wake)", moving.body())
         + extra
         + _now(inp, total_cap, cuts)
     )
@@ -285,12 +305,29 @@ def _natural(entries: Sequence[str]) -> int:
     return sum(len(e.encode()) + 1 for e in entries) + 128
 
 
-READINGS_TITLE = "SENSOR READINGS (signals unchanged since your last decision)"
+READINGS_TITLE = "SENSOR READINGS (unchanged since your last decision; oldest first)"
 CHANGED_TITLE = "WHAT CHANGED (since your last decision; computed by looop)"
 
 
 def _stem(entry: str) -> str:
-    return entry.partition("\n")[0].removeprefix("--- ")
+    return entry.partition("\n")[0].removeprefix("--- ").removesuffix(DETAIL)
+
+
+def _key(entry: str) -> str:
+    """`signal:<stem>` or `detail:<stem>`, as volatility.py names the parts."""
+    head = entry.partition("\n")[0]
+    return ("detail:" if head.endswith(DETAIL) else "signal:") + _stem(entry)
+
+
+def _still(inp: PromptInput, key: str) -> bool:
+    """Whether this part is what the last prompt showed (unknown counts as changed)."""
+    return key in inp.since and inp.since[key] < inp.now
+
+
+def _rank(inp: PromptInput, entry: str) -> tuple[float, bool, str, bool]:
+    """Oldest first; then looop's probes before sensors, by stem, a signal before its detail."""
+    stem, key = _stem(entry), _key(entry)
+    return (inp.since.get(key, 0.0), not _is_sys(stem), stem, key.startswith("detail:"))
 
 
 def _part(fit: _Fit, changed: set[str]) -> tuple[list[str], list[str]]:
