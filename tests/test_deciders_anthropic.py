@@ -206,6 +206,8 @@ def test_the_stable_part_carries_cache_markers(wd: Paths, key: str, ttl: str) ->
     assert rest["text"].startswith("=== WHAT CHANGED") and "cache_control" not in rest
     marker = {"type": "ephemeral", **({"ttl": "1h"} if ttl == "1h" else {})}
     assert policy["cache_control"] == marker and readings["cache_control"] == marker
+    beta = seen.headers.get("anthropic-beta")
+    assert beta == ("extended-cache-ttl-2025-04-11" if ttl == "1h" else None)
 
 
 def test_cached_tokens_are_read_into_usage_and_priced(wd: Paths, key: str) -> None:

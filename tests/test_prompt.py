@@ -132,7 +132,8 @@ def test_volatility_keeps_since_for_parts_that_stood_still() -> None:
 
     snaps = [("sensor-a", {"signal": 1, "detail": {"at": 1}}), ("sensor-b", {"signal": 2})]
     state, since = volatility.advance({}, volatility.parts(snaps), 100.0)
-    assert since == {"signal:sensor-a": 0.0, "detail:sensor-a": 0.0, "signal:sensor-b": 0.0}
+    # The first prompt: signals count as old, a detail as moving until it stands still.
+    assert since == {"signal:sensor-a": 0.0, "detail:sensor-a": 100.0, "signal:sensor-b": 0.0}
     moved = [("sensor-a", {"signal": 1, "detail": {"at": 2}}), ("sensor-b", {"signal": 2})]
     moved += [("sensor-c", {"signal": 3})]
     state, since = volatility.advance(state, volatility.parts(moved), 160.0)

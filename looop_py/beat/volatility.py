@@ -3,8 +3,8 @@
     state/prompt-order.json  {"v": 1, "parts": {key: [digest, since]}}
 
 A key is `signal:<stem>` or `detail:<stem>`; `since` is the time of the prompt
-at which that part last changed (0 when it has not changed since the state
-was first written). The prompt (prompt.py) lists the parts that stood still
+at which that part last changed (0 for a signal that has not changed since
+the state was first written). The prompt (prompt.py) lists the parts that stood still
 oldest first, so the part of it a provider's cache already holds stays a
 byte-identical prefix: what changed most recently sits at the end of the
 stable part, and a detail that moves every beat never enters it. The file is
@@ -46,7 +46,8 @@ def advance(
     """(the new state, each part's `since`). Pure.
 
     A part whose digest is what the last prompt saw keeps its `since`; one that
-    changed or appeared gets `now`. With no state yet, every part counts as old (0).
+    changed or appeared gets `now`. With no state yet, signals count as old (0) and
+    details as just moved: a detail is shown as standing still only once it has.
     """
     new: dict[str, list[Any]] = {}
     for key, digest in sorted(now_parts.items())[:MAX_PARTS]:
@@ -58,7 +59,8 @@ def advance(
             and isinstance(old[1], int | float)
             and not isinstance(old[1], bool)
         )
-        new[key] = [digest, float(old[1]) if kept else (now if state else 0.0)]  # type: ignore[index]
+        fresh = now if state or key.startswith("detail:") else 0.0
+        new[key] = [digest, float(old[1]) if kept else fresh]  # type: ignore[index]
     return new, {key: v[1] for key, v in new.items()}
 
 

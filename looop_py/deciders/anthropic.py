@@ -27,6 +27,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 API_VERSION = "2023-06-01"
 MAX_BREAKPOINTS = 4  # the most cache_control markers one request may carry
+EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"  # the 1-hour cache, as first released
 TOOL_NAME = "propose_move"
 TOOL_DESCRIPTION = (
     "Propose the one next move for looop to validate and execute. "
@@ -70,6 +71,8 @@ class AnthropicDecider:
 
     def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
+        if self.cfg.cache_ttl == "1h":
+            headers["anthropic-beta"] = EXTENDED_TTL_BETA  # harmless where 1 h is generally there
         key = os.environ.get(self.key_env, "").strip()
         if key:
             headers["x-api-key"] = key
