@@ -22,7 +22,7 @@ bytes / 4, 60 output tokens a decide:
   OpenAI-style automatic prefix caching (GPT-4.1: $2 in, $0.50 cached, $8 out):
   the common prefix, in 128-token steps from 1,024 tokens, within 10 minutes.
 
-    python bench/prompt_cache.py [--hours H] [--baseline DIR]
+    python bench/prompt_cache.py [--hours H] [--goals N] [--baseline DIR]
 
 --baseline DIR replays the same day with the looop found in DIR (e.g. a git
 worktree of main) in a child process and prints both, before → after.
@@ -49,7 +49,7 @@ DONE = '"$LOOOP_BIN" done --summary'
 SENSORS = ("ci", "queue", "prs", "disk", "deploys")
 
 
-def setup(root: Path) -> None:
+def setup(root: Path, goals: int) -> None:
     (root / "PLAYBOOK.md").write_text(
         "# PLAYBOOK\n\n"
         + "".join(
@@ -58,7 +58,7 @@ def setup(root: Path) -> None:
             for i in range(30)
         )
     )
-    for i in range(12):
+    for i in range(goals):
         (root / "goals" / f"goal-{i:02}.md").write_text(
             f"---\non: [ci, queue]\n---\n# Goal {i}\n\n"
             + f"Keep area {i} in shape: watch the CI status and the queue, start a worker"
@@ -106,7 +106,7 @@ def world_at(root: Path, minute: int, now: float) -> None:
     )
 
 
-def replay(hours: float) -> list[tuple[float, str]]:
+def replay(hours: float, goals: int = 12) -> list[tuple[float, str]]:
     """Every decide prompt of the replay, with the fake time it was built at."""
     from looop_py.beat.pulse import beat
     from looop_py.claims import holders, lease
@@ -123,7 +123,7 @@ def replay(hours: float) -> list[tuple[float, str]]:
             return Decision(move={"action": "noop", "reason": "bench", "journal": "nothing to do"})
 
     root = fresh_workdir("cache")
-    setup(root)
+    setup(root, goals)
     paths = Paths(root)
     (root / "looop.toml").write_text('[decider]\nbackend = "noop"\n')
     me = holders.own_holder()
@@ -137,8 +137,8 @@ def replay(hours: float) -> list[tuple[float, str]]:
                 lease.claim(paths, f"area-{minute % 3}", me, now=now)
             if minute % 50 == 5 and minute > 50:
                 lease.unclaim(paths, f"area-{(minute - 35) % 3}", me, now=now)
-            if minute == 14 * 60:  # a human edits a goal once
-                with (root / "goals" / "goal-05.md").open("a") as f:
+            if minute == 14 * 60 and goals:  # a human edits a goal once
+                with (root / "goals" / f"goal-{goals // 2:02}.md").open("a") as f:
                     f.write("\nAlso keep its docs current.\n")
             beat(paths, clock=lambda: clock_now[0], decider=Capture())
             _settle_workers(root)
@@ -259,13 +259,16 @@ def report(label: str, m: dict[str, object]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--goals", type=int, default=12, help="plain goals besides the loop")
     ap.add_argument("--baseline", help="a looop checkout (e.g. a git worktree of main)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.baseline:
         env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
+        argv = [sys.executable, __file__, "--json", "--hours", str(args.hours)]
+        argv += ["--goals", str(args.goals)]
         out = subprocess.run(
-            [sys.executable, __file__, "--hours", str(args.hours), "--json"],
+            argv,
             env=env,
             check=True,
             capture_output=True,
@@ -273,7 +276,7 @@ def main() -> None:
         ).stdout
         report(f"before ({args.baseline})", json.loads(out.splitlines()[-1]))
     started = time.monotonic()
-    m = measure(replay(args.hours))
+    m = measure(replay(args.hours, args.goals))
     if args.json:
         print(json.dumps(m))
         return
