@@ -6,8 +6,6 @@ Importing the package is cheap: the public API is re-exported lazily so that
 
 from __future__ import annotations
 
-import importlib
-
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,6 +55,8 @@ _MODULES: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
+    import importlib  # only when a lazy name is asked for: the quiet beat never does
+
     if name in _MODULES:
         value = importlib.import_module(_MODULES[name])
         globals()[name] = value

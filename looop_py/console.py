@@ -49,19 +49,39 @@ def parse_plain_pulse(argv: list[str]) -> dict[str, Any] | None:
 
 
 def main() -> None:
+    if sys.argv and "/" in sys.argv[0]:
+        # Children find looop through LOOOP_BIN; the plain pulse changes directory.
+        sys.argv[0] = os.path.abspath(sys.argv[0])
     opts = parse_plain_pulse(sys.argv[1:])
     if opts is None:
         from looop_py.cli.app import main as click_main  # click, for every other command line
 
         click_main()
         return
-    # The plain pulse: no click, and only the modules a quiet beat needs.
+    workdir = opts.pop("workdir")
+    handover = None
+    if not (opts["as_json"] or opts["force"] or opts["verbose"]):
+        # A seal from the last beat may prove nothing changed: then nothing below loads.
+        from looop_py.beat import quiet
+
+        root = quiet.find_root(workdir)
+        try:
+            outcome = quiet.attempt(root, quiet=opts["quiet"]) if root else None
+        except Exception:
+            outcome = None  # the full beat meets (and reports) whatever broke it
+        if isinstance(outcome, int):
+            leave(outcome)
+            return  # (leave ends the process; tests replace it)
+        handover = outcome
+    # The plain pulse: no click, and only the modules a beat needs.
     from looop_py.cli import output
     from looop_py.cli.pulse import pulse_command
 
-    workdir = opts.pop("workdir")
     try:
-        code = pulse_command(output.resolve(workdir), **opts)
+        paths = output.resolve(workdir)
+        workdir = str(paths.root)
+        os.chdir(paths.root)  # sensors start in the work dir: posix_spawn, no subprocess
+        code = pulse_command(paths, handover=handover, **opts)
     except BrokenPipeError:
         code = output.closed_pipe()
     except BaseException as exc:

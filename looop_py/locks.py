@@ -9,12 +9,15 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from pathlib import Path
-from types import TracebackType
+
+# typing is not imported at run time: the quiet beat takes this lock.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
 
 
 class PulseLock:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = path
         self._fd: int | None = None
 

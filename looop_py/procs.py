@@ -6,29 +6,39 @@ behind when it exits (a background job still holding stdout would otherwise
 keep us waiting). stdout is read in chunks: at most `cap + 1` bytes are kept
 and the rest is only counted, so a child printing gigabytes costs a few KiB.
 
-One selector serves all children: no thread per process, which matters on the
-quiet path where starting threads would cost more than the sensors do.
+One poll object serves all children: no thread per process, which matters on
+the quiet path where starting threads would cost more than the sensors do.
+Children whose working directory is this process's own start with
+`os.posix_spawn` (a vfork and an exec, and no `subprocess` import); any other
+directory goes through `subprocess.Popen`, which can change it in the child.
 
-A child can escape its process group with `setsid` (a daemon, `(setsid cmd &)`).
-`adopting_orphans()` makes looop a child subreaper (Linux prctl) for a span:
-what escapes is reparented to looop instead of init, and at the end of the
-span every process looop adopted is killed and reaped.
+A child can escape its process group with `setsid`: orphans.py ends what escapes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import selectors
-import signal
-import subprocess
+import select
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
 
 from looop_py.record import record
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+    from signal import SIGKILL as SIGKILL  # noqa: PLC0414 - re-exported for orphans.py
+    from signal import SIGPIPE, SIGXFSZ
+else:
+    # The C half of `signal`: its Python wrapper builds IntEnums (enum, ~3 ms)
+    # that the quiet beat never uses.
+    try:
+        from _signal import SIGKILL, SIGPIPE, SIGXFSZ
+    except ImportError:  # an interpreter without it
+        from signal import SIGKILL, SIGPIPE, SIGXFSZ
 
 _POLL_S = 0.05  # how often children are checked for having exited while silent
 _EXIT_POLL_S = 0.002  # … once their pipes have closed and only the exit is awaited
@@ -72,24 +82,33 @@ class _Child:
     __slots__ = (
         "deadline",
         "err",
+        "fds",
         "gone_at",
         "job",
-        "open",
         "out",
         "out_total",
+        "pid",
         "popen",
         "started",
     )
 
-    def __init__(self, job: Job, popen: subprocess.Popen[bytes], started: float) -> None:
+    def __init__(
+        self,
+        job: Job,
+        pid: int,
+        fds: tuple[int, int],
+        started: float,
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         self.job = job
-        self.popen = popen
+        self.pid = pid
+        self.fds = list(fds)  # stdout, stderr: the ends still open
+        self.popen = popen  # set when Popen started it (it then reaps it too)
         self.started = started
         self.deadline = started + job.timeout_s
         self.out = bytearray()
         self.out_total = 0
         self.err = bytearray()
-        self.open = 2
         self.gone_at: float | None = None
 
     def feed(self, is_out: bool, chunk: bytes) -> None:
@@ -104,20 +123,36 @@ class _Child:
             if len(self.err) > 4 * keep:
                 del self.err[:-keep]
 
+    def reap(self) -> int:
+        """Wait for the (already killed or exited) child; its returncode, -N for signal N."""
+        if self.popen is not None:
+            return int(self.popen.wait())
+        while True:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+            except ChildProcessError:
+                return -SIGKILL  # reaped by someone else (a subreaper sweep): it was killed
+            return os.waitstatus_to_exitcode(status)
 
-# Process groups running right now, so an interrupted caller can end them all.
-_running: set[int] = set()
+
+# Process groups running right now, so an interrupted caller can end them all
+# (and orphans.py can tell what it adopted from what run_many still runs).
+RUNNING: set[int] = set()
 
 
 def kill_running() -> None:
     """Kill every child group still running (the caller was interrupted)."""
-    for pgid in list(_running):
+    for pgid in list(RUNNING):
         _kill_group(pgid)
 
 
 def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    try:
+        os.killpg(pgid, SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _has_exited(pid: int) -> bool:
@@ -128,45 +163,98 @@ def _has_exited(pid: int) -> bool:
         return True
 
 
-def _spawn(job: Job, cwd: Path, env: Mapping[str, str]) -> _Child | Result:
+def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Child | Result:
     started = time.monotonic()
     try:
-        stdin = job.stdin.open("rb") if job.stdin is not None else subprocess.DEVNULL
+        stdin = os.open(job.stdin if job.stdin is not None else os.devnull, os.O_RDONLY)
     except OSError as exc:
         return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
     try:
-        popen = subprocess.Popen(
-            job.argv,
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        if os.fspath(cwd) == os.getcwd():
+            return _posix_spawn(job, _exec_path(job.argv[0], env), env, stdin, started)
+        return _popen(job, cwd, env, stdin, started)
     except OSError as exc:
         return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
     finally:
-        if not isinstance(stdin, int):
-            stdin.close()
-    _running.add(popen.pid)
-    return _Child(job, popen, started)
+        os.close(stdin)
 
 
-def _finish(child: _Child, sel: selectors.BaseSelector, timed_out: bool) -> Result:
-    popen = child.popen
-    for stream in (popen.stdout, popen.stderr):
-        assert stream is not None
-        with contextlib.suppress(KeyError, ValueError):
-            sel.unregister(stream)
-        stream.close()
+def _exec_path(program: str, env: Mapping[str, str]) -> str:
+    """`program` as exec would find it on the child's PATH (what Popen does)."""
+    if "/" in program:
+        return program
+    for folder in os.get_exec_path(env):
+        candidate = os.path.join(folder, program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {program!r}")
+
+
+def _posix_spawn(job: Job, path: str, env: Mapping[str, str], stdin: int, started: float) -> _Child:
+    """vfork + exec in a new session, the pipes on 1 and 2, SIGPIPE and SIGXFSZ at their
+    defaults (Python ignores them, and an ignored signal survives exec)."""
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdin, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ]
+        pid = os.posix_spawn(
+            path,
+            job.argv,
+            env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=(SIGPIPE, SIGXFSZ),
+        )
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    RUNNING.add(pid)
+    return _Child(job, pid, (out_r, err_r), started)
+
+
+def _popen(
+    job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str], stdin: int, started: float
+) -> _Child:
+    import subprocess  # only for a child that runs in another directory than looop's
+
+    popen = subprocess.Popen(
+        job.argv,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert popen.stdout is not None and popen.stderr is not None
+    # The pipes are read by descriptor here; the file objects only hold them open.
+    fds = (os.dup(popen.stdout.fileno()), os.dup(popen.stderr.fileno()))
+    popen.stdout.close()
+    popen.stderr.close()
+    RUNNING.add(popen.pid)
+    return _Child(job, popen.pid, fds, started, popen)
+
+
+def _finish(child: _Child, poller: select.poll, timed_out: bool) -> Result:
+    for fd in child.fds:
+        poller.unregister(fd)
+        os.close(fd)
+    child.fds.clear()
     # The leader is a zombie or still running, so its pid (the group id) cannot
     # have been reused yet: killing the group here is safe, and ends stragglers.
-    _kill_group(popen.pid)
-    _running.discard(popen.pid)
-    popen.wait()
+    _kill_group(child.pid)
+    RUNNING.discard(child.pid)
+    returncode = child.reap()
     return Result(
-        popen.returncode,
+        returncode,
         bytes(child.out),
         child.out_total,
         bytes(child.err[-child.job.stderr_tail :]) if child.job.stderr_tail else b"",
@@ -176,14 +264,19 @@ def _finish(child: _Child, sel: selectors.BaseSelector, timed_out: bool) -> Resu
 
 
 def run_many(
-    jobs: Iterable[Job], *, cwd: Path, env: Mapping[str, str], concurrency: int = 8
+    jobs: Iterable[Job],
+    *,
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str],
+    concurrency: int = 8,
 ) -> dict[str, Result]:
     """Run every job, at most `concurrency` at once; results by job key."""
     queue = list(jobs)
     queue.reverse()
     live: list[_Child] = []
     results: dict[str, Result] = {}
-    sel = selectors.DefaultSelector()
+    poller = select.poll()
+    by_fd: dict[int, tuple[_Child, bool]] = {}
     try:
         while queue or live:
             while queue and len(live) < max(1, concurrency):
@@ -193,47 +286,51 @@ def run_many(
                     results[job.key] = spawned
                     continue
                 live.append(spawned)
-                sel.register(spawned.popen.stdout, selectors.EVENT_READ, (spawned, True))  # type: ignore[arg-type]
-                sel.register(spawned.popen.stderr, selectors.EVENT_READ, (spawned, False))  # type: ignore[arg-type]
+                for fd, is_out in zip(spawned.fds, (True, False), strict=True):
+                    poller.register(fd, select.POLLIN)
+                    by_fd[fd] = (spawned, is_out)
             if not live:
                 continue
             now = time.monotonic()
-            poll = _EXIT_POLL_S if any(c.open == 0 for c in live) else _POLL_S
+            poll = _EXIT_POLL_S if any(not c.fds for c in live) else _POLL_S
             wait = max(0.0, min(poll, min(c.deadline for c in live) - now))
-            for key, _ in sel.select(wait):
-                child, is_out = key.data
-                chunk = os.read(key.fd, _READ)
+            for fd, _ in poller.poll(wait * 1000):
+                child, is_out = by_fd[fd]
+                chunk = os.read(fd, _READ)
                 if chunk:
                     child.feed(is_out, chunk)
                 else:
-                    sel.unregister(key.fileobj)
-                    child.open -= 1
+                    poller.unregister(fd)
+                    os.close(fd)
+                    child.fds.remove(fd)
+                    del by_fd[fd]
             now = time.monotonic()
             for child in list(live):
                 done = timed_out = now >= child.deadline
-                if not done and _has_exited(child.popen.pid):
-                    if child.open == 0:
+                if not done and _has_exited(child.pid):
+                    if not child.fds:
                         done = True
                     elif child.gone_at is None:
                         # It exited but something in its group still holds a pipe.
                         child.gone_at = now
-                        _kill_group(child.popen.pid)
+                        _kill_group(child.pid)
                     elif now - child.gone_at > _GRACE_S:
                         done = True  # held open from outside its group (setsid)
                 if done:
                     live.remove(child)
-                    results[child.job.key] = _finish(child, sel, timed_out)
+                    for fd in child.fds:
+                        del by_fd[fd]
+                    results[child.job.key] = _finish(child, poller, timed_out)
     finally:
         for child in live:  # interrupted: leave nothing running
-            results[child.job.key] = _finish(child, sel, timed_out=True)
-        sel.close()
+            results[child.job.key] = _finish(child, poller, timed_out=True)
     return results
 
 
 def run(
     argv: list[str],
     *,
-    cwd: Path,
+    cwd: str | os.PathLike[str],
     env: Mapping[str, str],
     timeout_s: float,
     cap: int,
@@ -242,114 +339,3 @@ def run(
 ) -> Result:
     job = Job("", argv, timeout_s, cap, stdin=stdin, stderr_tail=stderr_tail)
     return run_many([job], cwd=cwd, env=env, concurrency=1)[""]
-
-
-# -- orphans: what a child leaves behind outside its process group ---------------------
-
-PR_SET_CHILD_SUBREAPER = 36
-_SWEEP_S = 2.0  # the most time spent ending what was adopted
-_prctl: list[object] = []  # the resolved libc prctl, once per process
-
-
-def _set_subreaper(on: bool) -> bool:
-    """prctl(PR_SET_CHILD_SUBREAPER): True if it took. Through _ctypes, the C half of
-    ctypes (a third of the import cost), falling back to ctypes; False off Linux."""
-    try:
-        import _ctypes  # only while sensors run; a third of what `import ctypes` costs
-
-        if not _prctl:
-            _prctl.append(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"))  # type: ignore[arg-type]
-        call = getattr(_ctypes, "call_function")  # noqa: B009 - private, not in the stubs
-        return bool(call(_prctl[0], (PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0)
-    except (ImportError, AttributeError, OSError, TypeError):
-        pass
-    try:
-        import ctypes  # only if _ctypes lacks call_function (a future Python)
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
-    except (ImportError, AttributeError, OSError):
-        return False
-
-
-def _has_children() -> bool:
-    """Does this process have any child at all (one syscall, nothing reaped)?"""
-    try:
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return False
-    return True
-
-
-def children() -> set[int]:
-    """The pids whose parent is this process (from /proc)."""
-    me = os.getpid()
-    found: set[int] = set()
-    try:
-        tasks = os.listdir(f"/proc/{me}/task")
-        for tid in tasks:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                found.update(int(x) for x in f.read().split())
-        return found
-    except OSError:
-        pass  # no CONFIG_PROC_CHILDREN: scan every process's parent
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return found
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            found.add(pid)
-    return found
-
-
-def end_adopted(keep: set[int]) -> int:
-    """Kill and reap every child of ours not in `keep` (nor running under run_many),
-    and whatever they leave in turn; returns how many were ended."""
-    ended = 0
-    deadline = time.monotonic() + _SWEEP_S
-    while _has_children() and time.monotonic() < deadline:
-        adopted = children() - keep - _running
-        if not adopted:
-            break
-        for pid in adopted:
-            with contextlib.suppress(OSError):
-                if os.getpgid(pid) == pid:
-                    os.killpg(pid, signal.SIGKILL)  # it leads a group of its own (setsid)
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in adopted:
-            while time.monotonic() < deadline:
-                try:
-                    if os.waitpid(pid, os.WNOHANG)[0]:
-                        break
-                except ChildProcessError:
-                    break
-                time.sleep(0.002)
-            ended += 1
-    return ended
-
-
-@contextmanager
-def adopting_orphans() -> Iterator[list[int]]:
-    """Adopt what children leave behind during the block; end it all at the block's end.
-
-    Yields a list that receives the count of processes ended (for tests and logs).
-    """
-    keep = children() if _has_children() else set()
-    adopting = _set_subreaper(True)
-    ended: list[int] = []
-    try:
-        yield ended
-    finally:
-        if adopting:
-            try:
-                ended.append(end_adopted(keep))
-            finally:
-                _set_subreaper(False)

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 
 import xxhash
 
-from looop_py import jsonio
 from looop_py.record import record
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -36,6 +35,8 @@ def build_items(
     snapshots: Iterable[tuple[str, Any]],
 ) -> dict[str, str]:
     """The item map; `snapshots` yields (stem, signal) pairs."""
+    from looop_py import jsonio  # canonical JSON: the quiet beat compares digests instead
+
     items: dict[str, str] = {}
     if playbook is not None:
         items["playbook"] = digest(playbook)

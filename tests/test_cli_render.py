@@ -85,7 +85,9 @@ def _door(
     tty: bool = False,
     **flags: bool,
 ) -> tuple[int, str, str]:
-    monkeypatch.setattr(beat_mod, "beat", lambda paths, force=False: OUTCOMES[outcome])
+    monkeypatch.setattr(
+        beat_mod, "beat", lambda paths, force=False, handover=None: OUTCOMES[outcome]
+    )
     monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
     opts = {"as_json": False, "force": False, "verbose": False, "quiet": False, **flags}
     code = pulse_command(Paths(Path("/nonexistent")), **opts)

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from looop_py import procs
+from looop_py import orphans, procs
 from looop_py.beat.pulse import beat
 from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
@@ -90,7 +90,7 @@ def test_children_looop_had_before_are_kept(tmp_path: Path) -> None:
 
     keep = subprocess.Popen(["sleep", "30"])
     try:
-        with procs.adopting_orphans() as ended:
+        with orphans.adopting() as ended:
             res = procs.run(
                 ["bash", "-c", "(setsid sleep 999 &); echo ok"],
                 cwd=tmp_path,

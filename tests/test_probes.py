@@ -56,6 +56,28 @@ def test_goal_ages_live_in_detail_only(wd: Paths) -> None:
     assert goals(seen(wd, now + 60)) == g  # no age in the snapshot: nothing to rewrite
 
 
+def test_live_workers_and_pending_asks_hold_still_between_beats(wd: Paths) -> None:
+    """No ages in sys-sessions or sys-asks: an idle worker and an unanswered ask leave
+    both snapshots byte for byte as they were, so they are never rewritten."""
+    from looop_py.beat.probes import asks
+    from looop_py.workdir import mailbox
+
+    me = own_holder()
+    (wd.sessions / "w").mkdir()
+    jsonio.write_json(wd.sessions / "w" / "status.json", {"state": "running"})
+    jsonio.write_json(
+        wd.sessions / "w" / "meta.json",
+        {"id": "w", "pid": me.pid, "create_time": me.create_time, "started_at": time.time() - 5},
+    )
+    mailbox.open_ask(wd, prompt="which branch?", asker="w", now=time.time())
+    now = time.time()
+    first = (sessions(seen(wd, now)), asks(seen(wd, now)))
+    later = (sessions(seen(wd, now + 120)), asks(seen(wd, now + 120)))
+    assert jsonio.canonical(first) == jsonio.canonical(later)
+    row = first[0]["detail"]["workers"]["w"]
+    assert row["started_at"] is not None and "idle_s" not in row and "uptime_s" not in row
+
+
 def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
     (wd.claims / "torn.json").write_text("{")
     (wd.sessions / "x").mkdir()

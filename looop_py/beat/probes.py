@@ -70,8 +70,9 @@ Probe = Callable[[Seen], "Snapshot"]
 def sessions(seen: Seen) -> Snapshot:
     """Worker sessions: id, state, exit code, health and verify verdict of each.
 
-    Ages (idle, uptime) and outputs go to detail, so only a real change wakes
-    the loop: a worker ending, getting stuck, asking, or failing its verify.
+    Times and outputs go to detail, so only a real change wakes the loop: a
+    worker ending, getting stuck, asking, or failing its verify. Detail holds
+    times, not ages: an age would change, and rewrite the snapshot, every beat.
     """
     paths, now = seen.paths, seen.now
     try:
@@ -86,8 +87,9 @@ def sessions(seen: Seen) -> Snapshot:
     workers: dict[str, Any] = {}
     for v in views:
         row: dict[str, Any] = {
-            "idle_s": v.idle_s,
-            "uptime_s": v.uptime_s,
+            "started_at": v.started_at,
+            "ended_at": v.ended_at,
+            "output_at": v.output_at,
             "pid": v.pid,
             "runtime": v.runtime,
         }
@@ -163,8 +165,8 @@ def _empty_dir(path: Path) -> bool:
 
 
 def asks(seen: Seen) -> Snapshot:
-    """Pending asks: a new one wakes the loop once; ages stay in detail."""
-    paths, now = seen.paths, seen.now
+    """Pending asks: a new one wakes the loop once; when each was filed stays in detail."""
+    paths = seen.paths
     if _empty_dir(paths.asks):
         return {"signal": {"pending": []}, "detail": {}}
     from looop_py.workdir import mailbox  # only when asks/ has entries
@@ -179,7 +181,7 @@ def asks(seen: Seen) -> Snapshot:
             v.ask.id: {
                 "asker": v.ask.asker,
                 "kind": v.ask.kind,
-                "age_s": round(now - v.ask.created_at),
+                "created_at": v.ask.created_at,
                 "state": v.state.value,
             }
             for v in views

@@ -14,15 +14,18 @@ decide failed is retried by the next one.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from looop_py import jsonio, procs
+from looop_py.beat import seal
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.locks import PulseLock
+from looop_py.loops import index as loopindex
 from looop_py.moves import wal
 from looop_py.record import replace
 from looop_py.workdir import config as config_mod
@@ -34,6 +37,8 @@ from looop_py.world import diff
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.beat.quiet import Handover
 
 Clock = Callable[[], float]
 
@@ -85,26 +90,41 @@ def beat(
     force: bool = False,
     clock: Clock = time.time,
     decider: Any = None,
+    handover: Handover | None = None,
 ) -> BeatResult:
-    """Run one beat; returns what happened. Never raises for a broken sensor."""
+    """Run one beat; returns what happened. Never raises for a broken sensor.
+
+    `handover`: a quiet attempt that found a change gives its lock and its
+    sensors' runs (beat/quiet.py); the beat goes on from there.
+    """
     started = time.monotonic()
     paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.pulse_lock)
-    if not lock.acquire():
+    lock = handover.lock if handover else PulseLock(paths.pulse_lock)
+    if not handover and not lock.acquire():
         result = BeatResult(BeatOutcome.LOCKED, reason="another pulse is running")
         journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value)
         return result
     try:
         with terminate_cleanly():
-            return _beat_locked(paths, force=force, clock=clock, decider=decider, started=started)
+            ran = handover.runs if handover else None
+            return _beat_locked(
+                paths, force=force, clock=clock, decider=decider, started=started, ran=ran
+            )
     finally:
         procs.kill_running()
         lock.release()
 
 
 def _beat_locked(
-    paths: Paths, *, force: bool, clock: Clock, decider: Any, started: float
+    paths: Paths,
+    *,
+    force: bool,
+    clock: Clock,
+    decider: Any,
+    started: float,
+    ran: dict[str, procs.Result] | None,
 ) -> BeatResult:
+    seal.break_seal(str(paths.root))
     cfg = config_mod.load(paths.config, paths.config_cache)
     now = clock()
     jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
@@ -123,7 +143,8 @@ def _beat_locked(
         failed = housekeep(paths, cfg, now) + advance_loops(paths, cfg, now)
 
         # 1. SENSE
-        world = sense(paths, cfg, now)
+        world = sense(paths, cfg, now, ran=ran)
+        has_loops = bool(loopindex.index(paths))  # built once per scan: for the seal
     failed += [
         f"probe {stem}"
         for stem, snap in world.snapshots.items()
@@ -149,6 +170,7 @@ def _beat_locked(
     if reason is None:
         with contextlib.suppress(FileNotFoundError):
             paths.flap.unlink()  # a skipped beat breaks every flapping streak
+        _seal(paths, cfg, world, last, has_loops)
         return _finish(paths, base, started, clock, cfg)
 
     # 4. DECIDE and 5. ACT
@@ -177,7 +199,25 @@ def _beat_locked(
     if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
         commit(paths, world, now, action, verdict.next_wake)
+        _seal(paths, cfg, world, load_committed(paths), has_loops)
     return _finish(paths, result, started, clock, cfg)
+
+
+def _seal(
+    paths: Paths, cfg: config_mod.Config, world: World, committed: Committed, has_loops: bool
+) -> None:
+    """Let the next beat prove from the seal that nothing changed (beat/seal.py)."""
+    from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
+
+    seal.seal(
+        str(paths.root),
+        cfg,
+        world,
+        committed,
+        removed_env=environ.secret_names(os.environ, cfg),
+        looop_bin=environ.looop_bin(),
+        has_loops=has_loops,
+    )
 
 
 def _report_interrupted(paths: Paths, now: float) -> str | None:
@@ -232,8 +272,6 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
-    from looop_py.loops import index as loopindex  # cheap: a stat per goal, no YAML
-
     if not loopindex.index(paths) and not has_entries(paths.rounds):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist

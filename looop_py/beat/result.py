@@ -52,7 +52,7 @@ class BeatResult:
                 r.stem.removeprefix("sensor-"): {
                     "status": r.status,
                     "ms": round(r.duration_s * 1000, 1),
-                    **_error_fields(r),
+                    **({} if r.ok else {"error": r.error_code}),
                 }
                 for r in self.readings
             },
@@ -63,10 +63,3 @@ class BeatResult:
             "ms": round(self.duration_s * 1000, 1),
             **({"failed_steps": list(self.failed_steps)} if self.failed_steps else {}),
         }
-
-
-def _error_fields(reading: Reading) -> dict[str, Any]:
-    if reading.ok:
-        return {}
-    sig = reading.snapshot.get("signal", {})
-    return {"error": sig.get("exit_code", sig.get("error"))}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from looop_py import jsonio, world
+from looop_py import jsonio, procs, world
 from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
 from looop_py.errors import CorruptFile
@@ -22,6 +22,7 @@ from looop_py.workdir.paths import Paths
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 
@@ -49,11 +50,19 @@ class Committed:
     next_wake: float | None = None  # a durable next_interval_s: re-decide at this time
 
 
-def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> World:
+def sense(
+    paths: Paths,
+    cfg: Config,
+    now: float,
+    *,
+    persist: bool = True,
+    ran: Mapping[str, procs.Result] | None = None,
+) -> World:
     """Run sensors and probes, write every snapshot, hash the world.
 
     `persist=False` (`looop sense`) still writes the snapshots it reads but
     nothing under state/: the probes leave the loop index and schedule book alone.
+    `ran`: sensor runs a quiet attempt already made this beat (beat/quiet.py).
     """
     paths.snapshots.mkdir(exist_ok=True)
     found, refused = _inside(paths, sensors.discover(paths, cfg.sensors.timeout_s))
@@ -64,6 +73,7 @@ def sense(paths: Paths, cfg: Config, now: float, *, persist: bool = True) -> Wor
         cap=cfg.sensors.max_bytes,
         concurrency=cfg.sensors.concurrency,
         now=now,
+        ran=ran,
     )
     for reading in refused:
         jsonio.write_json_if_changed(paths.snapshot(reading.stem), reading.snapshot)

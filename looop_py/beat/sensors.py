@@ -15,7 +15,8 @@ import signal
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from looop_py import jsonio, procs
+from looop_py import jsonio, orphans, procs
+from looop_py.beat.seal import parse_header, raw_digest
 from looop_py.ids import is_safe_segment
 from looop_py.record import record
 from looop_py.workdir.paths import Paths
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 STDERR_TAIL = 1024
-HEADER_LINES = 20
-_HEADER = re.compile(rb"^\s*#\s*looop:(timeout|interval)\s*=\s*(\d+(?:\.\d+)?)\s*$")
 
 RC_NOT_EXECUTABLE = 126
 
@@ -59,10 +58,17 @@ class Reading:
     snapshot: dict[str, Any]
     duration_s: float
     cached: bool = False
+    raw_digest: str | None = None  # what normalization read of the run (beat/quiet.py)
 
     @property
     def ok(self) -> bool:
         return not is_error_signal(self.snapshot.get("signal"))
+
+    @property
+    def error_code(self) -> Any:
+        """A failed reading's exit code, or the word its error signal carries."""
+        sig = self.snapshot.get("signal", {})
+        return sig.get("exit_code", sig.get("error")) if isinstance(sig, dict) else None
 
     @property
     def status(self) -> str:
@@ -72,16 +78,6 @@ class Reading:
 
 
 # -- discovery -----------------------------------------------------------------
-
-
-def parse_header(head: bytes) -> dict[str, float]:
-    """`# looop:timeout=N` / `# looop:interval=N` within the first lines of a script."""
-    found: dict[str, float] = {}
-    for line in head.splitlines()[:HEADER_LINES]:
-        m = _HEADER.match(line)
-        if m:
-            found[m.group(1).decode()] = float(m.group(2))
-    return found
 
 
 def discover(paths: Paths, default_timeout_s: float) -> list[Sensor]:
@@ -249,12 +245,20 @@ def sense(
     cap: int,
     concurrency: int,
     now: float,
+    ran: Mapping[str, RawRun] | None = None,
 ) -> list[Reading]:
-    """Run every sensor (bounded concurrency), write its snapshot, return the readings."""
+    """Run every sensor (bounded concurrency), write its snapshot, return the readings.
+
+    `ran`: runs a quiet attempt already made this beat (by sensor name), used
+    as they are: a sensor runs once per beat.
+    """
     todo = list(sensors)
+    ran = ran or {}
     readings: dict[str, Reading] = {}
     jobs: list[procs.Job] = []
     for sensor in todo:
+        if sensor.name in ran:
+            continue  # a quiet attempt ran it already this beat
         cached = _fresh_snapshot(paths, sensor, now)
         if cached is not None:
             readings[sensor.name] = Reading(sensor.stem, cached, 0.0, cached=True)
@@ -263,8 +267,9 @@ def sense(
     by_name = {s.name: s for s in todo}
     # A sensor is a reading, not a daemon: what it starts outside its process group
     # (setsid) is adopted by looop while sensors run, and ended when they are done.
-    with procs.adopting_orphans():
+    with orphans.adopting():
         results = procs.run_many(jobs, cwd=paths.root, env=env, concurrency=concurrency)
+        results.update((s.name, ran[s.name]) for s in todo if s.name in ran)
         for name, result in list(results.items()):
             if result.spawn_errno == errno.ENOEXEC:
                 # No #! line: do what a shell does with such a file and hand it to bash.
@@ -283,7 +288,8 @@ def sense(
             jsonio.write_json_if_changed(paths.snapshot(sensor.stem), snapshot)
         except OSError as exc:  # a full disk fails this reading, not the beat
             snapshot = _error(RC_NOT_EXECUTABLE, f"could not store the snapshot: {exc}", b"")
-        readings[name] = Reading(sensor.stem, snapshot, raw.duration_s)
+        key = raw_digest(raw, sensor.timeout_s, cap)
+        readings[name] = Reading(sensor.stem, snapshot, raw.duration_s, raw_digest=key)
     prune(paths, keep={s.stem for s in todo})
     return [readings[s.name] for s in todo]
 

@@ -13,6 +13,7 @@ from looop_py.cli.output import echo, json_out, show
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from looop_py.beat.quiet import Handover
     from looop_py.workdir.paths import Paths
 
 # Outcomes that say nothing happened: silent on a non-terminal stdout, so cron
@@ -20,11 +21,22 @@ if TYPE_CHECKING:
 QUIET = frozenset({BeatOutcome.SKIPPED, BeatOutcome.LOCKED, BeatOutcome.HELD})
 
 
-def pulse_command(paths: Paths, *, as_json: bool, force: bool, verbose: bool, quiet: bool) -> int:
-    """Run one beat, print what it did, and return the exit code (1 for a failed beat)."""
+def pulse_command(
+    paths: Paths,
+    *,
+    as_json: bool,
+    force: bool,
+    verbose: bool,
+    quiet: bool,
+    handover: Handover | None = None,
+) -> int:
+    """Run one beat, print what it did, and return the exit code (1 for a failed beat).
+
+    `handover`: what a quiet attempt (beat/quiet.py) that found a change passes on.
+    """
     from looop_py.beat.pulse import beat
 
-    result = beat(paths, force=force)
+    result = beat(paths, force=force, handover=handover)
     failed = result.outcome is BeatOutcome.FAILED
     if as_json:
         json_out(result.to_json())

@@ -176,6 +176,7 @@ class SessionView:
     ended_at: float | None = None
     idle_s: float | None = None
     uptime_s: float | None = None
+    output_at: float | None = None  # its output's last write (a time that holds still)
     verify: str | None = None  # pass | fail, once run
     verify_output: str | None = None
     result: dict[str, Any] | None = None
@@ -265,9 +266,10 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
         if not sup_alive:
             state, lost = WorkerState.EXITED, True  # what housekeeping will record
     try:
-        idle: float | None = max(0.0, now - (d / OUTPUT).stat().st_mtime)
+        output_at: float | None = (d / OUTPUT).stat().st_mtime
     except OSError:
-        idle = None if started is None else max(0.0, now - started)
+        output_at = started
+    idle = None if output_at is None else max(0.0, now - output_at)
     limits = as_dict(meta.get("limits"))
     stuck_after = as_number(limits.get("stuck_after_s")) or 900.0
     if not alive:
@@ -297,6 +299,7 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
         ended_at=ended,
         idle_s=None if idle is None else round(idle, 1),
         uptime_s=None if started is None else round(max(0.0, (ended or now) - started), 1),
+        output_at=output_at,
         verify=verdict.get("verdict") if verdict.get("verdict") in ("pass", "fail") else None,
         verify_output=verdict.get("output") if verdict.get("verdict") == "fail" else None,
         result=result if result and not result.get("unreadable") else None,

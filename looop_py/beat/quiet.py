@@ -1,0 +1,199 @@
+"""The quiet beat: the seal proves nothing changed, so nothing is read or parsed.
+
+Most beats find the world as the last one left it. A plain `looop pulse` first
+reads the seal the last full beat wrote (beat/seal.py), takes the lock,
+surveys the same files (stat calls, no reads), runs the sensors as a full beat
+would and digests what they printed. When the survey and every digest match
+and no time in the seal has come, the world hash is the sealed one: the beat
+is skipped without reading a goal, parsing JSON or loading the rest of looop,
+and appends the event line a skipped beat appends. Anything else — an edited
+goal, a new worker, one different digest, a damaged seal — hands the lock and
+the sensors' raw runs to the full beat (beat/pulse.py), so no sensor runs
+twice and the full beat decides exactly as it always did.
+
+At import it loads nothing a quiet beat does not use: os, time, select, fcntl
+and xxhash (through seal, procs, locks and world).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from looop_py import orphans, procs
+from looop_py.beat import seal
+from looop_py.beat.seal import FILES, Sealed
+from looop_py.locks import PulseLock
+
+EVENTS = "events.jsonl"
+PULSE_LOCK = "state/pulse.lock"
+FLAP = "state/flap.json"
+ROTATE_BYTES = 5 * 1024 * 1024  # jsonio.ROTATE_BYTES (a test keeps them equal)
+
+
+class Handover:
+    """What a quiet attempt hands the full beat: the pulse lock it holds and the raw
+    runs of the sensors it already ran (by sensor name)."""
+
+    __slots__ = ("lock", "runs")
+
+    def __init__(self, lock: PulseLock, runs: dict[str, procs.Result]) -> None:
+        self.lock = lock
+        self.runs = runs
+
+
+def find_root(explicit: str | None) -> str | None:
+    """workdir.paths.find_workdir without pathlib: -C DIR, else $LOOOP_DIR, else the
+    nearest ancestor holding looop.toml. None when there is none (the full path says why)."""
+    here = os.getcwd()
+    for value in (explicit, os.environ.get("LOOOP_DIR") or None):
+        if value is None:
+            continue
+        root = os.path.realpath(os.path.join(here, os.path.expanduser(value)))
+        return root if os.path.isfile(os.path.join(root, FILES["config"])) else None
+    folder = os.path.realpath(here)
+    while not os.path.isfile(os.path.join(folder, FILES["config"])):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return folder
+
+
+def attempt(root: str, *, quiet: bool) -> int | Handover | None:
+    """Skip the beat if the seal proves nothing changed: the exit code. Else a Handover
+    (the lock, the sensors' runs) for the full beat, or None when it must start afresh."""
+    sealed = seal.read(root)
+    if sealed is None:
+        return None
+    started = time.monotonic()
+    now = time.time()
+    if now >= sealed.until or seal.env_key(os.environ) != sealed.env:
+        return None
+    lock = PulseLock(os.path.join(root, PULSE_LOCK))
+    if not lock.acquire():
+        return None  # the full beat reports `locked`
+    try:
+        if seal.survey(root) != sealed.survey:
+            lock.release()
+            return None
+        runs, ran, cached = _run_sensors(root, sealed, now)
+    except BaseException:
+        procs.kill_running()
+        lock.release()
+        raise
+    changed = any(seal.raw_digest(runs[n], t, sealed.cap) != d for n, t, _, d, _ in ran)
+    if changed:
+        return Handover(lock, runs)
+    try:
+        _record(root, sealed, runs, cached, started)
+    finally:
+        lock.release()
+    if not quiet and sys.stdout.isatty():
+        sys.stdout.write(_line(sealed, started) + "\n")
+    return 0
+
+
+def _run_sensors(
+    root: str, sealed: Sealed, now: float
+) -> tuple[dict[str, procs.Result], list[tuple[str, float, float, str, str]], set[str]]:
+    """Run the sealed sensors as sensors.sense would, reusing a fresh interval snapshot."""
+    ran, cached = [], set()
+    for sensor in sealed.sensors:
+        name, _, interval, _, _ = sensor
+        if interval and _fresh(root, name, interval, now):
+            cached.add(name)
+        else:
+            ran.append(sensor)
+    env = dict(os.environ)
+    for name in sealed.scrub:
+        env.pop(name, None)
+    env["LOOOP_DIR"] = root
+    env["LOOOP_BIN"] = sealed.bin
+    os.chdir(root)  # posix_spawn starts children in looop's own directory
+    jobs = [
+        procs.Job(n, [os.path.join(root, "sensors", f"{n}.sh")], t, sealed.cap) for n, t, *_ in ran
+    ]
+    with orphans.adopting():
+        runs = procs.run_many(jobs, cwd=root, env=env, concurrency=sealed.concurrency)
+    return runs, ran, cached
+
+
+def _fresh(root: str, name: str, interval: float, now: float) -> bool:
+    """sensors._fresh_snapshot's rule: stored after the script's last edit, and younger
+    than its interval."""
+    try:
+        snap = os.stat(os.path.join(root, "snapshots", f"sensor-{name}.json")).st_mtime
+        script = os.stat(os.path.join(root, "sensors", f"{name}.sh")).st_mtime
+    except OSError:
+        return False
+    return snap >= script and now - snap < interval
+
+
+def _record(
+    root: str, sealed: Sealed, runs: dict[str, procs.Result], cached: set[str], started: float
+) -> None:
+    """What a full skipped beat leaves: snapshots dated now, no flap streak, one event."""
+    for line in sealed.survey:
+        if line.startswith("s "):
+            rel = line.split(" ")[1]
+            stem = rel.removeprefix("snapshots/").removesuffix(".json")
+            if stem.removeprefix("sensor-") not in cached:
+                try:
+                    os.utime(os.path.join(root, rel))
+                except OSError:
+                    pass
+    try:
+        os.unlink(os.path.join(root, FLAP))
+    except FileNotFoundError:
+        pass
+    sensors = ",".join(
+        f'{seal.json_str(n)}:{{"status":"failed","ms":{_ms(runs.get(n))!r},"error":{error}}}'
+        for n, _, _, _, error in sealed.sensors
+        if error != "-"
+    )
+    failed = sum(error != "-" for *_, error in sealed.sensors)
+    ms = round((time.monotonic() - started) * 1000, 1)
+    h = seal.json_str(sealed.hash)
+    line = (
+        f'{{"ts":{seal.json_str(_iso(time.time()))},"event":"beat","outcome":"skipped",'
+        f'"world_hash":{h},"prev_hash":{h},"forced":false,"forced_by":null,"changed":[],'
+        f'"sensors":{{{sensors}}},"move":null,"reason":null,"decide":{{}},"ms":{ms!r},'
+        f'"sensors_steady":{len(sealed.sensors) - failed},"sealed":true}}\n'
+    )
+    _append(os.path.join(root, EVENTS), line.encode())
+
+
+def _ms(run: procs.Result | None) -> float:
+    return round(run.duration_s * 1000, 1) if run else 0.0
+
+
+def _line(sealed: Sealed, started: float) -> str:
+    """The beat line cli/summary.py prints for a skipped beat."""
+    failed = [n for n, _, _, _, e in sealed.sensors if e != "-"]
+    total = len(sealed.sensors)
+    health = f"{total - len(failed)}/{total} sensors ok"
+    if failed:
+        health += f" (failed: {', '.join(failed)})"
+    ms = f"{(time.monotonic() - started) * 1000:.0f} ms"
+    return f"· skipped: world unchanged ({sealed.hash[:17]}…), {health}, {ms}"
+
+
+def _append(path: str, data: bytes) -> None:
+    """jsonio.append_text: rotate past ROTATE_BYTES, then one O_APPEND write."""
+    try:
+        if os.stat(path).st_size + len(data) > ROTATE_BYTES:
+            os.replace(path, path + ".1")
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _iso(ts: float) -> str:
+    """journal.iso: UTC, millisecond precision."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"

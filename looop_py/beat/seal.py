@@ -1,0 +1,412 @@
+"""The seal: what a full beat vouches for, so the next one can prove nothing changed.
+
+A full beat that ends with its world committed (skipped, or decided and
+committed) writes `state/quiet-seal`: a survey of every file its outcome
+depended on (looop.toml, PLAYBOOK.md, each goal and sensor script, the
+snapshots, the committed world, and the directories whose emptiness lets a
+beat skip its housekeeping and keeps the probes' signals constant), what the
+sensors' environment derives from, and for each sensor a digest of its raw
+run: exactly the bytes normalization reads. beat/quiet.py checks it.
+
+It seals only what it verified: the goals and PLAYBOOK on disk are re-read and
+must hash to the world's items with the surveyed stat before and after, every
+probe must have said what it says of an empty work dir, and no goal may be a
+loop. Anything it cannot vouch for leaves no seal, and the next beat is a full
+one. This module is the only reader and writer of the seal; at import it loads
+nothing a quiet beat does not use (no pathlib, JSON, enum or subprocess).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from looop_py import __version__, procs
+from looop_py.world import digest
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any, Protocol
+
+    from looop_py.workdir.config import Config
+
+    # What the writer reads of sense.World, sense.Committed and sensors.Reading
+    # (named structurally: sensors imports this module).
+    class Reading(Protocol):
+        @property
+        def stem(self) -> str: ...
+        @property
+        def cached(self) -> bool: ...
+        @property
+        def raw_digest(self) -> str | None: ...
+        @property
+        def ok(self) -> bool: ...
+        @property
+        def error_code(self) -> Any: ...
+
+    class World(Protocol):
+        @property
+        def items(self) -> dict[str, str]: ...
+        @property
+        def hash(self) -> str: ...
+        @property
+        def readings(self) -> Sequence[Reading]: ...
+
+    class Committed(Protocol):
+        @property
+        def hash(self) -> str | None: ...
+        @property
+        def at(self) -> float | None: ...
+        @property
+        def action(self) -> str | None: ...
+        @property
+        def next_wake(self) -> float | None: ...
+
+
+SEAL = "state/quiet-seal"
+FORMAT = f"looop-quiet-seal 1 {__version__}"
+HEADER_LINES = 20
+
+# Work-dir relative names, keyed by the Paths attribute they mirror (a test keeps
+# them equal): this module sees the work dir as plain strings, pathlib costs ~5 ms.
+FILES = {
+    "config": "looop.toml",
+    "playbook": "PLAYBOOK.md",
+    "last_world": "state/last-world.json",
+    "goal_activity": "state/goal-activity.json",
+    "wal": "state/wal.json",
+    "step_failures": "state/step-failures.json",
+    "round_reports": "state/round-reports.json",
+}
+MUST_BE_ABSENT = ("wal", "step_failures", "round_reports")
+# Housekeeping runs only when one of these holds something besides dotfiles.
+NO_ENTRIES = {"sessions": "sessions", "claims": "claims", "answers": "answers"}
+NO_ENTRIES["approved"] = "state/approved"
+# The probes read these as empty only when they hold nothing at all.
+EMPTY = {"asks": "asks", "timers": "state/schedules", "rounds": "rounds"}
+LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": "snapshots"}
+
+# What each probe signals about a work dir where the directories above are
+# empty and no goal is a loop; a beat whose probes said anything else is not sealed.
+QUIET_PROBES = {
+    "snap:sys-sessions": "[]",
+    "snap:sys-claims": "[]",
+    "snap:sys-goals": "{}",
+    "snap:sys-asks": '{"pending":[]}',
+    "snap:sys-schedules": "{}",
+    "snap:sys-rounds": '{"awaiting-approval":[],"reports":{}}',
+}
+
+
+# -- read by both kinds of beat ---------------------------------------------------
+
+
+def parse_header(head: bytes) -> dict[str, float]:
+    """`# looop:timeout=N` / `# looop:interval=N` within the first lines of a script.
+
+    The grammar of `^\\s*#\\s*looop:(timeout|interval)\\s*=\\s*(\\d+(\\.\\d+)?)\\s*$`,
+    without importing re.
+    """
+    found: dict[str, float] = {}
+    for line in head.splitlines()[:HEADER_LINES]:
+        text = line.strip()
+        if not text.startswith(b"#"):
+            continue
+        text = text[1:].lstrip()
+        if not text.startswith(b"looop:"):
+            continue
+        key, eq, value = text[6:].partition(b"=")
+        key, value = key.rstrip(), value.strip()
+        if not eq or key not in (b"timeout", b"interval"):
+            continue
+        whole, dot, frac = value.partition(b".")
+        if whole.isdigit() and (not dot or frac.isdigit()):
+            found[key.decode()] = float(value)
+    return found
+
+
+def raw_digest(raw: procs.Result, timeout_s: float, cap: int) -> str:
+    """A digest of everything sensor normalization reads of one run.
+
+    Two runs with one digest normalize to the same snapshot: stdout when the
+    sensor exited 0 (only its size when past the cap), else the exit, the
+    timeout and the stderr tail that the error snapshot quotes.
+    """
+    if raw.returncode == 0 and not raw.timed_out:
+        body = b"big %d" % raw.stdout_bytes if raw.stdout_bytes > cap else b"out " + raw.stdout
+    else:
+        status = (raw.returncode, raw.spawn_errno, raw.timed_out, raw.exit_code)
+        body = b"err %r " % (status,) + raw.stderr_tail
+    return digest(b"%r %d " % (timeout_s, cap) + body)
+
+
+# -- the survey ----------------------------------------------------------------
+
+
+def _stat_text(st: os.stat_result) -> str:
+    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def survey(root: str) -> list[str]:
+    """One line per thing a quiet beat depends on; equal surveys, equal beats.
+
+    Stat calls only. Files by inode, size, times and mode; snapshots by inode
+    and size (each beat refreshes their mtime); directories by their entries.
+    """
+    lines = []
+    for rel in FILES.values():
+        st = _lstat(os.path.join(root, rel))
+        lines.append(f"f {rel} {_stat_text(st) if st else '-'}")
+    for rel in NO_ENTRIES.values():
+        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=False))}")
+    for rel in EMPTY.values():
+        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
+    for rel in LISTED.values():
+        folder = os.path.join(root, rel)
+        st = _lstat(folder)
+        lines.append(f"f {rel} {_stat_text(st) if st else '-'}")
+        try:
+            with os.scandir(folder) as it:
+                names = sorted(e.name for e in it)
+        except OSError:
+            continue
+        for name in names:
+            sub = f"{rel}/{name}"
+            if rel == "snapshots" and name.endswith(".json"):
+                s = _lstat(os.path.join(folder, name))
+                lines.append(f"s {sub} {f'{s.st_ino}.{s.st_size}' if s else '-'}")
+            elif name.endswith((".md", ".sh")):
+                s = _lstat(os.path.join(folder, name))
+                lines.append(f"f {sub} {_stat_text(s) if s else '-'}")
+            else:
+                lines.append(f"n {sub}")
+    return lines
+
+
+def _holds(folder: str, *, dotfiles: bool) -> bool:
+    try:
+        with os.scandir(folder) as it:
+            return any(dotfiles or not e.name.startswith(".") for e in it)
+    except FileNotFoundError:
+        return False
+
+
+def env_key(env: Mapping[str, str]) -> str:
+    """What the sensors' environment is derived from, beyond the environment itself:
+    the names (which ones are secrets to scrub) and how looop was started (LOOOP_BIN).
+    A changed value reaches the sensors in both kinds of beat, and their digests."""
+    names = "\0".join(sorted(env))
+    started = f"{env.get('PATH', '')}\0{sys.argv[0] if sys.argv else ''}\0{sys.executable}"
+    return digest(f"{names}\0\0{started}".encode())
+
+
+# -- the seal ------------------------------------------------------------------
+
+
+def break_seal(root: str) -> None:
+    """A full beat starts here: whatever it changes, no old seal may vouch for it."""
+    try:
+        os.unlink(os.path.join(root, SEAL))
+    except FileNotFoundError:
+        pass
+
+
+def seal(
+    root: str,
+    cfg: Config,
+    world: World,
+    committed: Committed,
+    *,
+    removed_env: Iterable[str],
+    looop_bin: str,
+    has_loops: bool,
+) -> str | None:
+    """Write the seal after a full beat whose world is committed; None when sealed,
+    else why not (for tests and `looop doctor`). Never raises for what it finds."""
+    why = _unsealable(cfg, world, committed, has_loops)
+    if why:
+        return why
+    lines = survey(root)
+    if any(line.startswith("e ") and line.endswith(" 1") for line in lines):
+        return "a worker, claim, ask, answer, approval, timer or round exists"
+    stats = {ln.split(" ")[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("f ")}
+    if any(stats[FILES[k]] == "-" for k in ("config", "last_world")) or any(
+        stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
+    ):
+        return "the committed world is missing, or a move or step left a record"
+    why = _verify_texts(root, world, stats)
+    if why:
+        return why
+    sensor_lines = []
+    cap = cfg.sensors.max_bytes
+    for reading in world.readings:
+        name = reading.stem.removeprefix("sensor-")
+        header = _read_header(root, f"sensors/{name}.sh", stats)
+        if header is None:
+            return f"sensor {name} changed while the beat ran"
+        if reading.raw_digest is None and not reading.cached:
+            return f"sensor {name} did not run (refused)"
+        timeout = header.get("timeout", cfg.sensors.timeout_s)
+        interval = header.get("interval") or 0.0
+        error = "-" if reading.ok else _literal(reading.error_code)
+        fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", error)
+        sensor_lines.append("sensor " + " ".join(fields))
+    until = _until(committed, cfg.limits.noop_ttl_s)
+    env = dict(os.environ)
+    removed = sorted(set(removed_env) & set(env))
+    text = "\n".join(
+        [
+            FORMAT,
+            f"hash {world.hash}",
+            f"until {until!r}",
+            f"run {cap} {cfg.sensors.concurrency}",
+            f"env {env_key(env)} {looop_bin}",
+            "scrub " + " ".join(removed),
+            *sensor_lines,
+            "survey",
+            *lines,
+        ]
+    )
+    tmp = os.path.join(root, f"{SEAL}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, os.path.join(root, SEAL))  # no fsync: losing a seal costs one full beat
+    except OSError as exc:
+        return f"cannot write the seal: {exc}"
+    return None
+
+
+def _unsealable(cfg: Config, world: World, committed: Committed, has_loops: bool) -> str | None:
+    if committed.hash != world.hash:
+        return "the world is not committed"
+    if has_loops:
+        return "a goal is a loop (the engine may start a round)"
+    if cfg.notify.command:
+        return "a [notify] command is configured"
+    if not world.hash or " " in world.hash:
+        return "no world hash"
+    for key, value in world.items.items():
+        if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
+            return f"probe {key[9:]} has something to say"
+        if key.startswith("snap:sensor-") or key in ("playbook",) or key.startswith("goal:"):
+            continue
+        if key not in QUIET_PROBES:
+            return f"an item the seal does not know: {key}"
+    if len([k for k in world.items if k.startswith("snap:sys-")]) != len(QUIET_PROBES):
+        return "a probe is missing"
+    return None
+
+
+def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
+    """The goals and PLAYBOOK on disk now are the bytes the world hashed, and unchanged
+    since the survey: the seal never vouches for an edit the beat did not see."""
+    goal_files = sorted(k for k in stats if k.startswith("goals/") and k.endswith(".md"))
+    goal_items = {k[5:]: v for k, v in world.items.items() if k.startswith("goal:")}
+    if len(goal_files) != len(goal_items):
+        return "the goals on disk are not the goals the world holds"
+    for rel in goal_files:
+        goal_id = rel[6:-3]
+        body = _read_stable(root, rel, stats)
+        if body is None or goal_items.get(goal_id) != digest(body):
+            return f"goal {goal_id} changed while the beat ran"
+    playbook = world.items.get("playbook")
+    if playbook is None:
+        return None if stats.get(FILES["playbook"]) == "-" else "PLAYBOOK.md appeared"
+    body = _read_stable(root, FILES["playbook"], stats)
+    if body is None or playbook != digest(body):
+        return "PLAYBOOK.md changed while the beat ran"
+    return None
+
+
+def _read_stable(root: str, rel: str, stats: dict[str, str], limit: int = -1) -> bytes | None:
+    """The bytes of a regular file, if its stat is the surveyed one before and after."""
+    try:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode) or _stat_text(before) != stats.get(rel):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            body = f.read(limit)
+        return body if _stat_text(os.fstat(fd)) == stats.get(rel) else None
+    finally:
+        os.close(fd)
+
+
+def _read_header(root: str, rel: str, stats: dict[str, str]) -> dict[str, float] | None:
+    head = _read_stable(root, rel, stats, 4096)
+    return None if head is None else parse_header(head)
+
+
+def _until(committed: Committed, noop_ttl_s: float) -> float:
+    """When a beat must decide although nothing changed (next_interval_s, noop TTL)."""
+    until = float("inf")
+    if committed.next_wake is not None:
+        until = committed.next_wake
+    if noop_ttl_s > 0 and committed.action == "noop" and committed.at is not None:
+        until = min(until, committed.at + noop_ttl_s)
+    return until
+
+
+class Sealed:
+    """The seal as read back; ValueError or IndexError for one that is not whole."""
+
+    __slots__ = ("bin", "cap", "concurrency", "env", "hash", "scrub", "sensors", "survey", "until")
+
+    def __init__(self, text: str) -> None:
+        head, sep, rest = text.partition("\nsurvey\n")
+        lines = head.split("\n")
+        if not sep or lines[0] != FORMAT or len(lines) < 6:
+            raise ValueError("not a seal of this looop")
+        self.survey = rest.rstrip("\n").split("\n")
+        self.hash = lines[1].removeprefix("hash ")
+        self.until = float(lines[2].removeprefix("until "))
+        _, cap, concurrency = lines[3].split(" ")
+        self.cap, self.concurrency = int(cap), int(concurrency)
+        _, self.env, self.bin = lines[4].split(" ", 2)
+        self.scrub = lines[5].split(" ")[1:]
+        self.sensors: list[tuple[str, float, float, str, str]] = []
+        for line in lines[6:]:
+            word, name, timeout, interval, raw, error = line.split(" ", 5)
+            if word != "sensor":
+                raise ValueError("not a sensor line")
+            self.sensors.append((name, float(timeout), float(interval), raw, error))
+
+
+def read(root: str) -> Sealed | None:
+    """The seal, or None: none, damaged, or another version's."""
+    try:
+        with open(os.path.join(root, SEAL), encoding="utf-8") as f:
+            return Sealed(f.read())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f"})
+_ESCAPES[13] = "\\r"
+
+
+def _literal(value: object) -> str:
+    """A sensor's error field (an exit code or a word) as JSON."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return str(value) if isinstance(value, int) else json_str(str(value))
+
+
+def json_str(text: str) -> str:
+    """A JSON string literal (RFC 8259 escapes; other characters as UTF-8)."""
+    return '"' + text.translate(_ESCAPES) + '"'

@@ -1,0 +1,374 @@
+"""The quiet beat: a seal from the last full beat proves nothing changed (beat/quiet.py).
+
+The hostile question first: can the seal ever vouch for a world that changed?
+Every test here runs the real CLI in a child process, mutates the work dir the
+way a user, a worker or a model would, and checks that the beat that follows
+saw the change exactly as a full beat does (`looop sense` is the oracle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from looop_py import jsonio
+from looop_py.beat import probes, quiet, seal
+from looop_py.beat.sense import Committed
+from looop_py.workdir.paths import Paths
+from tests.conftest import run_looop, write_sensor
+
+
+def _events(wd: Paths) -> list[dict[str, object]]:
+    return [json.loads(line) for line in wd.events.read_text().splitlines()]
+
+
+def _last_beat(wd: Paths) -> dict[str, object]:
+    return next(e for e in reversed(_events(wd)) if e["event"] == "beat")
+
+
+def _pulse(wd: Paths, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    done = run_looop("-C", str(wd.root), "pulse", *args, env=env)
+    assert done.returncode == 0, done.stderr
+    return _last_beat(wd)
+
+
+def _sensed_hash(wd: Paths, env: dict[str, str] | None = None) -> str:
+    done = run_looop("-C", str(wd.root), "sense", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["world_hash"])
+
+
+def _quiet_wd(wd: Paths) -> Paths:
+    """Three sensors (one reads a file we change), two goals, a committed world, a seal."""
+    (wd.root / "value").write_text("1\n")
+    write_sensor(wd, "reads", 'echo "{\\"signal\\": $(cat value)}"')
+    write_sensor(wd, "chatty", "echo steady; date +%N >&2")  # stderr on success is not read
+    write_sensor(wd, "fails", "echo broken >&2; exit 3")
+    (wd.goals / "alpha.md").write_text("# Alpha\n\nkeep it up\n")
+    (wd.goals / "beta.md").write_text("# Beta\n\nkeep it going\n")
+    first = _pulse(wd, "--force")
+    assert first["outcome"] == "decided"
+    assert (wd.root / seal.SEAL).exists(), "a committed beat leaves a seal"
+    return wd
+
+
+# -- the names the quiet path spells without pathlib -------------------------------
+
+
+def test_the_seal_names_the_files_paths_names(wd: Paths) -> None:
+    for attr, rel in {**seal.FILES, **seal.NO_ENTRIES, **seal.EMPTY, **seal.LISTED}.items():
+        assert getattr(wd, attr) == wd.root / rel, attr
+    assert wd.events == wd.root / quiet.EVENTS
+    assert wd.pulse_lock == wd.root / quiet.PULSE_LOCK
+    assert wd.flap == wd.root / quiet.FLAP
+    assert quiet.ROTATE_BYTES == jsonio.ROTATE_BYTES
+
+
+def test_quiet_probe_values_are_what_the_probes_say_of_an_empty_work_dir(wd: Paths) -> None:
+    found, _ = probes.run_probes(wd, 1_700_000_000.0, goals=[], persist=False)
+    said = {f"snap:{stem}": jsonio.canonical(snap["signal"]).decode() for stem, snap in found}
+    assert said == seal.QUIET_PROBES
+
+
+_OLD_HEADER = re.compile(rb"^\s*#\s*looop:(timeout|interval)\s*=\s*(\d+(?:\.\d+)?)\s*$")
+
+
+def _old_parse(head: bytes) -> dict[str, float]:
+    found = {}
+    for line in head.splitlines()[:20]:
+        m = _OLD_HEADER.match(line)
+        if m:
+            found[m.group(1).decode()] = float(m.group(2))
+    return found
+
+
+def test_the_header_parser_reads_what_the_regex_read() -> None:
+    cases = [
+        b"# looop:timeout=5",
+        b"  #looop:interval = 2.5  ",
+        b"# looop: timeout=5",
+        b"# looop:timeout=5s",
+        b"# looop:timeout=.5",
+        b"# looop:timeout=5.",
+        b"# looop:timeout=1.2.3",
+        b"## looop:timeout=5",
+        b"# looop:interval=\t60\t",
+        b"x # looop:timeout=5",
+        b"# looop:timeouts=5",
+        b"# looop:timeout==5",
+        b"# looop:timeout=-5",
+    ]
+    rng = random.Random(7)
+    alphabet = b" \t#lopt:imeunrva=0123456789.x"
+    cases += [bytes(rng.choice(alphabet) for _ in range(rng.randrange(30))) for _ in range(3000)]
+    cases += [b"# looop:" + bytes(rng.choice(alphabet) for _ in range(12)) for _ in range(3000)]
+    for case in cases:
+        assert seal.parse_header(case) == _old_parse(case), case
+    many = b"\n".join(cases[:40])
+    assert seal.parse_header(many) == _old_parse(many)
+
+
+# -- the quiet beat itself ---------------------------------------------------------
+
+
+def test_an_unchanged_world_is_skipped_from_the_seal_without_parsing(wd: Paths) -> None:
+    _quiet_wd(wd)
+    beat = _pulse(wd)
+    assert beat["outcome"] == "skipped" and beat.get("sealed") is True
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    # The failing sensor is named as a full beat names it; the steady ones are counted.
+    assert beat["sensors"] == {
+        "fails": {"status": "failed", "ms": beat["sensors"]["fails"]["ms"], "error": 3}
+    }  # type: ignore[index]
+    assert beat["sensors_steady"] == 2
+    full = _pulse(wd, "-v")  # -v takes the full path: the same event, field for field
+    assert full.get("sealed") is None and full["outcome"] == "skipped"
+    assert set(full) | {"sealed"} == set(beat)
+    assert {k: v for k, v in full.items() if k not in ("ts", "ms", "sensors")} == {
+        k: v for k, v in beat.items() if k not in ("ts", "ms", "sensors", "sealed")
+    }
+    assert set(full["sensors"]) == {"fails"}  # type: ignore[arg-type]
+
+
+def test_a_quiet_beat_loads_no_json_no_pathlib_no_subprocess(wd: Paths) -> None:
+    _quiet_wd(wd)
+    _pulse(wd)  # the seal now vouches for the child's own interpreter and argv
+    heavy = ("orjson", "json", "pathlib", "subprocess", "dataclasses", "enum", "typing")
+    heavy += ("looop_py.beat.pulse", "looop_py.beat.sensors", "looop_py.jsonio", "yaml")
+    code = (
+        "import os, sys\n"
+        "before = set(sys.modules)  # an editable install's finder loads pathlib at start-up\n"
+        "def stay(code):\n"
+        "    raise SystemExit(code)\n"
+        "os._exit = stay\n"
+        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse']\n"
+        "from looop_py.console import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])\n"
+    )
+    for _ in range(2):  # the first run seals for this interpreter and argv, the second is quiet
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+    assert _last_beat(wd).get("sealed") is True
+
+
+def test_a_changed_sensor_runs_once_and_the_full_beat_decides(wd: Paths) -> None:
+    _quiet_wd(wd)
+    write_sensor(wd, "counted", 'echo x >> runs.log; echo "{\\"signal\\": $(cat value)}"')
+    _pulse(wd)
+    _pulse(wd)
+    runs = (wd.root / "runs.log").read_text().count("x")
+    (wd.root / "value").write_text("2\n")
+    beat = _pulse(wd)
+    assert beat["outcome"] == "decided" and not beat.get("sealed")
+    assert (wd.root / "runs.log").read_text().count("x") == runs + 1, "one run per beat"
+    assert beat["world_hash"] == _sensed_hash(wd)
+    assert _pulse(wd).get("sealed") is True  # and the decided beat sealed the new world
+
+
+def _put(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+MUTATIONS = {
+    "goal edit, same size": lambda wd: (wd.goals / "alpha.md").write_text(
+        "# Alpha\n\nkeep it UP\n"
+    ),
+    "goal added": lambda wd: (wd.goals / "gamma.md").write_text("# Gamma\n"),
+    "goal removed": lambda wd: (wd.goals / "beta.md").unlink(),
+    "playbook edit": lambda wd: wd.playbook.write_text(wd.playbook.read_text() + "\nmore\n"),
+    "sensor output": lambda wd: (wd.root / "value").write_text("7\n"),
+    "sensor added": lambda wd: write_sensor(wd, "new", "echo 1"),
+    "sensor removed": lambda wd: (wd.sensors / "chatty.sh").unlink(),
+    "sensor fixed": lambda wd: write_sensor(wd, "fails", "echo fine"),
+    "sensor exit code": lambda wd: write_sensor(wd, "fails", "echo broken >&2; exit 4"),
+    "sensor stderr on failure": lambda wd: write_sensor(wd, "fails", "echo other >&2; exit 3"),
+    "timeout header": lambda wd: write_sensor(
+        wd, "reads", '# looop:timeout=7\necho "{\\"signal\\": $(cat value)}"'
+    ),
+    "a worker appears": lambda wd: (wd.sessions / "w1").mkdir(parents=True),
+    "a claim file": lambda wd: _put(wd.claims / "repo.json", "{}"),
+    "an ask": lambda wd: _put(wd.asks / "a1.json", "{}"),
+    "an answer": lambda wd: _put(wd.answers / "a1.json", "{}"),
+    "a timer": lambda wd: _put(wd.timers / "t.json", "{}"),
+    "a round": lambda wd: (wd.rounds / "r1").mkdir(parents=True),
+    "an approval": lambda wd: _put(wd.approved / "x.json", "{}"),
+    "config edit": lambda wd: wd.config.write_text(wd.config.read_text() + "\n# a comment\n"),
+    "committed world rewritten": lambda wd: wd.last_world.write_text(wd.last_world.read_text()),
+    "a loop goal": lambda wd: (wd.goals / "lp.md").write_text(
+        "---\nloop:\n  pattern: self-check\n  maker: echo hi\n  runtime: shell\n---\n# Loop\n"
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_no_mutation_slips_past_the_seal(wd: Paths, name: str) -> None:
+    _quiet_wd(wd)
+    assert _pulse(wd).get("sealed") is True
+    MUTATIONS[name](wd)
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed work dir"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_stderr_of_a_succeeding_sensor_and_unrelated_files_keep_it_quiet(wd: Paths) -> None:
+    _quiet_wd(wd)
+    _pulse(wd)
+    (wd.root / "notes.txt").write_text("a human's scratch file\n")
+    (wd.claims / ".released").mkdir(parents=True, exist_ok=True)  # dotfiles never count
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True, beat
+
+
+def test_a_random_walk_never_disagrees_with_a_full_sense(wd: Paths) -> None:
+    """Whatever the order of changes, a sealed skip means `looop sense` sees no change."""
+    _quiet_wd(wd)
+    rng = random.Random(11)
+    steps = [
+        lambda: (wd.root / "value").write_text(f"{rng.randrange(3)}\n"),
+        lambda: (wd.goals / "alpha.md").write_text(f"# Alpha\n\nround {rng.randrange(3)}\n"),
+        lambda: write_sensor(wd, "fails", f"echo x >&2; exit {rng.choice([0, 3])}"),
+        lambda: None,
+        lambda: None,
+    ]
+    sealed = 0
+    for _ in range(24):
+        rng.choice(steps)()
+        beat = _pulse(wd)
+        sensed = _sensed_hash(wd)
+        assert beat["world_hash"] == sensed
+        if beat.get("sealed"):
+            sealed += 1
+            assert beat["prev_hash"] == sensed
+    assert sealed >= 4
+
+
+def test_a_damaged_seal_means_a_full_beat_that_writes_a_good_one(wd: Paths) -> None:
+    _quiet_wd(wd)
+    path = wd.root / seal.SEAL
+    good = path.read_text()
+    for bad in (
+        "",
+        "garbage",
+        good.replace("looop-quiet-seal 1", "looop-quiet-seal 0"),
+        good[: len(good) // 2],
+        good.replace("sensor ", "sensr "),
+        "\x00\xff" * 9,
+    ):
+        path.write_text(bad, errors="surrogateescape")
+        beat = _pulse(wd)
+        assert beat["outcome"] == "skipped" and not beat.get("sealed"), bad[:40]
+        assert path.read_text() != bad
+        assert _pulse(wd).get("sealed") is True
+
+
+def test_the_seal_expires_when_a_decision_is_due(wd: Paths) -> None:
+    _quiet_wd(wd)
+    path = wd.root / seal.SEAL
+    text = path.read_text()
+    path.write_text(re.sub(r"^until .*$", "until 1.0", text, flags=re.M))
+    assert not _pulse(wd).get("sealed")
+    assert seal._until(Committed("h", {}, 100.0, "noop", None), 60) == 160.0
+    assert seal._until(Committed("h", {}, 100.0, "noop", 130.0), 60) == 130.0
+    assert seal._until(Committed("h", {}, 100.0, "noop", None), 0) == float("inf")
+    assert seal._until(Committed("h", {}, 100.0, "start_worker", None), 60) == float("inf")
+
+
+def test_a_held_lock_is_reported_as_locked(wd: Paths) -> None:
+    _quiet_wd(wd)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,sys,time; f=open(sys.argv[1],'w');"
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)",
+            str(wd.pulse_lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        beat = _pulse(wd)
+        assert beat["outcome"] == "locked"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _pulse(wd).get("sealed") is True
+
+
+def test_secrets_stay_out_of_sensors_on_the_quiet_path_too(wd: Paths) -> None:
+    _quiet_wd(wd)
+    write_sensor(wd, "env", 'echo "{\\"signal\\": \\"${FOO_API_KEY:-unset}\\"}"')
+    env = {"FOO_API_KEY": "sk-very-secret"}
+    _pulse(wd, env=env)
+    beat = _pulse(wd, env=env)
+    assert beat.get("sealed") is True
+    snap = json.loads((wd.snapshots / "sensor-env.json").read_text())
+    assert snap["signal"] == "unset"
+
+
+def test_an_interval_sensor_is_reused_until_due(wd: Paths) -> None:
+    _quiet_wd(wd)
+    write_sensor(wd, "slow", "# looop:interval=3600\necho x >> slow.log; echo 1")
+    _pulse(wd)
+    _pulse(wd)
+    for _ in range(3):
+        assert _pulse(wd).get("sealed") is True
+    assert (wd.root / "slow.log").read_text().count("x") == 1
+
+
+def test_a_quiet_beat_prints_the_beat_line_on_a_terminal(wd: Paths) -> None:
+    _quiet_wd(wd)
+    _pulse(wd)
+    done = subprocess.run(
+        ["script", "-qec", f"{sys.executable} -m looop_py -C {wd.root} pulse", "/dev/null"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LOOOP_DIR": ""},
+    )
+    if done.returncode == 127 or "not found" in done.stderr:
+        pytest.skip("script(1) is not installed")
+    assert re.search(
+        r"· skipped: world unchanged \(xxh3:\w{12}…\), 2/3 sensors ok \(failed: fails\), \d+ ms",
+        done.stdout,
+    ), done.stdout
+    assert done.returncode == 0
+
+
+def test_a_quiet_beat_that_breaks_falls_back_to_a_full_one(wd: Paths) -> None:
+    _quiet_wd(wd)
+    _pulse(wd)
+    wd.events.unlink()
+    wd.events.mkdir()  # the quiet beat cannot append its event: the full beat reports it
+    done = run_looop("-C", str(wd.root), "pulse")
+    wd.events.rmdir()
+    assert done.returncode in (0, 1, 70), done
+    assert _pulse(wd)["outcome"] in ("skipped", "decided")
+
+
+def test_seal_refuses_what_it_cannot_vouch_for(wd: Paths) -> None:
+    _quiet_wd(wd)
+    (wd.sessions / "w1").mkdir(parents=True)
+    _pulse(wd)
+    assert not (wd.root / seal.SEAL).exists()
+    shutil.rmtree(wd.sessions / "w1")
+    _pulse(wd)
+    assert (wd.root / seal.SEAL).exists()
+    Path(wd.config).write_text(wd.config.read_text() + '\n[notify]\ncommand = "true"\n')
+    _pulse(wd)
+    assert not (wd.root / seal.SEAL).exists(), "a notify hook needs the full beat"
