@@ -168,6 +168,9 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     assert "held: budget" in render.loops_lines(loop_views.overview(wd, clock[0]))[0]
     with pytest.raises(advance.BudgetHeld, match="daily token budget spent"):
         advance.start_round(wd, config.load(wd.config), "tidy", now=clock[0], trigger="move")
+    if ledger.local_day(time.time()) == ledger.local_day(clock[0]):  # `looop run` reads the clock
+        with pytest.raises(advance.BudgetHeld, match="loop tidy is held"):
+            advance.run(wd, config.load(wd.config), "tidy")
 
     lim = views.limits_now(wd, clock[0])
     assert lim.by_source["loop:tidy"] == {"tokens": 1200, "usd": pytest.approx(0.02)}
