@@ -64,8 +64,11 @@ def _quiet_wd(wd: Paths) -> Paths:
 
 
 def test_the_seal_names_the_files_paths_names(wd: Paths) -> None:
-    for attr, rel in {**seal.FILES, **seal.NO_ENTRIES, **seal.EMPTY, **seal.LISTED}.items():
+    listed = {k: v for k, v in seal.LISTED.items() if k != "rounds_done"}
+    for attr, rel in {**seal.FILES, **seal.NO_ENTRIES, **seal.EMPTY, **listed}.items():
         assert getattr(wd, attr) == wd.root / rel, attr
+    assert wd.rounds == wd.root / seal.ROUNDS
+    assert wd.rounds / "done" == wd.root / seal.LISTED["rounds_done"]
     assert wd.events == wd.root / quiet.EVENTS
     assert wd.pulse_lock == wd.root / quiet.PULSE_LOCK
     assert wd.flap == wd.root / quiet.FLAP
@@ -372,3 +375,45 @@ def test_seal_refuses_what_it_cannot_vouch_for(wd: Paths) -> None:
     Path(wd.config).write_text(wd.config.read_text() + '\n[notify]\ncommand = "true"\n')
     _pulse(wd)
     assert not (wd.root / seal.SEAL).exists(), "a notify hook needs the full beat"
+
+
+LOOP = """---
+intent: sweep the repo
+level: L1-report
+cadence: daily 03:00
+runtime: shell
+maker: |
+  echo looking; "$LOOOP_BIN" done --summary "found 2 things"
+checker: |
+  "$LOOOP_BIN" done --summary "both are real"
+---
+# sweep
+"""
+
+
+def test_a_loop_with_a_cadence_is_sealed_until_its_next_slot(wd: Paths) -> None:
+    _quiet_wd(wd)
+    wd.config.write_text(wd.config.read_text() + "\n[limits]\nnoop_ttl_s = 0\n")
+    (wd.goals / "sweep.md").write_text(LOOP)
+    _pulse(wd)
+    _pulse(wd)
+    assert _pulse(wd).get("sealed") is True
+    found = re.search(r"^until (.*)$", (wd.root / seal.SEAL).read_text(), re.M)
+    until = float(found[1]) if found else 0.0
+    book = json.loads(wd.loop_schedule.read_text())
+    assert until == min(entry["next_at"] for entry in book["loops"].values())
+    assert until < float("inf")
+
+
+def test_archived_rounds_are_surveyed_file_by_file(wd: Paths) -> None:
+    _quiet_wd(wd)
+    done = wd.rounds / "done"
+    done.mkdir(parents=True)
+    record = {"id": "sweep-1", "loop": "sweep", "phase": "done", "started_at": 1.0}
+    (done / "sweep-1.json").write_text(json.dumps(record))
+    _pulse(wd)
+    assert _pulse(wd).get("sealed") is True
+    (done / "sweep-1.json").write_text(json.dumps({**record, "phase": "DONE"}))
+    beat = _pulse(wd)
+    assert not beat.get("sealed")
+    assert beat["world_hash"] == _sensed_hash(wd)

@@ -214,6 +214,7 @@ def schedules(seen: Seen) -> Snapshot:
             sig = book["signal"].get(name)
             entry = dict(sig) if isinstance(sig, dict) else {}
             entry.update(book["detail"].get(name) or {})
+            entry.pop("due_in_s", None)  # an age: it would rewrite the snapshot every beat
             snap["detail"][f"loop:{name}"] = entry
             if sig == "invalid":
                 snap["signal"][f"loop:{name}"] = "invalid"

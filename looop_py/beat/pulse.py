@@ -144,7 +144,7 @@ def _beat_locked(
 
         # 1. SENSE
         world = sense(paths, cfg, now, ran=ran)
-        has_loops = bool(loopindex.index(paths))  # built once per scan: for the seal
+        loop_wake = _loop_wake(paths)  # the index is built once per scan: for the seal
     failed += [
         f"probe {stem}"
         for stem, snap in world.snapshots.items()
@@ -170,7 +170,7 @@ def _beat_locked(
     if reason is None:
         with contextlib.suppress(FileNotFoundError):
             paths.flap.unlink()  # a skipped beat breaks every flapping streak
-        _seal(paths, cfg, world, last, has_loops)
+        _seal(paths, cfg, world, last, loop_wake)
         return _finish(paths, base, started, clock, cfg)
 
     # 4. DECIDE and 5. ACT
@@ -199,15 +199,38 @@ def _beat_locked(
     if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
         commit(paths, world, now, action, verdict.next_wake)
-        _seal(paths, cfg, world, load_committed(paths), has_loops)
+        _seal(paths, cfg, world, load_committed(paths), loop_wake)
     return _finish(paths, result, started, clock, cfg)
 
 
+def _loop_wake(paths: Paths) -> float | None:
+    """When the first loop cadence falls due (ADVANCE then starts a round): inf with no
+    cadence, None when the schedule book does not know a loop's next slot."""
+    due = loopindex.cadences(loopindex.index(paths))
+    if not due:
+        return float("inf")
+    from looop_py.loops import schedule  # loaded already: ADVANCE ran with these loops
+
+    book = schedule.load_book(paths.loop_schedule).loops
+    if not all(name in book for name in due):
+        return None
+    return min(book[name].next_at for name in due)
+
+
 def _seal(
-    paths: Paths, cfg: config_mod.Config, world: World, committed: Committed, has_loops: bool
+    paths: Paths,
+    cfg: config_mod.Config,
+    world: World,
+    committed: Committed,
+    loop_wake: float | None,
 ) -> None:
     """Let the next beat prove from the seal that nothing changed (beat/seal.py)."""
+    from looop_py.beat import probes  # loaded already: SENSE ran them
     from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
+
+    def rounds_signal() -> str:
+        snap = probes.rounds(probes.Seen(paths, time.time(), ()))
+        return jsonio.canonical(snap.get("signal")).decode()
 
     seal.seal(
         str(paths.root),
@@ -216,7 +239,8 @@ def _seal(
         committed,
         removed_env=environ.secret_names(os.environ, cfg),
         looop_bin=environ.looop_bin(),
-        has_loops=has_loops,
+        loop_wake=loop_wake,
+        rounds_signal=rounds_signal,
     )
 
 

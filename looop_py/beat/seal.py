@@ -28,7 +28,7 @@ from looop_py.world import digest
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any, Protocol
 
     from looop_py.workdir.config import Config
@@ -80,14 +80,19 @@ FILES = {
     "wal": "state/wal.json",
     "step_failures": "state/step-failures.json",
     "round_reports": "state/round-reports.json",
+    "loop_schedule": "state/loop-schedule.json",
 }
-MUST_BE_ABSENT = ("wal", "step_failures", "round_reports")
+MUST_BE_ABSENT = ("wal", "step_failures")
 # Housekeeping runs only when one of these holds something besides dotfiles.
 NO_ENTRIES = {"sessions": "sessions", "claims": "claims", "answers": "answers"}
 NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
-EMPTY = {"asks": "asks", "timers": "state/schedules", "rounds": "rounds"}
+EMPTY = {"asks": "asks", "timers": "state/schedules"}
+# No round may be live (or recently done: a beat archives it later), so rounds/ holds
+# nothing but done/, whose archived rounds are surveyed file by file.
+ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": "snapshots"}
+LISTED["rounds_done"] = ROUNDS_DONE
 
 # What each probe signals about a work dir where the directories above are
 # empty and no goal is a loop; a beat whose probes said anything else is not sealed.
@@ -171,6 +176,8 @@ def survey(root: str) -> list[str]:
         lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=False))}")
     for rel in EMPTY.values():
         lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
+    rounds = os.path.join(root, ROUNDS)
+    lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
         st = _lstat(folder)
@@ -185,7 +192,7 @@ def survey(root: str) -> list[str]:
             if rel == "snapshots" and name.endswith(".json"):
                 s = _lstat(os.path.join(folder, name))
                 lines.append(f"s {sub} {f'{s.st_ino}.{s.st_size}' if s else '-'}")
-            elif name.endswith((".md", ".sh")):
+            elif name.endswith((".md", ".sh")) or rel == ROUNDS_DONE:
                 s = _lstat(os.path.join(folder, name))
                 lines.append(f"f {sub} {_stat_text(s) if s else '-'}")
             else:
@@ -193,10 +200,10 @@ def survey(root: str) -> list[str]:
     return lines
 
 
-def _holds(folder: str, *, dotfiles: bool) -> bool:
+def _holds(folder: str, *, dotfiles: bool, besides: str = "") -> bool:
     try:
         with os.scandir(folder) as it:
-            return any(dotfiles or not e.name.startswith(".") for e in it)
+            return any((dotfiles or not e.name.startswith(".")) and e.name != besides for e in it)
     except FileNotFoundError:
         return False
 
@@ -229,11 +236,16 @@ def seal(
     *,
     removed_env: Iterable[str],
     looop_bin: str,
-    has_loops: bool,
+    loop_wake: float | None,
+    rounds_signal: Callable[[], str],
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
-    else why not (for tests and `looop doctor`). Never raises for what it finds."""
-    why = _unsealable(cfg, world, committed, has_loops)
+    else why not (for tests). Never raises for what it finds.
+
+    `loop_wake`: when the first loop cadence falls due (inf: none; None: not known).
+    `rounds_signal`: the sys-rounds signal as the probe reads it now (canonical JSON).
+    """
+    why = _unsealable(cfg, world, committed, loop_wake)
     if why:
         return why
     lines = survey(root)
@@ -244,6 +256,8 @@ def seal(
         stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
     ):
         return "the committed world is missing, or a move or step left a record"
+    if world.items.get("snap:sys-rounds") != rounds_signal():
+        return "the rounds changed while the beat ran"  # read after the survey: it holds
     why = _verify_texts(root, world, stats)
     if why:
         return why
@@ -261,7 +275,7 @@ def seal(
         error = "-" if reading.ok else _literal(reading.error_code)
         fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", error)
         sensor_lines.append("sensor " + " ".join(fields))
-    until = _until(committed, cfg.limits.noop_ttl_s)
+    until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0)  # None: refused
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -287,16 +301,20 @@ def seal(
     return None
 
 
-def _unsealable(cfg: Config, world: World, committed: Committed, has_loops: bool) -> str | None:
+def _unsealable(
+    cfg: Config, world: World, committed: Committed, loop_wake: float | None
+) -> str | None:
     if committed.hash != world.hash:
         return "the world is not committed"
-    if has_loops:
-        return "a goal is a loop (the engine may start a round)"
+    if loop_wake is None:
+        return "a loop's next slot is not known"
     if cfg.notify.command:
         return "a [notify] command is configured"
     if not world.hash or " " in world.hash:
         return "no world hash"
     for key, value in world.items.items():
+        if key == "snap:sys-rounds":
+            continue  # finished rounds are files like any other: checked against the probe
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
             return f"probe {key[9:]} has something to say"
         if key.startswith("snap:sensor-") or key in ("playbook",) or key.startswith("goal:"):
