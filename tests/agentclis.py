@@ -1,8 +1,9 @@
 """The real agent CLIs, each pointed at a FakeModel through environment and files in a temp dir.
 
-`.ci/run` installs pinned versions (npm into ~/.cache/looop-ci/npm, llm into the venv);
-`find(cli)` looks on PATH and in that cache. A test of the `agents` tier calls `need(cli)`:
-without the CLI it is skipped with the reason, unless CI=true, where a missing CLI fails.
+`.ci/run` installs pinned versions (npm into ~/.cache/looop-ci/npm, llm into the venv,
+aider into ~/.cache/looop-ci/aider-venv); `find(cli)` looks on PATH and in that cache.
+A test of the `agents` tier calls `need(cli)`: without the CLI it is skipped with the
+reason, unless CI=true, where a missing CLI fails.
 """
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ SEARCH = (
     CACHE / "npm" / "node_modules" / ".bin",
     Path(sys.executable).parent,
     CACHE / "llm-venv" / "bin",
+    CACHE / "aider-venv" / "bin",
 )
-VERSIONS = {"claude": "2.1.197", "codex": "0.169.0", "pi": "0.73.1", "llm": "0.36"}
+VERSIONS = {
+    "claude": "2.1.197",
+    "codex": "0.169.0",
+    "pi": "0.73.1",
+    "llm": "0.36",
+    "aider": "0.86.2",
+}
 KEY = "sk-fake-key"
 
 
@@ -45,7 +53,12 @@ def need(cli: str) -> str:
 
 # The key each CLI reads from its environment; looop scrubs *_API_KEY from workers unless
 # `[runtimes.NAME] env` passes it on.
-KEY_ENV = {"claude": "ANTHROPIC_API_KEY", "codex": "FAKE_API_KEY", "llm": "OPENAI_API_KEY"}
+KEY_ENV = {
+    "claude": "ANTHROPIC_API_KEY",
+    "codex": "FAKE_API_KEY",
+    "llm": "OPENAI_API_KEY",
+    "aider": "OPENAI_API_KEY",
+}
 
 
 def runtime_toml(cli: str) -> str:
@@ -111,6 +124,11 @@ def env_for(cli: str, model: FakeModel, home: Path) -> dict[str, str]:
         )
         (user / "default_model.txt").write_text("fake")
         env |= {"LLM_USER_PATH": str(user), "OPENAI_API_KEY": KEY}
+    elif cli == "aider":
+        # aider looks a model up in ~/.aider.model.metadata.json before it would fetch
+        # litellm's price list from GitHub; listed there, the fake model has a price too.
+        (home / ".aider.model.metadata.json").write_text(json.dumps({AIDER_MODEL: AIDER_INFO}))
+        env |= {"OPENAI_API_BASE": f"{base}/v1", "OPENAI_API_KEY": KEY, "AIDER_MODEL": AIDER_MODEL}
     return env
 
 
@@ -126,4 +144,14 @@ PI_SETTINGS = {
     "defaultProvider": "fake",
     "defaultModel": "gpt-fake",
     "retry": {"enabled": False, "provider": {"maxRetries": 0}},
+}
+
+AIDER_MODEL = "openai/gpt-fake"  # litellm's openai provider, at OPENAI_API_BASE
+AIDER_INFO = {
+    "max_input_tokens": 128000,
+    "max_output_tokens": 4096,
+    "input_cost_per_token": PI_COST["input"] / 1e6,
+    "output_cost_per_token": PI_COST["output"] / 1e6,
+    "litellm_provider": "openai",
+    "mode": "chat",
 }

@@ -8,10 +8,14 @@
 
 The script is a list of `Turn`s. The reply to a request is chosen by how many tool calls
 its conversation already holds, so a CLI's own retries and side requests see the same
-answer for the same point in the conversation. A turn is a text, a shell tool call (found
-by the name the CLI gave its shell tool, with that tool's argument shape), or an error
-status. Every reply's usage is added to `usage`, so a test compares what the CLI reported
-with what the server said.
+answer for the same point in the conversation; with `sequential` (aider, which sends no
+tools: it edits files from the reply's text) the Nth request gets the Nth turn. A turn
+is a text, a shell tool call (found by the name the CLI gave its shell tool, with that
+tool's argument shape), or an error status. Every reply's usage is added to `usage`, so
+a test compares what the CLI reported with what the server said.
+
+Pointed to as an HTTP(S) proxy (`HTTPS_PROXY`), it records every attempt to reach another
+host in `proxied` and refuses it: a test of "no network" reads that list.
 """
 
 from __future__ import annotations
@@ -53,7 +57,9 @@ class Seen:
 class FakeModel:
     script: list[Turn] = field(default_factory=list)
     fail_first: list[int] = field(default_factory=list)  # statuses for the first POSTs, in order
+    sequential: bool = False  # the Nth request gets the Nth turn (a CLI that sends no tools)
     requests: list[Seen] = field(default_factory=list)
+    proxied: list[str] = field(default_factory=list)  # hosts a CLI tried to reach through us
     input_tokens: int = 0
     output_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -73,10 +79,19 @@ class FakeModel:
                 self.end_headers()
 
             def do_GET(self) -> None:
+                if self.path.startswith(("http://", "https://")):  # asked as a proxy
+                    model._refuse_proxy(self)
+                    return
                 model._send_json(self, 200, {"data": [], "object": "list"})
+
+            def do_CONNECT(self) -> None:  # an HTTPS request through us as a proxy
+                model._refuse_proxy(self)
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.path.startswith(("http://", "https://")):
+                    model._refuse_proxy(self)
+                    return
                 try:
                     body = json.loads(raw)
                 except ValueError:
@@ -121,9 +136,9 @@ class FakeModel:
             if path.endswith("/responses")
             else "chat"
         )
-        n = _assistant_turns(wire, body)
-        turn = self.script[n] if n < len(self.script) else Turn(text="done")
         with self.lock:
+            n = len(self.posts) if self.sequential else _assistant_turns(wire, body)
+            turn = self.script[n] if n < len(self.script) else Turn(text="done")
             self.requests.append(Seen("POST", path, body, n))
             if self.fail_first:
                 turn = Turn(status=self.fail_first.pop(0))
@@ -153,6 +168,15 @@ class FakeModel:
             self._send_json(h, 200, _anthropic_whole(turn, call))
             return
         self._send_sse(h, events)
+
+    def _refuse_proxy(self, h: BaseHTTPRequestHandler) -> None:
+        with self.lock:
+            self.proxied.append(h.path)
+        h.send_response(403)
+        h.send_header("Content-Length", "0")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True
 
     @staticmethod
     def _send_json(

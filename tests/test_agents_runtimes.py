@@ -31,7 +31,14 @@ DONE = '"$LOOOP_BIN" done --status done --summary "the fake model did it"'
 
 
 def run_worker(
-    wd: Paths, cli: str, model: FakeModel, home: Path, mp: pytest.MonkeyPatch, **kw: Any
+    wd: Paths,
+    cli: str,
+    model: FakeModel,
+    home: Path,
+    mp: pytest.MonkeyPatch,
+    *,
+    wait_s: float = 90,
+    **kw: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     for k, v in env_for(cli, model, home).items():
         mp.setenv(k, v)
@@ -49,7 +56,7 @@ def run_worker(
         return records.read_record(d / records.STATUS).get("state") in ("exited", "killed")
 
     try:
-        wait_for(ended, timeout=90, what=f"the {cli} worker to end")
+        wait_for(ended, timeout=wait_s, what=f"the {cli} worker to end")
     except BaseException:
         print((d / records.OUTPUT).read_text()[-3000:])
         raise

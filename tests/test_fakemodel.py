@@ -85,3 +85,20 @@ def test_error_statuses_in_each_provider_s_body(status: int) -> None:
     assert got == got2 == status
     assert json.loads(text)["type"] == "error"
     assert "message" in json.loads(text2)["error"]
+
+
+def test_sequential_turns_follow_the_requests_not_the_conversation() -> None:
+    with FakeModel(script=[Turn(text="first"), Turn(text="second")], sequential=True) as m:
+        _, a = post(m, "/v1/chat/completions", {"messages": [{"role": "user"}]})
+        _, b = post(m, "/v1/chat/completions", {"messages": [{"role": "user"}]})
+    assert json.loads(a)["choices"][0]["message"]["content"] == "first"
+    assert json.loads(b)["choices"][0]["message"]["content"] == "second"
+
+
+def test_as_a_proxy_it_records_and_refuses_every_outside_host() -> None:
+    with FakeModel() as m:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": m.base}))
+        with pytest.raises(urllib.error.HTTPError) as err:
+            opener.open("http://example.invalid/prices.json", timeout=5)
+    assert err.value.code == 403
+    assert m.proxied == ["http://example.invalid/prices.json"]

@@ -218,3 +218,90 @@ def test_prose_on_the_shell_runtime_is_refused_with_a_hint() -> None:
     assert "--runtime claude" in str(info.value.hint)
     for script in ("# a comment\necho hi", "x=1; echo $x", "./run.sh", "if true; then :; fi"):
         launch.check_script(script, "shell", env)
+
+
+def _aider_files(d: Path, events: list[dict[str, object]], chat: str) -> Path:
+    d.mkdir(exist_ok=True)
+    (d / "aider.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (d / "aider.chat.md").write_text(chat)
+    log = d / "output.log"
+    log.write_text("Aider v0.86.2\n")
+    return log
+
+
+ASKED = "\n# aider chat started at 2026-01-01\n\n> aider --message-file p.md  \n\n#### Do it.  \n"
+SENT = {"event": "message_send_starting"}
+
+
+def _replied(inp: int, out: int, cost: float) -> dict[str, object]:
+    return {
+        "event": "message_send",
+        "properties": {"prompt_tokens": inp, "completion_tokens": out, "cost": cost},
+    }
+
+
+def test_aider_usage_and_status_line_from_its_event_log_and_chat_history(tmp_path: Path) -> None:
+    chat = (
+        ASKED
+        + "\nfirst try\n\n> Tokens: 100 sent, 10 received.  \n> Applied edit to a.txt  \n"
+        + "\nFixed it.\n\n#### not a prompt\nSTATUS: done-with-concerns: tests still slow\n\n"
+        + "> Tokens: 20 sent, 5 received.  \n"
+    )
+    events = [SENT, _replied(100, 10, 0.5), SENT, _replied(20, 5, 0.25), {"event": "exit"}]
+    got = streams.read("aider", _aider_files(tmp_path, events, chat))
+    assert got.usage == {
+        "input_tokens": 120,
+        "output_tokens": 15,
+        "total_tokens": 135,
+        "cost_usd": 0.75,
+        "source": "aider-events",
+    }
+    derived = streams.derived_result(got, 0, 1.0)
+    assert derived is not None
+    assert (derived["status"], derived["summary"]) == ("done-with-concerns", "tests still slow")
+
+
+def test_aider_without_a_status_line_or_a_price_is_done_with_concerns(tmp_path: Path) -> None:
+    log = _aider_files(tmp_path, [SENT, _replied(7, 3, 0)], ASKED + "\nAll good.\n\n")
+    got = streams.read("aider", log)
+    assert got.usage is not None and got.usage["cost_usd"] is None  # aider knew no price
+    derived = streams.derived_result(got, 0, 1.0)
+    assert derived is not None and derived["status"] == "done-with-concerns"
+    assert derived["summary"] == "no STATUS line in aider's last reply, which says: All good."
+
+
+def test_an_aider_request_without_a_reply_is_blocked_in_aider_s_words(tmp_path: Path) -> None:
+    chat = ASKED + (
+        "> litellm.AuthenticationError: AuthenticationError: OpenAIException - bad key  \n"
+        "> The API provider is not able to authenticate you. Check your API key.  \n"
+    )
+    got = streams.read("aider", _aider_files(tmp_path, [SENT, {"event": "exit"}], chat))
+    assert got.usage is None
+    derived = streams.derived_result(got, 0, 1.0)
+    assert derived is not None and derived["status"] == "blocked"
+    assert derived["summary"].endswith(
+        "bad key The API provider is not able to authenticate you. Check your API key."
+    )
+    # A reply, then a failed follow-up: still blocked, the error after the tokens line.
+    chat2 = ASKED + "\nSTATUS: done: x\n\n> Tokens: 1 sent, 1 received.  \n> boom  \n"
+    events = [SENT, _replied(1, 1, 0), SENT]
+    derived = streams.derived_result(
+        streams.read("aider", _aider_files(tmp_path, events, chat2)), 0, 1.0
+    )
+    assert derived is not None and (derived["status"], derived["summary"]) == ("blocked", "boom")
+    # Nothing from aider at all (it died at start): the log's last lines, and the exit.
+    for f in ("aider.events.jsonl", "aider.chat.md"):
+        (tmp_path / f).unlink()
+    assert streams.read("aider", tmp_path / "output.log").final is None
+
+
+def test_leading_assignments_do_not_hide_the_program_from_the_path_check(tmp_path: Path) -> None:
+    with pytest.raises(WorkerRefused, match="runs 'aider', which is not on PATH"):
+        launch.check_runnable(runtimes.BUILTINS["aider"].command, "aider", {"PATH": str(tmp_path)})
+
+
+def test_the_aider_contract_asks_for_a_status_line_not_for_commands() -> None:
+    text = runtimes.prompt_text("w1", runtimes.BUILTINS["aider"], "Fix CI", Path("/wt/w1"))
+    assert "STATUS: done|done-with-concerns|blocked" in text
+    assert "$LOOOP_BIN" not in text and "claim NAME" not in text
+    assert "uncommitted" in text and text.endswith("Fix CI\n")

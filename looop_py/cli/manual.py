@@ -158,7 +158,9 @@ command line holding {{prompt_file}}, replaced by the quoted path of the prompt.
   claude   claude -p --output-format stream-json …  (usage and cost from its result line)
   codex    codex exec --json …                      (usage from its turns)
   pi       pi --print --mode json @{{prompt_file}}   (usage and cost from its messages)
-  aider    aider --yes-always --no-pretty --message-file {{prompt_file}}
+  aider    aider --message-file {{prompt_file}} --yes-always --no-git …
+           (no commands: it reports with a STATUS line in its last message; usage,
+           cost and that line are read from files it writes to the session dir)
   shell    bash {{prompt_file}}: the prompt is a bash script (used when no agent CLI
            is on PATH; a model's shell worker waits for a human's approval)
 
@@ -167,14 +169,15 @@ built-in or add one in looop.toml:
 
   [runtimes.mine]
   command = "my-agent --prompt-file {{prompt_file}}"
-  usage = ""           # "claude" | "codex" | "pi": read usage from that JSON stream
+  usage = ""           # "claude" | "codex" | "pi" | "aider": where usage is read from
   read_only = ""       # the command in a read-only mode, for L1 loops ("": L1 runs
                        # in a throwaway copy of its directory, discarded at exit)
 
 The worker contract goes before every prompt: ask with "$LOOOP_BIN" ask, claim
 before touching a shared target, deliver into reports/, finish with
-"$LOOOP_BIN" done. Workers get LOOOP_SESSION_ID, LOOOP_BIN, LOOOP_DIR,
-LOOOP_CLAIMS_DIR, LOOOP_REPORTS_DIR and LOOOP_WORKSPACE.
+"$LOOOP_BIN" done (aider, which runs no commands, ends with a STATUS line
+instead). Workers get LOOOP_SESSION_ID, LOOOP_BIN, LOOOP_DIR, LOOOP_CLAIMS_DIR,
+LOOOP_REPORTS_DIR, LOOOP_WORKSPACE and LOOOP_SESSION_DIR.
 
 Example:
   looop worker start fix-ci "Make CI green" --runtime claude --verify 'make test'

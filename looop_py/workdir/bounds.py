@@ -107,7 +107,7 @@ ACTION_TIMEOUT = seconds(DAY)
 # layers above this one.
 BACKENDS = ("rules", "command", "openai", "anthropic", "script", "noop")  # deciders.REGISTRY
 BUILTIN_RUNTIMES = ("claude", "codex", "pi", "aider", "shell")  # workers.runtimes.BUILTINS
-USAGE_KINDS = ("", "claude", "codex", "pi")  # workers.runtimes.USAGE_KINDS
+USAGE_KINDS = ("", "claude", "codex", "pi", "aider")  # workers.runtimes.USAGE_KINDS
 PLACEHOLDER = "{{prompt_file}}"
 CACHE_TTLS = ("5m", "1h")  # Anthropic's cache_control ttl values
 

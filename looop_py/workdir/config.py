@@ -96,7 +96,7 @@ class RuntimeConfig:
     """`[runtimes.NAME]`: how to launch one kind of worker."""
 
     command: str = ""  # must hold {{prompt_file}}; "" keeps a built-in's command
-    usage: str = ""  # JSON stream to read usage from: "claude" | "codex" | "pi" | "" (worker)
+    usage: str = ""  # where usage is read from: "claude" | "codex" | "pi" | "aider" | "" (worker)
     read_only: str = ""  # the command in the CLI's read-only mode, for L1 loops ("" = none)
     # -- safety (README "Safety") --
     executes_prompt: bool | None = None  # the prompt runs as code (None: built-ins know; new: yes)

@@ -66,6 +66,7 @@ def worker_env(
             "LOOOP_CLAIMS_DIR": str(paths.claims),
             "LOOOP_REPORTS_DIR": str(paths.reports),
             "LOOOP_WORKSPACE": str(cwd),
+            "LOOOP_SESSION_DIR": str(paths.sessions / session_id),  # where aider's files go
         },
         config=config,
         passthrough=runtime.env if runtime else (),
@@ -207,6 +208,7 @@ def throwaway_copy(src: Path, session_id: str) -> Path:
     return dest
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 _SHELL_WORDS = {"cd", "exec", "env", "export", "set", "source", ".", "eval", "if", "for", "while"}
 
 
@@ -216,6 +218,8 @@ def check_runnable(template: str, runtime: str, env: dict[str, str]) -> None:
         words = shlex.split(template)
     except ValueError:
         return  # bash will say what is wrong with it
+    while words and _ASSIGNMENT.fullmatch(words[0]):
+        words = words[1:]  # `NAME=value program …`: the program follows its environment
     program = words[0] if words else ""
     if not program or "=" in program or program in _SHELL_WORDS or "$" in program:
         return  # a command line that starts with shell syntax: bash finds the program

@@ -36,11 +36,32 @@ class Runtime:
     # `shell` runs it with bash, and a runtime looop does not know is assumed to run it.
     executes_prompt: bool = False
     env: tuple[str, ...] = ()  # scrubbed variables passed through to it ([runtimes.NAME] env)
+    # Can the agent run shell commands (so `looop done`, `ask`, `claim`)? aider cannot:
+    # its contract asks for a STATUS line in its last message, which looop records.
+    runs_commands: bool = True
 
     def launch_template(self, read_only: bool) -> str:
         """The command to run; an L1 worker gets the read-only mode when the CLI has one."""
         return self.read_only if read_only and self.read_only else self.command
 
+
+# aider 0.86: --message-file sends one request (and its own follow-ups) and exits, with 0
+# whatever happened; --yes-always answers its questions but declines shell commands.
+# Off: git (no repo created in the work dir, no .gitignore edited, nothing committed), the
+# update check, release notes, analytics, scraping URLs in the prompt, shell-command
+# suggestions, a browser (BROWSER=true: aider offers to open URLs, and "yes" would), and
+# litellm's price-list fetch (LITELLM_LOCAL_MODEL_COST_MAP). --no-stream: the provider's
+# own token counts. Its event log and chat history go to the session dir (workers/aider.py).
+AIDER = " ".join(
+    (
+        "LITELLM_LOCAL_MODEL_COST_MAP=True BROWSER=true aider --message-file {{prompt_file}}",
+        "--yes-always --no-pretty --no-stream --no-git --no-gitignore --no-check-update",
+        "--no-show-release-notes --no-analytics --no-detect-urls --no-suggest-shell-commands",
+        '--analytics-log "$LOOOP_SESSION_DIR/aider.events.jsonl"',
+        '--chat-history-file "$LOOOP_SESSION_DIR/aider.chat.md"',
+        '--input-history-file "$LOOOP_SESSION_DIR/aider.input.history"',
+    )
+)
 
 BUILTINS: dict[str, Runtime] = {
     # Headless mode; stream-json ends with a `result` line carrying usage and cost.
@@ -70,10 +91,10 @@ BUILTINS: dict[str, Runtime] = {
         usage="pi",
         read_only="pi --print --mode json --tools read,grep,find,ls @{{prompt_file}}",
     ),
-    # --message-file runs one instruction and exits; --yes-always answers its confirmations.
-    # No read-only mode: --dry-run still creates .git and its history files, so an L1
-    # aider worker runs in a throwaway copy like shell.
-    "aider": Runtime("aider", "aider --yes-always --no-pretty --message-file {{prompt_file}}"),
+    # aider, unattended (see AIDER): it cannot run looop, so looop reads its result and
+    # usage from the files it writes into the session dir. No read-only mode (--dry-run
+    # still creates .git and its history files): an L1 aider worker runs in a throwaway copy.
+    "aider": Runtime("aider", AIDER, usage="aider", runs_commands=False),
     # The offline default: the prompt is a bash script.
     "shell": Runtime("shell", "bash {{prompt_file}}", script=True, executes_prompt=True),
 }
@@ -125,6 +146,7 @@ def resolve(config: Config, name: str | None) -> Runtime:
         read_only=read_only,
         executes_prompt=executes,
         env=custom.env,
+        runs_commands=base.runs_commands if base else True,
     )
 
 
@@ -142,6 +164,8 @@ def launch_command(runtime: Runtime, prompt_file: Path, *, read_only: bool = Fal
 
 def contract(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
     """What every worker is told before its task: how to ask, claim, deliver and finish."""
+    if not runtime.runs_commands:
+        return _contract_without_commands(session_id, runtime, workspace)
     lines = [
         f"LOOOP WORKER CONTRACT (session {session_id}, runtime {runtime.name})",
         "You are a worker started by looop. Your task follows this contract.",
@@ -168,6 +192,29 @@ def contract(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
             f"- Workspace: a git worktree at {workspace} on branch looop/{session_id}; you start",
             "  there. Commit what should last: a worktree without new commits is removed when",
             "  the session ends, one with commits is kept.",
+        ]
+    return "\n".join(lines)
+
+
+def _contract_without_commands(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
+    """The contract for an agent that runs no commands (aider): its last message reports."""
+    lines = [
+        f"LOOOP WORKER CONTRACT (session {session_id}, runtime {runtime.name})",
+        "You are a worker started by looop. Your task follows this contract.",
+        f"- Here ({runtime.name}) you cannot run shell commands, so you cannot ask a human,",
+        "  claim a target or call looop: looop records your result from your last message.",
+        "- Never guess a human decision: stop, and say in your last message what you need.",
+        "- Never edit PLAYBOOK.md, goals/ or sensors/ in the work dir; propose a change in",
+        "  your last message.",
+        "- End your last message with one line saying how it went (exiting alone never",
+        "  counts as success; without the line looop records done-with-concerns):",
+        "    STATUS: done|done-with-concerns|blocked: one-line summary",
+    ]
+    if workspace is not None:
+        lines += [
+            f"- Workspace: a git worktree at {workspace} on branch looop/{session_id}; you start",
+            "  there. Your edits stay uncommitted; the worktree is kept when they change files",
+            "  git tracks.",
         ]
     return "\n".join(lines)
 

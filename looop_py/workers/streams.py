@@ -4,7 +4,8 @@ A worker's output.log holds the CLI's stream. Read once when the worker ends
 (by its supervisor), it gives the tokens and cost the CLI reported and the
 CLI's final envelope: claude's `result` line, codex's last agent message (or
 its `turn.failed`), pi's last assistant message. A worker that never called
-`looop done` still gets a true result from that envelope.
+`looop done` still gets a true result from that envelope. aider writes no JSON stream:
+its usage and final word come from the files it leaves in the session dir (aider.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from looop_py import jsonio
+from looop_py.workers import aider
 
 # typing is not imported at run time: the supervisor starts with every worker.
 TYPE_CHECKING = False
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-KINDS = ("", "claude", "codex", "pi")
+KINDS = ("", "claude", "codex", "pi", "aider")
 MAX_SUMMARY = 500
 
 
@@ -27,6 +29,7 @@ MAX_SUMMARY = 500
 class Final:
     text: str  # the CLI's last message, or its error
     error: bool  # the CLI says the run failed
+    status: str = ""  # how it went, in the agent's own last words ("" = from error and exit)
 
 
 @dataclass
@@ -40,6 +43,9 @@ def read(kind: str, log: Path) -> Stream:
     out = Stream()
     if kind not in KINDS or not kind:
         return out
+    if kind == "aider":  # no stream: the files aider wrote beside the log
+        said = aider.final(log.parent, log)
+        return Stream(aider.usage(log.parent), Final(*said) if said else None)
     try:
         f = log.open("rb")
     except FileNotFoundError:
@@ -163,7 +169,7 @@ def derived_result(stream: Stream, exit_code: int | None, now: float) -> dict[st
     text = " ".join(final.text.split())
     summary = text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 1] + "…"
     return {
-        "status": "done" if ok else "blocked",
+        "status": (final.status or "done") if ok else "blocked",
         "summary": summary,
         "at": now,
         "source": "envelope",  # looop read it from the CLI's output; the worker did not report

@@ -1,0 +1,144 @@
+"""The aider runtime against the real aider, talking only to the fake model server.
+
+aider runs no shell commands unattended, so it cannot call `looop done`: its last message
+ends with a STATUS line, and looop reads that and the usage from the files aider writes
+into the session dir. It must leave the work dir alone but for the edits it was asked
+for: no .git, no .gitignore edit, no .aider* files, and no attempt to reach the network
+(the fake server, set as the proxy for every other host, records any).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from looop_py.workdir.paths import Paths
+from looop_py.workers import aider, records
+from tests.agentclis import AIDER_INFO, env_for, runtime_toml
+from tests.conftest import run_looop
+from tests.fakemodel import FakeModel, Turn
+from tests.test_agents_runtimes import run_worker
+
+pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(240)]
+
+STATUS = "STATUS: done: the fake model did it"
+
+
+def whole(name: str, text: str) -> str:
+    """A file edit in aider's `whole` format (the one it uses for an unknown model)."""
+    return f"{name}\n```\n{text}```\n"
+
+
+def offline(mp: pytest.MonkeyPatch, model: FakeModel) -> None:
+    """Every host but 127.0.0.1 goes through the fake server, which records and refuses it."""
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"):
+        mp.setenv(name, model.base)
+
+
+def workdir(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "keep.txt").write_text("original\n")
+    (ws / ".gitignore").write_text("*.tmp\n")
+    return ws
+
+
+def snapshot(ws: Path) -> list[tuple[str, bytes]]:
+    return sorted((str(p.relative_to(ws)), p.read_bytes()) for p in ws.rglob("*") if p.is_file())
+
+
+def test_an_aider_worker_edits_reports_its_status_and_usage_and_leaves_nothing_else(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = workdir(tmp_path)
+    reply = "I wrote the notes.\n\n" + whole("notes.txt", "written by aider\n") + "\n" + STATUS
+    with FakeModel(script=[Turn(text=reply)], sequential=True) as model:
+        offline(monkeypatch, model)
+        status, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch, cwd=ws)
+    assert (result["status"], result["summary"], result["source"]) == (
+        "done",
+        "the fake model did it",
+        "envelope",
+    )
+    usage = result["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (model.input_tokens, 30)
+    assert model.input_tokens == 120
+    price = 120 * AIDER_INFO["input_cost_per_token"] + 30 * AIDER_INFO["output_cost_per_token"]
+    assert usage["cost_usd"] == pytest.approx(price)
+    assert status["usage"] == usage
+    # It did the edit, and nothing else: no repo, no .gitignore line, no .aider* file.
+    assert (ws / "notes.txt").read_text() == "written by aider\n"
+    assert sorted(p.name for p in ws.iterdir()) == [".gitignore", "keep.txt", "notes.txt"]
+    assert (ws / ".gitignore").read_text() == "*.tmp\n"
+    assert model.proxied == []  # no update check, price list, analytics or release notes
+    d = wd.sessions / "w1"
+    assert (d / aider.EVENTS).exists() and (d / aider.CHAT).exists()
+    # The contract it was given asks for the STATUS line, not for commands it cannot run.
+    prompt = model.posts[0].body["messages"][-1]["content"]
+    assert "STATUS: done|done-with-concerns|blocked" in prompt
+    assert '"$LOOOP_BIN" done' not in prompt
+
+
+def test_l1_runs_aider_in_a_throwaway_copy_and_still_records_its_result(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = workdir(tmp_path)
+    before = snapshot(ws)
+    reply = whole("keep.txt", "changed\n") + whole("new.txt", "new\n") + STATUS
+    with FakeModel(script=[Turn(text=reply)], sequential=True) as model:
+        offline(monkeypatch, model)
+        _, result = run_worker(
+            wd, "aider", model, tmp_path / "home", monkeypatch, cwd=ws, read_only=True
+        )
+    chat = (wd.sessions / "w1" / aider.CHAT).read_text()
+    assert "Applied edit to keep.txt" in chat and "Applied edit to new.txt" in chat  # in the copy
+    assert snapshot(ws) == before
+    assert result["status"] == "done" and result["summary"] == "the fake model did it"
+    assert "throwaway copy" in result["read_only"]
+    meta = records.read_record(wd.sessions / "w1" / records.META)
+    assert meta["read_only"] == "copy" and not Path(meta["copy"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (401, "The API provider is not able to authenticate you"),
+        # After aider's own retries (9 tries over ~64 s, each retried twice by openai's client).
+        (500, "internal error in the fake model server The API provider's servers are down"),
+    ],
+)
+def test_a_failed_request_ends_the_worker_blocked_in_aider_s_words(
+    status: int, says: str, wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeModel(script=[Turn(status=status)] * 100, sequential=True) as model:
+        offline(monkeypatch, model)
+        exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch, wait_s=200)
+    assert exit_["exit_code"] == 0  # aider exits 0 whatever happened
+    assert result["status"] == "blocked", result
+    assert says in result["summary"]
+    assert "usage" not in result  # no reply, no tokens
+    assert len(model.posts) == (1 if status == 401 else 27)
+    listed = run_looop("-C", str(wd.root), "workers", "--all", "--json")
+    assert says in listed.stdout
+
+
+def test_looop_run_counts_the_tokens_aider_reported(wd: Paths, tmp_path: Path) -> None:
+    (wd.goals / "welcome.md").unlink()
+    wd.config.write_text(wd.config.read_text() + runtime_toml("aider"))
+    (wd.goals / "triage.md").write_text(
+        "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
+        "runtime: aider\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
+    )
+    with FakeModel(script=[Turn(text=STATUS)] * 2, sequential=True) as model:
+        env = env_for("aider", model, tmp_path / "home")
+        started = time.monotonic()
+        r = run_looop("-C", str(wd.root), "run", "triage", "--json", env=env, timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["total_tokens"] == model.input_tokens + model.output_tokens == 300, (
+        report,
+        time.monotonic() - started,
+    )
