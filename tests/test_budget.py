@@ -7,13 +7,13 @@ from looop_py.beat.limits import (
     Ledgers,
     Spend,
     backoff_delay,
-    charge,
     decide_block,
     flap_update,
     flapping,
     local_day,
 )
 from looop_py.workdir.config import LimitsConfig
+from looop_py.workdir.ledger import Charge, charge
 
 NOW = 1_800_000_000.0
 
@@ -51,13 +51,15 @@ def test_daily_budgets_and_day_rollover() -> None:
 
 def test_unmetered_runs_fail_closed_only_with_a_budget() -> None:
     s = Spend()
-    for _ in range(3):
-        s = charge(s, NOW, tokens=None, usd=None, budgeted_usd=False)
+    for i in range(3):
+        s = charge(s, NOW, Charge(f"decide:{i}", "decider"))
     led = Ledgers(spend=s)
     assert "fails closed" in (block(led, daily_tokens=10_000) or "")
     assert block(led) is None
-    metered = charge(s, NOW, tokens=5, usd=None, budgeted_usd=False)
+    metered = charge(s, NOW, Charge("decide:3", "decider", tokens=5))
     assert metered.unmetered == 0 and metered.tokens == 5
+    # A worker reporting nothing says nothing about the decider's metering.
+    assert charge(s, NOW, Charge("worker:w", "workers")).unmetered == 3
 
 
 def test_flapping_needs_a_streak() -> None:

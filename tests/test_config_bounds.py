@@ -74,6 +74,8 @@ def test_each_numeric_key_refuses_values_past_its_maximum(tmp_path: Path, key: s
         ('[decider]\nbackend = "gpt"\n', "decider.backend: unknown backend"),
         ('[decider]\nbackend = "command"\n', "decider.command: the command backend needs"),
         ('[decider]\nbackend = "script"\n', "decider.script: the script backend needs"),
+        ('[decider]\ncache_ttl = "2h"\n', "decider.cache_ttl: must be one of 5m, 1h"),
+        ("[decider]\nusd_per_mtok_cached_in = -1\n", "decider.usd_per_mtok_cached_in: must"),
         ("[runtimes.mine]\ncommand = 'mytool'\n", "runtimes.mine.command: does not hold"),
         ("[actions.open-pr]\ncommand = 5\n", "actions.open-pr.command: should be a non-empty"),
         ("[actions.open-pr]\ncommand = ''\n", "actions.open-pr.command: should be a non-empty"),

@@ -73,7 +73,10 @@ def test_success_forces_the_tool_and_reads_its_input(wd: Paths, key: str) -> Non
     assert "authorization" not in seen.headers
     body = seen.body
     assert body["model"] == "claude-test" and body["max_tokens"] == 1234
-    assert body["messages"] == [{"role": "user", "content": "THE PROMPT"}]
+    # A prompt with no stable sections is one unmarked block.
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "THE PROMPT"}]}
+    ]
     assert body["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
     [tool] = body["tools"]
     assert tool["name"] == TOOL_NAME
@@ -173,6 +176,56 @@ def test_prices_give_a_cost(wd: Paths, key: str) -> None:
         usage = make(api, usd_per_mtok_in=3.0, usd_per_mtok_out=15.0).decide(request(wd)).usage
     assert usage is not None
     assert usage.cost_usd == pytest.approx(5050 * 3e-6 + 80 * 15e-6)
+
+
+def _real_prompt() -> str:
+    from looop_py.beat import prompt
+
+    return prompt.build(
+        prompt.PromptInput(
+            now=1_700_000_000.0,
+            playbook="Be careful.",
+            goals=[("a", "# A\n")],
+            snapshots=[("sensor-ci", {"signal": "green", "detail": {"at": 1}})],
+            changed=[{"item": "goal:a", "old": "x", "new": "y"}],
+        )
+    )
+
+
+@pytest.mark.parametrize("ttl", ["1h", "5m"])
+def test_the_stable_part_carries_cache_markers(wd: Paths, key: str, ttl: str) -> None:
+    text = _real_prompt()
+    with FakeAPI().reply(ok()) as api:
+        make(api, cache_ttl=ttl).decide(request(wd, text))
+    [seen] = api.requests
+    [message] = seen.body["messages"]
+    policy, readings, rest = message["content"]
+    assert policy["text"] + readings["text"] + rest["text"] == text  # byte for byte
+    assert policy["text"].startswith("=== INSTRUCTIONS") and "=== GOALS" in policy["text"]
+    assert readings["text"].startswith("=== SENSOR READINGS")
+    assert rest["text"].startswith("=== WHAT CHANGED") and "cache_control" not in rest
+    marker = {"type": "ephemeral", **({"ttl": "1h"} if ttl == "1h" else {})}
+    assert policy["cache_control"] == marker and readings["cache_control"] == marker
+    beta = seen.headers.get("anthropic-beta")
+    assert beta == ("extended-cache-ttl-2025-04-11" if ttl == "1h" else None)
+
+
+def test_cached_tokens_are_read_into_usage_and_priced(wd: Paths, key: str) -> None:
+    prices = {
+        "usd_per_mtok_in": 3.0,
+        "usd_per_mtok_out": 15.0,
+        "usd_per_mtok_cached_in": 0.3,
+        "usd_per_mtok_cache_write": 3.75,
+    }
+    with FakeAPI().reply(ok()) as api:
+        usage = make(api, **prices).decide(request(wd)).usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (
+        5050,
+        4000,
+        1000,
+    )
+    assert usage.cost_usd == pytest.approx((50 * 3 + 4000 * 0.3 + 1000 * 3.75 + 80 * 15) / 1e6)
 
 
 def test_missing_key_and_missing_model(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,6 +32,8 @@ def test_decider_test_with_a_script_shows_move_usage_and_latency(wd: Paths) -> N
         "input_tokens": 7,
         "output_tokens": 3,
         "cost_usd": None,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
         "total_tokens": 10,
     }
     assert isinstance(view["ms"], int)

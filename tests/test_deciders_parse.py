@@ -142,6 +142,7 @@ def test_claude_json_envelope() -> None:
     assert parsed.value == NOOP and parsed.source == "claude-json"
     assert parsed.usage is not None
     assert parsed.usage.input_tokens == 3 + 100 + 15000 and parsed.usage.output_tokens == 42
+    assert (parsed.usage.cache_read_tokens, parsed.usage.cache_write_tokens) == (15000, 100)
     assert parsed.usage.cost_usd == 0.0123
 
 
@@ -174,6 +175,7 @@ def test_codex_exec_json() -> None:
     assert parsed.value == NOOP and parsed.source == "codex"
     assert parsed.usage is not None
     assert (parsed.usage.input_tokens, parsed.usage.output_tokens) == (2000, 25)
+    assert (parsed.usage.cache_read_tokens, parsed.usage.cache_write_tokens) == (1500, 0)
     assert parsed.usage.cost_usd is None
     failed = lines(
         {"type": "thread.started", "thread_id": "t"},
@@ -196,6 +198,7 @@ def test_pi_mode_json() -> None:
     assert parsed.value == NOOP and parsed.source == "pi"
     assert parsed.usage is not None
     assert (parsed.usage.input_tokens, parsed.usage.output_tokens) == (1000, 30)
+    assert (parsed.usage.cache_read_tokens, parsed.usage.cache_write_tokens) == (100, 0)
     assert parsed.usage.cost_usd == pytest.approx(0.002)
 
 

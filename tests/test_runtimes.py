@@ -123,12 +123,15 @@ def test_usage_from_codex_turns(tmp_path: Path) -> None:
     log.write_text(
         '{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":2}}\n'
         "not json\n"
-        '{"type":"turn.completed","usage":{"input_tokens":5,"output_tokens":1}}\n'
+        '{"type":"turn.completed","usage":{"input_tokens":5,"cached_input_tokens":4,'
+        '"output_tokens":1}}\n'
     )
     assert runtimes.usage_from_output("codex", log) == {
         "input_tokens": 15,
         "output_tokens": 3,
         "total_tokens": 18,
+        "cache_read_tokens": 4,
+        "cache_write_tokens": 0,
         "cost_usd": None,
         "source": "stream",
     }
@@ -171,6 +174,7 @@ def test_usage_and_final_word_from_a_pi_stream(tmp_path: Path) -> None:
     got = streams.read("pi", log)
     assert got.usage is not None
     assert (got.usage["input_tokens"], got.usage["output_tokens"]) == (32, 10)
+    assert (got.usage["cache_read_tokens"], got.usage["cache_write_tokens"]) == (2, 0)
     assert got.usage["cost_usd"] == pytest.approx(0.75)
     derived = streams.derived_result(got, 0, 1.0)
     assert derived is not None

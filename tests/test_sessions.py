@@ -22,7 +22,7 @@ from looop_py.cli.app import cli
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import WorkerRefused
 from looop_py.loops.store import is_live
-from looop_py.workdir import config, journal
+from looop_py.workdir import config, journal, ledger
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill, launch, reap, records
 from tests.conftest import run_looop, wait_for
@@ -250,12 +250,18 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
         "input_tokens": 105,
         "output_tokens": 20,
         "total_tokens": 125,
+        "cache_read_tokens": 5,
+        "cache_write_tokens": 0,
         "cost_usd": 0.25,
         "source": "stream",
     }
     view = records.get(wwd, "reporter", time.time())
     assert view.result is not None and view.result["status"] == "done-with-concerns"
     assert view.usage == {"total_tokens": 500, "cost_usd": None, "source": "worker"}
+    # Both are other workers' spend on the one ledger; the worker's own count is charged too.
+    by_source = ledger.load(wwd).by_source
+    assert by_source["workers"]["tokens"] == 125 + 500
+    assert by_source["workers"]["usd"] == 0.25
     outside = run_looop("-C", str(wwd.root), "done", env={"LOOOP_SESSION_ID": ""})
     assert outside.returncode == 2 and "inside a worker" in outside.stderr
 

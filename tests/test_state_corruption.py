@@ -157,6 +157,7 @@ STATE_FILES = [
     "state/config-cache.json",
     "state/decides.json",
     "state/flap.json",
+    "state/prompt-order.json",
     "state/goal-activity.json",
     "state/last-world.json",
     "state/loop-schedule.json",

@@ -230,3 +230,18 @@ def test_withdraw_an_ask_from_the_page(wd: Paths) -> None:
     r = client.post(f"/asks/{q.id}/withdraw", data={"csrf": security.csrf_for(token)})
     assert r.status_code == 200 and r.json()["verdict"] == "withdrawn"
     assert client.get("/asks?format=json").json()["asks"] == []
+
+
+def test_the_overview_shows_todays_spend_by_source_and_cache_hits(wd: Paths) -> None:
+    from looop_py.workdir import ledger
+
+    now = time.time()
+    for c in (
+        ledger.Charge("decide:r1", "decider", 1000, 0.01, 1000, 600),
+        ledger.Charge("worker:tidy-1.maker", "loop:tidy", 5000, 0.05, 4000, 1400),
+    ):
+        ledger.record_charge(wd, now, c)
+    client, _ = _logged_in(wd)
+    page = client.get("/").text
+    assert "decider: 1000 tokens · $0.0100" in page and "loop:tidy: 5000 tokens" in page
+    assert "cache hits: 40%" in page

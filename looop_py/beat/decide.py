@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import world
-from looop_py.beat import limits, prompt
+from looop_py.beat import limits, prompt, volatility
 from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
-from looop_py.workdir import environ, journal, runs
+from looop_py.workdir import environ, journal, ledger, runs
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
@@ -76,11 +76,12 @@ def gather_prompt(
         g: None if last is None else max(0, round(now - last))
         for g, last in probed.last_acted.items()
     }
+    shown = sorted(_with_goal_ages(snapshots, goal_ages).items())
     inp = prompt.PromptInput(
         now=now,
         playbook=playbook,
         goals=goals,
-        snapshots=sorted(_with_goal_ages(snapshots, goal_ages).items()),
+        snapshots=shown,
         asks=asks,
         goal_ages=goal_ages,
         journal=journal.tail(paths, 20),
@@ -89,6 +90,7 @@ def gather_prompt(
         flapping=flapping,
         last_shell=act.take_last_shell(paths),
         last_failure=last_failure,
+        since=volatility.since(paths, shown, now),
     )
     return prompt.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
 
@@ -186,15 +188,24 @@ def decide_and_act(
             output_tokens=usage.output_tokens,
             cost_usd=usage.cost_usd,
         )
+        if usage.cache_read_tokens or usage.cache_write_tokens:
+            stats.update(
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+            )
     if lim.daily_tokens > 0 or lim.daily_usd > 0 or usage is not None:
-        spend = limits.charge(
-            ledgers.spend,
-            now,
-            tokens=None if usage is None else usage.total_tokens,
-            usd=None if usage is None else usage.cost_usd,
-            budgeted_usd=lim.daily_usd > 0,
-        )
-        limits.save_spend(paths, spend)
+        charged = ledger.Charge(f"decide:{run.name}", ledger.DECIDER)  # unmetered
+        if usage is not None:
+            charged = ledger.Charge(
+                charged.key,
+                ledger.DECIDER,
+                usage.total_tokens,
+                usage.cost_usd,
+                usage.input_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+            )
+        ledger.record_charge(paths, now, charged, budgeted_usd=lim.daily_usd > 0)
     runs.write(run, "output.txt", decision.raw)
 
     try:

@@ -1,27 +1,32 @@
 """Spend limits outside the model: pure checks that take `now`, and their ledgers in state/.
 
   decides per rolling hour   state/decides.json   {"ts": [...]}
-  daily tokens and USD       state/spend.json     {"day", "tokens", "usd", "unmetered"}
+  daily tokens and USD       state/spend.json     workdir/ledger.py: one ledger, by source
   failure backoff            state/backoff.json   {"fails", "at", "policy", "reason"}
   flapping sensors           state/flap.json      {"values": {item: v}, "streaks": {item: n}}
 
 Budgets fail closed: with a token or USD budget set, a backend that reports
-no usage three times in a row stops deciding until a human looks.
+no usage three times in a row stops deciding until a human looks. The daily
+budgets count every source the ledger holds (decides, loop rounds, workers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
+from looop_py.workdir import ledger
 from looop_py.workdir.config import LimitsConfig
+from looop_py.workdir.ledger import Spend, local_day
+from looop_py.workdir.ledger import today as spend_today
 from looop_py.workdir.paths import Paths
+
+__all__ = ["Backoff", "Ledgers", "Spend", "decide_block", "local_day", "spend_today"]
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -29,14 +34,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 HOUR = 3600.0
-
-
-@dataclass(frozen=True)
-class Spend:
-    day: str = ""
-    tokens: int = 0
-    usd: float = 0.0
-    unmetered: int = 0  # metered-less decides in a row
 
 
 @dataclass(frozen=True)
@@ -54,19 +51,11 @@ class Ledgers:
     backoff: Backoff = field(default_factory=Backoff)
 
 
-def local_day(now: float) -> str:
-    return time.strftime("%Y-%m-%d", time.localtime(now))
-
-
 def backoff_delay(fails: int, base_s: float, cap_s: float) -> float:
     """60·2^(n−1) s after n consecutive failures, capped."""
     if fails <= 0:
         return 0.0
     return float(min(cap_s, base_s * 2 ** (fails - 1)))
-
-
-def spend_today(spend: Spend, now: float) -> Spend:
-    return spend if spend.day == local_day(now) else Spend(day=local_day(now))
 
 
 def decide_block(ledgers: Ledgers, *, now: float, policy: str, limits: LimitsConfig) -> str | None:
@@ -84,10 +73,9 @@ def decide_block(ledgers: Ledgers, *, now: float, policy: str, limits: LimitsCon
     if cap > 0 and len(recent) >= cap:
         return f"decide cap: {len(recent)} decides in the last hour (limit {cap})"
     spend = spend_today(ledgers.spend, now)
-    if limits.daily_tokens > 0 and spend.tokens >= limits.daily_tokens:
-        return f"daily token budget spent: {spend.tokens} of {limits.daily_tokens}"
-    if limits.daily_usd > 0 and spend.usd >= limits.daily_usd:
-        return f"daily USD budget spent: ${spend.usd:.4f} of ${limits.daily_usd:.2f}"
+    spent = ledger.spent(spend, now, limits)
+    if spent is not None:
+        return spent
     budgeted = limits.daily_tokens > 0 or limits.daily_usd > 0
     if budgeted and limits.unmetered_limit > 0 and spend.unmetered >= limits.unmetered_limit:
         return (
@@ -95,20 +83,6 @@ def decide_block(ledgers: Ledgers, *, now: float, policy: str, limits: LimitsCon
             "use a backend that reports usage, or unset the daily budgets"
         )
     return None
-
-
-def charge(
-    spend: Spend, now: float, *, tokens: int | None, usd: float | None, budgeted_usd: bool
-) -> Spend:
-    """Add one decide's usage to today's spend. None usage counts as unmetered."""
-    spend = spend_today(spend, now)
-    unmetered = tokens is None or (budgeted_usd and usd is None)
-    return Spend(
-        day=spend.day,
-        tokens=spend.tokens + (tokens or 0),
-        usd=round(spend.usd + (usd or 0.0), 6),
-        unmetered=spend.unmetered + 1 if unmetered else 0,
-    )
 
 
 def flap_update(
@@ -162,7 +136,6 @@ def load(paths: Paths) -> Ledgers:
     """The ledgers; a field of the wrong type reads as its zero, a file that is not an
     object as empty (they are caches of recent history, rebuilt as beats go by)."""
     d = _read(paths.state / "decides.json")
-    s = _read(paths.state / "spend.json")
     b = _read(paths.state / "backoff.json")
     ts = d.get("ts")
     policy = b.get("policy")
@@ -172,12 +145,7 @@ def load(paths: Paths) -> Ledgers:
             for t in (ts if isinstance(ts, list) else [])
             if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
         ),
-        spend=Spend(
-            day=str(s.get("day", "")),
-            tokens=int(_num(s, "tokens")),
-            usd=_num(s, "usd"),
-            unmetered=int(_num(s, "unmetered")),
-        ),
+        spend=ledger.load(paths),
         backoff=Backoff(
             fails=max(0, min(int(_num(b, "fails")), 64)),
             at=_num(b, "at"),
@@ -190,10 +158,6 @@ def load(paths: Paths) -> Ledgers:
 def save_decide(paths: Paths, ledgers: Ledgers, now: float) -> None:
     recent = [t for t in ledgers.decides if now - t < HOUR] + [now]
     jsonio.write_json(paths.state / "decides.json", {"v": 1, "ts": recent})
-
-
-def save_spend(paths: Paths, spend: Spend) -> None:
-    jsonio.write_json(paths.state / "spend.json", {"v": 1, **spend.__dict__})
 
 
 def save_backoff(paths: Paths, backoff: Backoff | None) -> None:

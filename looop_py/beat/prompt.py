@@ -1,21 +1,29 @@
 """The decide prompt, built from plain data. Pure: same input, same bytes.
 
-Sections run from stable to volatile (instructions … now), so everything
-before WHAT CHANGED is byte-identical across beats that saw the same files and
-providers' prompt caches hit. Interpolated text can never start a line with
-`===` or `---`, so a goal, a sensor or an ask cannot forge a section; every
-item has its own cap and the whole prompt a total cap, with visible markers
-where something was cut.
+Sections run by volatility, so providers' prompt caches hit: first what a
+human edits (instructions, constitution, PLAYBOOK, goals sorted by id), then
+the readings that did not change since the last decision, oldest first: their
+signals, and each detail that stood still since the last prompt (volatility.py
+keeps when each last moved). Then the volatile tail: what changed and the
+changed signals, pending asks, fairness, the journal, the details that moved
+(times, ages, counters), the last shell output and failure, now. Everything
+before WHAT CHANGED is byte-identical across decides that saw the same files
+and readings; `blocks` cuts the prompt there for cache markers.
+Rendering is deterministic (canonical JSON, sorted keys). Interpolated text
+can never start a line with `===` or `---`, so a goal, a sensor or an ask
+cannot forge a section; every item has its own cap and the whole prompt a
+total cap, with visible markers where something was cut.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio
+from looop_py.deciders.base import prompt_blocks
 from looop_py.moves import union
 
 TOTAL_CAP = 256 * 1024
@@ -74,6 +82,8 @@ class PromptInput:
     flapping: Sequence[str] = ()
     last_shell: dict[str, Any] | None = None  # {cmd, exit_code, output}
     last_failure: str | None = None
+    # "signal:<stem>" / "detail:<stem>" → when it last changed between prompts (volatility.py)
+    since: Mapping[str, float] = field(default_factory=dict)
 
 
 def escape(text: str) -> str:
@@ -144,8 +154,19 @@ def _fit(entries: Sequence[str], budget: int, noun: str, *, keep: Sequence[int] 
     return _Fit([entries[i] for i in sorted(chosen)], len(entries) - len(chosen), noun)
 
 
-def _reading(stem: str, snap: Any) -> str:
-    return f"--- {stem}\n{escape(clip(jsonio.canonical(snap).decode(), CAP_READING))}"
+def _signal_and_detail(snap: Any) -> tuple[Any, Any]:
+    """A snapshot's signal and its detail (None when it has none worth showing)."""
+    if isinstance(snap, dict) and "signal" in snap:
+        detail = snap.get("detail")
+        return snap["signal"], detail if detail not in (None, {}, []) else None
+    return snap, None
+
+
+def _reading(stem: str, value: Any, mark: str = "") -> str:
+    return f"--- {stem}{mark}\n{escape(clip(jsonio.canonical(value).decode(), CAP_READING))}"
+
+
+DETAIL = " (detail)"  # after the stem in a detail's header line
 
 
 def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
@@ -153,10 +174,11 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
 
     Every section has a budget. When space is short it is handed out in this
     order: the instructions, looop's own probes (sys-*), what changed (itself
-    capped, with a count of what it left out), pending asks, the last failure
-    and shell output, the journal, the PLAYBOOK, and last the bulk: sensor
-    readings and goals, which share what is left. What was cut is named in
-    its section and again under NOW; the sections keep their stable order.
+    capped, with a count of what it left out), the readings' details, pending
+    asks, the last failure and shell output, the journal, the PLAYBOOK, and
+    last the bulk: sensor readings and goals, which share what is left. What
+    was cut is named in its section and again under NOW; the sections keep
+    their order, stable part first (see `blocks`).
     """
     head = _section("INSTRUCTIONS", INSTRUCTIONS.format(catalogue=union.catalogue()))
     head += _section("CONSTITUTION (immutable; overrides the PLAYBOOK)", CONSTITUTION)
@@ -165,12 +187,30 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
     def share(fraction: float) -> int:
         return max(0, min(room, int(total_cap * fraction)))
 
-    sys_entries = [_reading(stem, snap) for stem, snap in inp.snapshots if _is_sys(stem)]
-    sys_fit = _fit(sys_entries, share(SHARE_SYS), "looop probes")
+    changed_snaps = {
+        str(c["item"]).removeprefix("snap:")
+        for c in inp.changed
+        if str(c["item"]).startswith("snap:")
+    }
+    split = {stem: _signal_and_detail(snap) for stem, snap in inp.snapshots}
+    stems = sorted(split)
+    sys_stems = [s for s in stems if _is_sys(s)]
+    # looop's own probes: their signals always show, the unchanged ones first.
+    sys_order = [s for s in sys_stems if s not in changed_snaps]
+    sys_order += [s for s in sys_stems if s in changed_snaps]
+    sys_fit = _fit([_reading(s, split[s][0]) for s in sys_order], share(SHARE_SYS), "looop probes")
     room -= sys_fit.size()
     changes = _change_lines(inp)
     changes_fit = _fit(changes, share(SHARE_CHANGED), "changes")
     room -= changes_fit.size() + 512
+    sensor_stems = [s for s in stems if not _is_sys(s)]
+    details = [
+        _reading(s, split[s][1], DETAIL)
+        for s in (*sys_stems, *sensor_stems)
+        if split[s][1] is not None
+    ]
+    details_fit = _fit(details, share(SHARE_DETAIL), "details")
+    room -= details_fit.size()
     extra = _extra_sections(inp, share(SHARE_EXTRA))
     room -= len(extra.encode())
     asks_fit = _fit(_ask_entries(inp), share(SHARE_ASKS), "pending asks")
@@ -188,41 +228,70 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
     room -= len(playbook.encode()) + 64
 
     # The bulk: sensor readings and goals share the rest, each taking what the other leaves.
-    readings = [_reading(stem, snap) for stem, snap in inp.snapshots if not _is_sys(stem)]
-    goals = [f"--- goals/{gid}.md\n{escape(clip(body, CAP_GOAL))}" for gid, body in inp.goals]
+    order = [s for s in sensor_stems if s not in changed_snaps]
+    order += [s for s in sensor_stems if s in changed_snaps]  # changed ones go first when cut
+    readings = [_reading(s, split[s][0]) for s in order]
+    goal_rows = sorted(inp.goals)
+    goals = [f"--- goals/{gid}.md\n{escape(clip(body, CAP_GOAL))}" for gid, body in goal_rows]
     changed_goals = {c["item"].removeprefix("goal:") for c in inp.changed}
-    keep_goals = [i for i, (gid, _) in enumerate(inp.goals) if gid in changed_goals]
-    readings_fit = _fit(readings, max(max(0, room) // 2, room - _natural(goals)), "readings")
+    keep_goals = [i for i, (gid, _) in enumerate(goal_rows) if gid in changed_goals]
+    keep_readings = list(range(len(order) - len(changed_snaps & set(order)), len(order)))
+    room_readings = max(max(0, room) // 2, room - _natural(goals))
+    readings_fit = _fit(readings, room_readings, "readings", keep=keep_readings)
     goals_fit = _fit(goals, max(0, room - readings_fit.size()), "goals", keep=keep_goals)
 
     cuts = [
         f"{f.left_out} of {len(f.kept) + f.left_out} {f.noun}"
-        for f in (goals_fit, readings_fit, sys_fit, asks_fit, journal_fit, changes_fit)
+        for f in (goals_fit, readings_fit, sys_fit, details_fit, asks_fit, journal_fit, changes_fit)
         if f.left_out
     ]
     if inp.playbook is not None and playbook.endswith("more bytes not shown]"):
         cuts.append("the end of the PLAYBOOK")
+    stable_sys, changed_sys = _part(sys_fit, changed_snaps)
+    stable_rd, changed_rd = _part(readings_fit, changed_snaps)
+    # A detail that stood still since the last prompt joins the stable part; all of it
+    # runs oldest first, so what changed most recently sits last (volatility.py).
+    steady = {i for i, e in enumerate(details_fit.kept) if _still(inp, _key(e))}
+    stable = sorted(
+        [*stable_sys, *stable_rd, *(details_fit.kept[i] for i in sorted(steady))],
+        key=lambda e: _rank(inp, e),
+    )
+    moving = _Fit(
+        [e for i, e in enumerate(details_fit.kept) if i not in steady],
+        details_fit.left_out,
+        "details",
+    )
     text = (
         head
         + _section("PLAYBOOK", playbook)
         + _section("GOALS", goals_fit.body())
-        + _section("SENSOR READINGS", _join(sys_fit, readings_fit))
+        + _section(READINGS_TITLE, _readings_body(stable, sys_fit, readings_fit))
+        + _section(CHANGED_TITLE, changes_fit.body() if changes else "")
+        + (
+            _section("CHANGED READINGS (signals now)", "\n".join([*changed_sys, *changed_rd]))
+            if changed_sys or changed_rd
+            else ""
+        )
         + _section("PENDING ASKS (waiting on a human; not yours to answer)", asks_fit.body())
         + _fairness(inp)
         + _section("RECENT JOURNAL", journal_fit.body() if inp.journal else "(empty)")
-        + _section(
-            "WHAT CHANGED (since your last decision; computed by looop)",
-            changes_fit.body() if changes else "",
-        )
+        + _section("READING DETAILS (ages, times and counters; never a wake)", moving.body())
         + extra
         + _now(inp, total_cap, cuts)
     )
     return _hard_cap(text, total_cap)
 
 
+def blocks(text: str) -> list[str]:
+    """The prompt in three parts for providers' cache markers: policy (instructions …
+    goals), unchanged readings, and the volatile rest. Joined, they are the prompt."""
+    return prompt_blocks(text)  # it cuts at CACHE_CUTS, the starts of these two titles
+
+
 RESERVE_NOW = 1024  # the NOW section and the note naming what was cut
-SHARE_SYS = 0.25  # looop's own probes: sessions, claims, asks, rounds, schedules
+SHARE_SYS = 0.20  # looop's own probes: sessions, claims, asks, rounds, schedules
 SHARE_CHANGED = 0.20
+SHARE_DETAIL = 0.10  # the readings' details: ages, times, counters (sys-* first)
 SHARE_EXTRA = 0.05  # the last run_shell output and the last failure
 SHARE_ASKS = 0.10
 SHARE_JOURNAL = 0.05
@@ -236,11 +305,44 @@ def _natural(entries: Sequence[str]) -> int:
     return sum(len(e.encode()) + 1 for e in entries) + 128
 
 
-def _join(first: _Fit, second: _Fit) -> str:
-    """looop's own probes, then the sensors; each says what it left out."""
-    parts = [first.body()] if first.kept or first.left_out else []
-    parts.append(second.body())
-    return "\n".join(parts)
+READINGS_TITLE = "SENSOR READINGS (unchanged since your last decision; oldest first)"
+CHANGED_TITLE = "WHAT CHANGED (since your last decision; computed by looop)"
+
+
+def _stem(entry: str) -> str:
+    return entry.partition("\n")[0].removeprefix("--- ").removesuffix(DETAIL)
+
+
+def _key(entry: str) -> str:
+    """`signal:<stem>` or `detail:<stem>`, as volatility.py names the parts."""
+    head = entry.partition("\n")[0]
+    return ("detail:" if head.endswith(DETAIL) else "signal:") + _stem(entry)
+
+
+def _still(inp: PromptInput, key: str) -> bool:
+    """Whether this part is what the last prompt showed (unknown counts as changed)."""
+    return key in inp.since and inp.since[key] < inp.now
+
+
+def _rank(inp: PromptInput, entry: str) -> tuple[float, bool, str, bool]:
+    """Oldest first; then looop's probes before sensors, by stem, a signal before its detail."""
+    stem, key = _stem(entry), _key(entry)
+    return (inp.since.get(key, 0.0), not _is_sys(stem), stem, key.startswith("detail:"))
+
+
+def _part(fit: _Fit, changed: set[str]) -> tuple[list[str], list[str]]:
+    """The kept entries whose signal did not change, and those whose signal did."""
+    same = [e for e in fit.kept if _stem(e) not in changed]
+    return same, [e for e in fit.kept if _stem(e) in changed]
+
+
+def _readings_body(entries: list[str], *fits: _Fit) -> str:
+    """The unchanged readings, looop's probes first; each list says what it left out."""
+    lines = list(entries)
+    for f in fits:
+        if f.left_out:
+            lines.append(f"(section truncated: {f.left_out} more {f.noun} not shown)")
+    return "\n".join(lines) if lines else "(no readings)"
 
 
 def _hard_cap(text: str, total_cap: int) -> str:

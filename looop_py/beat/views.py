@@ -89,6 +89,9 @@ class LimitsView:
     flapping: list[str]
     next_wake: float | None
     pending_asks: int
+    # today's spend by source (decider, loop:NAME, workers): {"tokens", "usd"}
+    by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cache_hit_ratio: float | None = None  # of today's prompt tokens, the share a cache served
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +107,8 @@ class LimitsView:
             "flapping": self.flapping,
             "next_wake": self.next_wake,
             "pending_asks": self.pending_asks,
+            "by_source": self.by_source,
+            "cache_hit_ratio": self.cache_hit_ratio,
         }
 
 
@@ -133,7 +138,17 @@ def limits_now(paths: Paths, now: float) -> LimitsView:
         flapping=limits.flapping(limits.load_flap(paths), lim.flap_streak),
         next_wake=wake if isinstance(wake, int | float) else None,
         pending_asks=len(mailbox.pending(paths)),
+        by_source={
+            src: {"tokens": int(row.get("tokens", 0)), "usd": float(row.get("usd", 0.0))}
+            for src, row in sorted(spend.by_source.items(), key=lambda kv: _source_rank(kv[0]))
+        },
+        cache_hit_ratio=spend.cache_hit_ratio(),
     )
+
+
+def _source_rank(source: str) -> tuple[int, str]:
+    """The decider first, then each loop, then other workers."""
+    return (0 if source == "decider" else 1 if source.startswith("loop:") else 2, source)
 
 
 @dataclass(frozen=True)

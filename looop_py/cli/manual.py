@@ -137,6 +137,10 @@ the decide with its reason, journaled.
 Limits live outside the model ([limits]): decides_per_hour (120), daily_tokens
 and daily_usd budgets, failure backoff 60·2^(n−1) s up to 300 s, a noop re-decided
 after 6 h. A beat the limits hold back reports `held`; `looop why` says which.
+The daily budgets count one ledger (state/spend.json): decides, each loop's
+workers and other workers, by source, each charged once. While it is spent no
+round starts either (`looop loops`: held: budget). `looop status` shows today's
+spend by source and the share of prompt tokens a provider's cache served.
 Every decide is archived in runs/<id>/ (the newest runs_keep, 50, are kept).
 
 Example:

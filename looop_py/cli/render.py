@@ -96,6 +96,13 @@ def limits_lines(lim: LimitsView) -> Lines:
         f" (cap {lim.decides_per_hour or 'no cap'})",
         f"spend today {tokens} tokens, {usd}",
     ]
+    if lim.by_source:
+        parts = [
+            f"{src} {row['tokens']} tokens ${row['usd']:.4f}" for src, row in lim.by_source.items()
+        ]
+        lines.append(f"  by source {' · '.join(parts)}")
+    if lim.cache_hit_ratio is not None:
+        lines.append(f"cache hits  {lim.cache_hit_ratio:.0%} of today's prompt tokens")
     if b := lim.backoff:
         when = f"retry in {b.retry_in_s}s"
         lines.append(f"backoff     {b.fails} failure(s) in a row, {when}: {b.reason}")
@@ -279,8 +286,9 @@ def loops_lines(view: LoopsView) -> Lines:
             "no loops yet: `looop patterns` lists ready-made ones, `looop new NAME` writes one"
         )
     for lp in view.loops:
+        nxt = "held: budget" if lp.held else lp.next_fire or "-"
         lines.append(
-            f"{lp.name:<22} {lp.level:<14} {lp.cadence:<18} next {lp.next_fire or '-':<20}"
+            f"{lp.name:<22} {lp.level:<14} {lp.cadence:<18} next {nxt:<20}"
             f" last {lp.last_outcome or '-':<16} {lp.tokens} tokens"
         )
     return lines + [Note(f"✗ goals/{goal}.md: {err}") for goal, err in view.errors.items()]

@@ -29,9 +29,11 @@ class DecideError(LooopError):
 
 @dataclass(frozen=True)
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0  # every prompt token, those served from or written to a cache too
     output_tokens: int = 0
     cost_usd: float | None = None
+    cache_read_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens: written to it (Anthropic charges extra)
 
     @property
     def total_tokens(self) -> int:
@@ -52,6 +54,25 @@ class DecideRequest:
     last_acted: Mapping[str, float | None] = field(default_factory=dict)  # goal id → last move
     forced: bool = False
     prompt: str = ""  # the full decide prompt (beat/prompt.py); LLM backends send only this
+
+
+# Where the decide prompt (beat/prompt.py) turns more volatile: it puts these section
+# headers at the ends of its stable parts, so a provider can cache up to each of them.
+CACHE_CUTS = ("=== SENSOR READINGS", "=== WHAT CHANGED")
+
+
+def prompt_blocks(prompt: str) -> list[str]:
+    """The prompt in parts for cache markers: policy (instructions … goals), the readings
+    that did not change, and the volatile rest. Joined, they are the prompt."""
+    parts: list[str] = []
+    rest = prompt
+    for header in CACHE_CUTS:
+        at = rest.find("\n" + header)
+        if at < 0:
+            continue
+        parts.append(rest[: at + 1])
+        rest = rest[at + 1 :]
+    return [*parts, rest]
 
 
 def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:

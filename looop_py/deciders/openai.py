@@ -128,12 +128,31 @@ def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | Non
 
 
 def _usage(u: Any) -> Usage | None:
+    """Chat completions usage (`prompt_tokens`, `prompt_tokens_details.cached_tokens`), or
+    the Responses API's shape some servers answer with (`input_tokens`,
+    `input_tokens_details.cached_tokens`). Cached tokens are part of the prompt tokens."""
     if not isinstance(u, dict):
         return None
-    tokens_in, tokens_out = u.get("prompt_tokens"), u.get("completion_tokens")
-    if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
+    chat = "prompt_tokens" in u
+    tokens_in = _count(u.get("prompt_tokens" if chat else "input_tokens"))
+    tokens_out = _count(u.get("completion_tokens" if chat else "output_tokens"))
+    if tokens_in is None or tokens_out is None:
         return None
+    details = u.get("prompt_tokens_details" if chat else "input_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
     cost = u.get("cost")  # proxies such as OpenRouter report it
     if not isinstance(cost, int | float) or isinstance(cost, bool) or cost < 0:
         cost = None
-    return Usage(max(0, tokens_in), max(0, tokens_out), None if cost is None else float(cost))
+    return Usage(
+        tokens_in,
+        tokens_out,
+        None if cost is None else float(cost),
+        cache_read_tokens=min(cached or 0, tokens_in),
+    )
+
+
+def _count(value: Any) -> int | None:
+    """A token count (negative reads as 0); None when it is not an integer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(0, value)
+    return None

@@ -189,11 +189,11 @@ def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
     if isinstance(u, dict):
         # Cached prompt tokens are still prompt tokens: count them, so budgets see the
         # real size of each decide (the cost field already prices them lower).
-        tokens_in = sum(
-            _int(u.get(k))
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        usage = Usage(tokens_in, _int(u.get("output_tokens")), _num(event.get("total_cost_usd")))
+        read = _int(u.get("cache_read_input_tokens"))
+        written = _int(u.get("cache_creation_input_tokens"))
+        tokens_in = _int(u.get("input_tokens")) + read + written
+        cost = _num(event.get("total_cost_usd"))
+        usage = Usage(tokens_in, _int(u.get("output_tokens")), cost, read, written)
     elif _num(event.get("total_cost_usd")) is not None:
         usage = Usage(0, 0, _num(event.get("total_cost_usd")))
     return Parsed(parse_object(result), result, usage, source)
@@ -202,7 +202,7 @@ def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
 def _codex(events: list[dict[str, Any]]) -> Parsed:
     text: str | None = None
     error: str | None = None  # an `error` event may be a retry notice; fatal only without a reply
-    tokens_in = tokens_out = 0
+    tokens_in = tokens_out = cached = 0
     metered = False
     for e in events:
         kind = e["type"]
@@ -215,6 +215,7 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
         if kind == "turn.completed" and isinstance(e.get("usage"), dict):
             metered = True
             tokens_in += _int(e["usage"].get("input_tokens"))  # includes cached input
+            cached += _int(e["usage"].get("cached_input_tokens"))
             tokens_out += _int(e["usage"].get("output_tokens"))
         item = e.get("item")
         if (
@@ -228,14 +229,14 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
         if error:
             raise CliError(f"codex reported an error: {error}")
         raise DecideError("codex printed no reply")
-    usage = Usage(tokens_in, tokens_out, None) if metered else None
+    usage = Usage(tokens_in, tokens_out, None, min(cached, tokens_in)) if metered else None
     return Parsed(parse_object(text), text, usage, "codex")
 
 
 def _pi(events: list[dict[str, Any]]) -> Parsed:
     text: str | None = None
     error: str | None = None  # the last assistant message failed (pi retries on its own)
-    tokens_in = tokens_out = 0
+    tokens_in = tokens_out = read = written = 0
     cost: float | None = None
     metered = False
     for e in events:
@@ -248,6 +249,8 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
         if isinstance(u, dict):
             metered = True
             tokens_in += sum(_int(u.get(k)) for k in ("input", "cacheRead", "cacheWrite"))
+            read += _int(u.get("cacheRead"))
+            written += _int(u.get("cacheWrite"))
             tokens_out += _int(u.get("output"))
             c = u.get("cost")
             total = _num(c.get("total")) if isinstance(c, dict) else None
@@ -273,5 +276,5 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
         raise CliError(f"pi reported an error: {error}")
     if text is None:
         raise DecideError("pi printed no assistant message")
-    usage = Usage(tokens_in, tokens_out, cost) if metered else None
+    usage = Usage(tokens_in, tokens_out, cost, read, written) if metered else None
     return Parsed(parse_object(text), text, usage, "pi")

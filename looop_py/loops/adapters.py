@@ -29,7 +29,7 @@ from looop_py.errors import ClaimHeld, LooopError, UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
-from looop_py.workers import kill, launch, records, runtimes, workspaces
+from looop_py.workers import kill, launch, reap, records, runtimes, workspaces
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
 TYPE_CHECKING = False
@@ -82,6 +82,7 @@ class SessionWorkers:
             prompt,
             runtime=request.runtime,
             round=request.round_id,
+            loop=request.loop,
             cwd=Path(request.workspace) if request.workspace else None,
             read_only=request.read_only,
             now=self.clock(),
@@ -101,6 +102,9 @@ class SessionWorkers:
             # exit code yet: it is finished only once that is written (or the
             # supervisor is gone too, which records.view reports as lost).
             return None
+        # Its tokens go to the daily ledger now (a foreground `looop run` has no pulse to
+        # housekeep it); the pulse's finalize charging the same worker again changes nothing.
+        reap.charge(self.paths, records.session_dir(self.paths, handle), self.clock(), view.usage)
         usage = view.usage or {}
         tokens_in = int(usage.get("input_tokens") or usage.get("total_tokens") or 0)
         tokens_out = int(usage.get("output_tokens") or 0)

@@ -6,8 +6,11 @@
     start_round  begin a round now (a `start_round` move, the rules decider)
     run          `looop run`: one round in the foreground
 
-None of them calls a model. Loop cadences are indexed by goal-file stat, so a
-quiet beat never parses YAML.
+None of them calls a model, but their workers do: while the daily budget
+([limits] daily_tokens / daily_usd, counted over decides and every worker) is
+spent, no round starts. A due loop stays due, held (`looop loops` shows
+`held: budget`), and starts once the budget allows; a live round finishes.
+Loop cadences are indexed by goal-file stat, so a quiet beat never parses YAML.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from looop_py.loops.adapters import MailboxApprovals, RoundClaims, RoundWorkspac
 from looop_py.loops.executor import CommandActionExecutor
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import load_spec
+from looop_py.workdir import ledger
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
@@ -55,6 +59,24 @@ def engine_for(
     )
 
 
+class BudgetHeld(LooopError):
+    """The daily budget is spent: no round starts until it allows one again."""
+
+
+def budget_hold(paths: Paths, config: Config, now: float) -> str | None:
+    """Why no round may start now (the daily budget is spent), or None."""
+    return ledger.held(paths, config.limits, now)
+
+
+def _refuse_if_held(paths: Paths, config: Config, loop: str, now: float) -> None:
+    why = budget_hold(paths, config, now)
+    if why is not None:
+        raise BudgetHeld(
+            f"loop {loop} is held: {why}",
+            "a round starts once the budget allows (tomorrow, or raise [limits] in looop.toml)",
+        )
+
+
 def start_round(
     paths: Paths,
     config: Config,
@@ -64,7 +86,9 @@ def start_round(
     trigger: str,
     target: str | None = None,
 ) -> RoundState:
-    """Begin a round of `loop` and take its first steps (it never waits here)."""
+    """Begin a round of `loop` and take its first steps (it never waits here); refused
+    (BudgetHeld) while the daily budget is spent."""
+    _refuse_if_held(paths, config, loop, now)
     spec = load_spec(paths, loop)
     if target is not None:
         spec = spec.with_target(target)
@@ -97,9 +121,14 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
     store.archive_done(paths.rounds, now)
     due_loops = cadences(index(paths))
     if due_loops:
+        hold: list[str | None] = []  # the budget, read once and only when a loop may start
         for loop in schedule.due_loops(paths.loop_schedule, due_loops, now):
             if rounds.live(loop):
                 continue  # stays due; fires once its live round ends
+            if not hold:
+                hold.append(budget_hold(paths, config, now))
+            if hold[0] is not None:
+                continue  # stays due, held; fires once the budget allows
             # The slot is spent either way: a loop that cannot start is not retried every beat.
             schedule.mark_fired(paths.loop_schedule, loop, due_loops[loop], now)
             try:
@@ -131,6 +160,8 @@ def _round_event(state: RoundState) -> dict[str, Any]:
 
 
 def run(paths: Paths, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:
-    """`looop run`: one round in the foreground, driven to its end (or to a human)."""
+    """`looop run`: one round in the foreground, driven to its end (or to a human); refused
+    (BudgetHeld) while the daily budget is spent."""
+    _refuse_if_held(paths, config, loop, time.time())
     spec = load_spec(paths, loop)
     return engine_for(paths, config, spec).run_once(wait_for_human=wait_for_human)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from looop_py.loops import schedule, store
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
+from looop_py.workdir import config, ledger
 from looop_py.workdir.paths import Paths
 
 ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
@@ -31,6 +32,7 @@ class LoopRow:
     live_round: str | None
     rounds: int
     tokens: int
+    held: str | None = None  # "budget": the daily budget is spent, no round starts
 
     @property
     def next_fire(self) -> str | None:
@@ -50,6 +52,7 @@ class LoopRow:
             "live_round": self.live_round,
             "rounds": self.rounds,
             "tokens": self.tokens,
+            "held": self.held,
         }
 
 
@@ -69,6 +72,7 @@ def list_rounds(paths: Paths, *, include_done: bool) -> list[RoundRow]:
 def overview(paths: Paths, now: float) -> LoopsView:
     specs, errors = load_loops(paths)
     book = schedule.load_book(paths.loop_schedule)
+    held = ledger.held(paths, config.load(paths.config, paths.config_cache).limits, now)
     rounds = store.rows(paths.rounds, include_done=True)
     out = []
     for spec in specs:
@@ -86,6 +90,7 @@ def overview(paths: Paths, now: float) -> LoopsView:
                 live_round=next((r.id for r in mine if r.live), None),
                 rounds=len(mine),
                 tokens=sum(r.tokens for r in mine),
+                held=None if held is None or any(r.live for r in mine) else "budget",
             )
         )
     return LoopsView(tuple(out), errors)

@@ -111,6 +111,15 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
             f'<div class="big">{lim["tokens_today"]} tokens · ${lim["usd_today"]:.4f}</div>'
             f"daily budget: {lim['daily_tokens'] or 'no'} tokens, "
             f"{_usd(lim['daily_usd']) if lim['daily_usd'] else 'no'} USD"
+            + "".join(
+                f'<div class="source">{e(src)}: {row["tokens"]} tokens · ${row["usd"]:.4f}</div>'
+                for src, row in (lim.get("by_source") or {}).items()
+            )
+            + (
+                f"<div>cache hits: {lim['cache_hit_ratio']:.0%}</div>"
+                if lim.get("cache_hit_ratio") is not None
+                else ""
+            )
             + (f'<div class="bad">held: {e(lim["blocked"])}</div>' if lim["blocked"] else ""),
         ),
         (

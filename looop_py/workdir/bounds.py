@@ -80,6 +80,8 @@ RANGES: dict[str, Range] = {
     "decider.max_wait_s": seconds(HOUR, zero="no waiting, so no retries"),
     "decider.usd_per_mtok_in": Range(0, 100_000, "USD", open_low=True, zero="free"),
     "decider.usd_per_mtok_out": Range(0, 100_000, "USD", open_low=True, zero="free"),
+    "decider.usd_per_mtok_cached_in": Range(0, 100_000, "USD", open_low=True, zero="free"),
+    "decider.usd_per_mtok_cache_write": Range(0, 100_000, "USD", open_low=True, zero="free"),
     "gates.shell_timeout_s": seconds(DAY),
     "limits.decides_per_hour": Range(1, 100_000, zero="no cap"),
     "limits.daily_tokens": Range(1, 10**12, zero="no budget"),
@@ -111,6 +113,7 @@ BACKENDS = ("rules", "command", "openai", "anthropic", "script", "noop")  # deci
 BUILTIN_RUNTIMES = ("claude", "codex", "pi", "aider", "shell")  # workers.runtimes.BUILTINS
 USAGE_KINDS = ("", "claude", "codex", "pi", "aider")  # workers.runtimes.USAGE_KINDS
 PLACEHOLDER = "{{prompt_file}}"
+CACHE_TTLS = ("5m", "1h")  # Anthropic's cache_control ttl values
 
 
 def check(config: Any) -> None:
@@ -145,6 +148,10 @@ def _check_names(config: Any) -> None:
         raise ConfigError(
             "decider.command: the command backend needs a command",
             'e.g. command = "claude -p --output-format json"',
+        )
+    if d.cache_ttl not in CACHE_TTLS:
+        raise ConfigError(
+            f"decider.cache_ttl: must be one of {', '.join(CACHE_TTLS)}, got {d.cache_ttl!r}"
         )
     if d.backend == "script" and not d.script.strip():
         raise ConfigError("decider.script: the script backend needs a script file")

@@ -48,6 +48,9 @@ class DeciderConfig:
     script: str = ""  # script: moves to replay (JSON lines or a JSON array), work-dir relative
     usd_per_mtok_in: float | None = None  # prices per million tokens, for backends that
     usd_per_mtok_out: float | None = None  # report tokens but no cost
+    usd_per_mtok_cached_in: float | None = None  # prompt tokens read from a cache (None: _in)
+    usd_per_mtok_cache_write: float | None = None  # prompt tokens written to one (None: _in)
+    cache_ttl: str = "1h"  # anthropic: how long its prompt cache keeps the stable part, 5m | 1h
 
 
 @record(frozen=True)

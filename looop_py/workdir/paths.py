@@ -113,6 +113,10 @@ class Paths:
         return self.state / "flap.json"
 
     @property
+    def prompt_order(self) -> Path:
+        return self.state / "prompt-order.json"
+
+    @property
     def wal(self) -> Path:
         return self.state / "wal.json"
 

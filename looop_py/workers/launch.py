@@ -83,6 +83,7 @@ def start(
     verify: str | None = None,
     workspace: str | None = None,
     round: str | None = None,
+    loop: str | None = None,
     cwd: Path | None = None,
     read_only: bool = False,
     refuse_prose: bool = False,
@@ -158,6 +159,7 @@ def start(
                 "usage_stream": rt.usage,
                 "started_at": now,
                 "round": round,
+                "loop": loop,  # whose budget its tokens go to (workdir/ledger.py)
                 "verify": verify,
                 "cwd": str(run_in),
                 "workspace": wt.to_json() if wt else None,

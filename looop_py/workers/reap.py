@@ -9,6 +9,7 @@ Claims are not reaped here: the beat runs the claim reaper itself.
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from looop_py import jsonio, procs
 from looop_py.identity import is_alive
 from looop_py.ids import is_safe_segment
+from looop_py.workdir import ledger
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes, workspaces
@@ -134,6 +136,10 @@ def _finalize(
     """Once per dead session: usage from its output, its worktree settled."""
 
     usage = runtimes.usage_from_output(str(meta.get("usage_stream") or ""), d / OUTPUT)
+    result = read_record(d / RESULT)
+    # Charged before finalized_at is written: a beat killed in between finalizes it again,
+    # and the ledger's key makes that second charge a no-op.
+    charge(paths, d, now, usage or as_dict(result.get("usage")) or None, meta)
     status = {**status, "finalized_at": now}
     if usage is not None:
         status["usage"] = usage
@@ -144,7 +150,6 @@ def _finalize(
         except Exception as exc:  # git broke: keep the worktree, say why
             status["workspace"] = {**ws, "kept": True, "reason": f"dispose failed: {exc}"}
     jsonio.write_json(d / STATUS, status)
-    result = read_record(d / RESULT)
     event: dict[str, Any] = {
         "event": "worker_ended",
         "id": d.name,
@@ -157,6 +162,32 @@ def _finalize(
     if isinstance(status.get("workspace"), dict):
         event["worktree"] = "kept" if status["workspace"].get("kept") else "removed"
     return event
+
+
+_ROUND_SUFFIX = re.compile(r"-\d{8}T\d{6}Z(?:-\d+)?$")  # engine.rounds.round_id_for
+
+
+def source_of(meta: dict[str, Any]) -> str:
+    """Whose spend a worker is: its loop's (a round's maker or checker), else `workers`."""
+    loop = meta.get("loop")
+    rid = meta.get("round")
+    if not (isinstance(loop, str) and loop) and isinstance(rid, str):
+        loop = _ROUND_SUFFIX.sub("", rid)  # a session from before meta named its loop
+    return ledger.loop_source(loop) if isinstance(loop, str) and loop else ledger.WORKERS
+
+
+def charge(
+    paths: Paths,
+    d: Path,
+    now: float,
+    usage: dict[str, Any] | None,
+    meta: dict[str, Any] | None = None,
+) -> None:
+    """Charge an ended worker's reported usage to the daily ledger, once (keyed by its id)."""
+    meta = read_record(d / META) if meta is None else meta
+    c = ledger.from_usage(f"worker:{d.name}", source_of(meta), usage)
+    if c is not None:
+        ledger.record_charge(paths, now, c)
 
 
 def kept_worktrees(paths: Paths, config: Config) -> list[dict[str, Any]]:

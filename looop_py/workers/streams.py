@@ -67,12 +67,14 @@ def _claude(event: dict[str, Any], out: Stream) -> None:
     if event.get("type") != "result":
         return
     u = _dict(event.get("usage"))
-    inp = sum(
-        _int(u.get(k))
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    read, written = (
+        _int(u.get("cache_read_input_tokens")),
+        _int(u.get("cache_creation_input_tokens")),
     )
+    inp = _int(u.get("input_tokens")) + read + written
     cost = event.get("total_cost_usd", event.get("cost_usd"))
-    out.usage = _usage(inp, _int(u.get("output_tokens")), cost)  # the last result line wins
+    # the last result line wins
+    out.usage = _usage(inp, _int(u.get("output_tokens")), cost, read, written)
     text = event.get("result")
     error = bool(event.get("is_error")) or event.get("subtype") not in (None, "success")
     why = text if isinstance(text, str) and text else str(event.get("subtype", ""))
@@ -85,9 +87,10 @@ def _codex(event: dict[str, Any], out: Stream) -> None:
         u = event["usage"]
         before = out.usage or _usage(0, 0, None)
         out.usage = _usage(
-            before["input_tokens"] + _int(u.get("input_tokens")),
+            before["input_tokens"] + _int(u.get("input_tokens")),  # cached input included
             before["output_tokens"] + _int(u.get("output_tokens")),
             None,
+            before["cache_read_tokens"] + _int(u.get("cached_input_tokens")),
         )
     elif kind == "turn.failed":
         err = event.get("error")
@@ -115,6 +118,8 @@ def _pi(event: dict[str, Any], out: Stream) -> None:
         before["input_tokens"] + sum(_int(u.get(k)) for k in ("input", "cacheRead", "cacheWrite")),
         before["output_tokens"] + _int(u.get("output")),
         cost,
+        before["cache_read_tokens"] + _int(u.get("cacheRead")),
+        before["cache_write_tokens"] + _int(u.get("cacheWrite")),
     )
     if message.get("stopReason") == "error":
         out.final = Final(str(message.get("errorMessage")), True)
@@ -134,11 +139,14 @@ def _pi(event: dict[str, Any], out: Stream) -> None:
 _READERS = {"claude": _claude, "codex": _codex, "pi": _pi}
 
 
-def _usage(inp: int, outp: int, cost: Any) -> dict[str, Any]:
+def _usage(inp: int, outp: int, cost: Any, read: int = 0, written: int = 0) -> dict[str, Any]:
+    """Input counts every prompt token; the cache's share of it is named beside."""
     return {
         "input_tokens": inp,
         "output_tokens": outp,
         "total_tokens": inp + outp,
+        "cache_read_tokens": read,
+        "cache_write_tokens": written,
         "cost_usd": float(cost) if isinstance(cost, int | float) else None,
         "source": "stream",
     }
