@@ -214,10 +214,19 @@ def _holder(wd: Paths, name: str, host: str = "") -> tuple[subprocess.Popen[str]
     return proc, int(proc.stdout.readline())
 
 
-@pytest.mark.parametrize("where", ["this-host", "other-host"])
-def test_holder_death_releases_within_the_ttl(backend: Backend, where: str) -> None:
-    if backend.name == "files" and where == "other-host":
-        pytest.skip("files are one machine: there is no other host")
+def test_holder_death_releases_within_the_ttl(backend: Backend) -> None:
+    _death_then_release(backend, "this-host")
+
+
+@pytest.mark.etcd
+def test_a_dead_hosts_claim_goes_when_its_lease_expires(etcd: Cluster, tmp_path: Path) -> None:
+    try:
+        _death_then_release(Backend("etcd", tmp_path, etcd), "other-host")
+    finally:
+        choose.forget()
+
+
+def _death_then_release(backend: Backend, where: str) -> None:
     wd = backend.workdir()
     # On this host a claimant sees the dead process at once; from another host only the
     # lease can tell, so the claim goes when its TTL runs out.
