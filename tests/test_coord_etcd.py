@@ -263,3 +263,15 @@ def test_a_good_etcd_table_loads(wd: Paths) -> None:
         15.0,
         "pulse-1",
     )
+
+
+@pytest.mark.etcd
+def test_the_decider_sees_the_claims_every_host_holds_on_etcd(single: Cluster, wd: Paths) -> None:
+    _on(wd, single)
+    coord = choose.coordinator(wd)
+    coord.claim("repo", holders.own_holder("s-other-host"), now=time.time())
+    assert beat(wd, decider=Noop()).outcome is BeatOutcome.DECIDED
+    snap = jsonio.read_json(wd.snapshot("sys-claims"))
+    assert snap["signal"] == [{"name": "repo", "session": "s-other-host"}]  # not `pulse`
+    assert snap["detail"]["claims"]["repo"]["epoch"] >= 1
+    assert not list(wd.claims.glob("*.json"))  # nothing of it on files

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     Snapshot = dict[str, Any]
 
+    from looop_py.workdir.config import Config
     from looop_py.workdir.mailbox import AskView
     from looop_py.workers.records import SessionView
 
@@ -36,15 +37,30 @@ class Seen:
     again or scraping the snapshots by key.
     """
 
-    __slots__ = ("asks", "goal_ids", "last_acted", "now", "paths", "persist", "sessions")
+    __slots__ = (
+        "asks",
+        "config",
+        "goal_ids",
+        "last_acted",
+        "now",
+        "paths",
+        "persist",
+        "sessions",
+    )
 
     def __init__(
-        self, paths: Paths, now: float, goal_ids: tuple[str, ...], persist: bool = True
+        self,
+        paths: Paths,
+        now: float,
+        goal_ids: tuple[str, ...],
+        persist: bool = True,
+        config: Config | None = None,
     ) -> None:
         self.paths = paths
         self.now = now
         self.goal_ids = goal_ids
         self.persist = persist  # False: save nothing under state/ (`looop sense`)
+        self.config = config  # None: the files backend (claims/)
         self.sessions: list[SessionView] = []
         self.asks: list[AskView] = []  # unanswered, each with its state
         self.last_acted: dict[str, float | None] = {}  # goal id → when a move last touched it
@@ -110,14 +126,26 @@ def sessions(seen: Seen) -> Snapshot:
 
 
 def claims(seen: Seen) -> Snapshot:
-    """The live leases: which session holds which name (epochs and expiries in detail)."""
-    paths, now = seen.paths, seen.now
-    if not has_entries(paths.claims, ".json"):
-        return {"signal": [], "detail": {"count": 0}}
-    from looop_py.claims import reaper  # only when claims/ has entries
-    from looop_py.claims.holders import ROUND_PREFIX
+    """The live leases: which session holds which name (epochs and expiries in detail).
 
-    live = [v for v in reaper.list_claims(paths, now) if v.live]
+    On a shared backend (etcd) they are the claims every host holds there, less the
+    `pulse` claim beats take in turn.
+    """
+    paths, now, cfg = seen.paths, seen.now, seen.config
+    shared = cfg is not None and cfg.coordination.backend != "files"
+    if not shared and not has_entries(paths.claims, ".json"):
+        return {"signal": [], "detail": {"count": 0}}
+    from looop_py.claims.holders import ROUND_PREFIX  # only when there are claims to list
+
+    if shared:
+        from looop_py.coord import base, choose  # a shared backend: loaded by the beat already
+
+        views = [v for v in choose.coordinator(paths, cfg).list_claims(now) if v.name != base.PULSE]
+    else:
+        from looop_py.claims import reaper  # only when claims/ has entries
+
+        views = reaper.list_claims(paths, now)
+    live = [v for v in views if v.live]
     # A round's claim on its target comes and goes with the round: the engine's business.
     rows = [
         {"name": v.name, "session": v.claim.session if v.claim else None}
@@ -242,14 +270,19 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 
 
 def run_probes(
-    paths: Paths, now: float, *, goals: Sequence[GoalFile], persist: bool = True
+    paths: Paths,
+    now: float,
+    *,
+    goals: Sequence[GoalFile],
+    persist: bool = True,
+    config: Config | None = None,
 ) -> tuple[list[tuple[str, Snapshot]], Seen]:
     """Every probe's snapshot; a probe that breaks reports the error as its signal.
 
     `goals` are the goal files this beat read (the probes list no directory
     twice); `persist=False` keeps the probes from saving anything under state/.
     """
-    seen = Seen(paths, now, tuple(g.id for g in goals), persist)
+    seen = Seen(paths, now, tuple(g.id for g in goals), persist, config)
     out: list[tuple[str, Snapshot]] = []
     for stem, probe in PROBES:
         try:

@@ -80,7 +80,9 @@ def sense(
     readings = sorted([*readings, *refused], key=lambda r: r.stem)
     goals = tuple(read_goals(paths))
     snapshots = {r.stem: r.snapshot for r in readings}
-    found_by_probes, probed = probes.run_probes(paths, now, goals=goals, persist=persist)
+    found_by_probes, probed = probes.run_probes(
+        paths, now, goals=goals, persist=persist, config=cfg
+    )
     for stem, snap in found_by_probes:
         jsonio.write_json_if_changed(paths.snapshot(stem), snap)
         snapshots[stem] = snap
