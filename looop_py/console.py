@@ -19,6 +19,7 @@ import sys
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 _PULSE_FLAGS = {
@@ -67,6 +68,8 @@ def main() -> None:
         click_main()
         return
     workdir = opts.pop("workdir")
+    if workdir:  # the pulse changes directory: a relative -C must not change meaning
+        workdir = os.path.abspath(os.path.expanduser(workdir))
     handover = None
     if not (opts["as_json"] or opts["force"] or opts["verbose"]):
         # A seal from the last beat may prove nothing changed: then nothing below loads.
@@ -85,18 +88,26 @@ def main() -> None:
     from looop_py.cli import output
     from looop_py.cli.pulse import pulse_command
 
-    try:
+    def pulse() -> int:
         paths = output.resolve(workdir)
-        workdir = str(paths.root)
         os.chdir(paths.root)  # sensors start in the work dir: posix_spawn, no subprocess
-        code = pulse_command(paths, handover=handover, **opts)
+        return pulse_command(paths, handover=handover, **opts)
+
+    leave(guarded(pulse, workdir, as_json=opts["as_json"]))
+
+
+def guarded(run: Callable[[], int | None], workdir: str | None, *, as_json: bool) -> int:
+    """Run a door's command: its exit code, a quiet 0 for a closed pipe, or the error reported."""
+    from looop_py.cli import output  # loaded already by the door that calls
+
+    try:
+        return run() or 0
     except BrokenPipeError:
-        code = output.closed_pipe()
+        return output.closed_pipe()
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise
-        code = output.report_error(exc, workdir, as_json=opts["as_json"])
-    leave(code)
+        return output.report_error(exc, workdir, as_json=as_json)
 
 
 def claim_door(argv: list[str]) -> bool:
@@ -110,16 +121,7 @@ def claim_door(argv: list[str]) -> bool:
     if opts is None:
         return False
     run = plainclaim.claim_command if rest[0] == "claim" else plainclaim.unclaim_command
-    code = 0
-    try:
-        run(output.resolve(workdir), **opts)
-    except BrokenPipeError:
-        code = output.closed_pipe()
-    except BaseException as exc:
-        if isinstance(exc, SystemExit):
-            raise
-        code = output.report_error(exc, workdir, as_json=opts["as_json"])
-    leave(code)
+    leave(guarded(lambda: run(output.resolve(workdir), **opts), workdir, as_json=opts["as_json"]))
     return True
 
 
