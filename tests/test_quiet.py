@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,7 @@ def _quiet_wd(wd: Paths) -> Paths:
 
 def test_the_seal_names_the_files_paths_names(wd: Paths) -> None:
     listed = {k: v for k, v in seal.LISTED.items() if k != "rounds_done"}
+    assert wd.sessions == wd.root / seal.SESSIONS
     for attr, rel in {**seal.FILES, **seal.NO_ENTRIES, **seal.EMPTY, **listed}.items():
         assert getattr(wd, attr) == wd.root / rel, attr
     assert wd.rounds == wd.root / seal.ROUNDS
@@ -366,10 +368,11 @@ def test_a_quiet_beat_that_breaks_falls_back_to_a_full_one(wd: Paths) -> None:
 
 def test_seal_refuses_what_it_cannot_vouch_for(wd: Paths) -> None:
     _quiet_wd(wd)
-    (wd.sessions / "w1").mkdir(parents=True)
+    (wd.claims / "repo.json").parent.mkdir(parents=True, exist_ok=True)
+    (wd.claims / "repo.json").write_text("{}")
     _pulse(wd)
     assert not (wd.root / seal.SEAL).exists()
-    shutil.rmtree(wd.sessions / "w1")
+    shutil.rmtree(wd.claims)
     _pulse(wd)
     assert (wd.root / seal.SEAL).exists()
     Path(wd.config).write_text(wd.config.read_text() + '\n[notify]\ncommand = "true"\n')
@@ -417,3 +420,29 @@ def test_archived_rounds_are_surveyed_file_by_file(wd: Paths) -> None:
     beat = _pulse(wd)
     assert not beat.get("sealed")
     assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths) -> None:
+    """A settled session is inert files: sealed (surveyed file by file) until its prune
+    time; while it runs, and until a beat settles it, every beat is a full one."""
+    _quiet_wd(wd)
+    done = run_looop(
+        "-C", str(wd.root), "worker", "start", "w1", "--runtime", "shell", "sleep 1; echo done"
+    )
+    assert done.returncode == 0, done.stderr
+    assert not _pulse(wd).get("sealed")  # it runs: full beats
+    assert not (wd.root / seal.SEAL).exists()
+    deadline = time.monotonic() + 20
+    while not (wd.root / seal.SEAL).exists():  # it ends; a beat settles it, then seals
+        assert time.monotonic() < deadline, _last_beat(wd)
+        _pulse(wd)
+        time.sleep(0.2)
+    beat = _pulse(wd)
+    assert beat.get("sealed") is True and beat["world_hash"] == _sensed_hash(wd)
+    status = json.loads((wd.sessions / "w1" / "status.json").read_text())
+    found = re.search(r"^until (.*)$", (wd.root / seal.SEAL).read_text(), re.M)
+    assert found and float(found[1]) <= status["ended_at"] + 259200.0
+    # A human's `looop tell` to the ended worker, or its record edited: a full beat again.
+    (wd.sessions / "w1" / "result.json").write_text('{"status": "blocked"}')
+    beat = _pulse(wd)
+    assert not beat.get("sealed") and beat["world_hash"] == _sensed_hash(wd)

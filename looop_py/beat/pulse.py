@@ -273,6 +273,28 @@ def _seal(
         snap = probes.rounds(probes.Seen(paths, time.time(), ()))
         return jsonio.canonical(snap.get("signal")).decode()
 
+    def sessions_now() -> tuple[str, float] | None:
+        """sys-sessions now, and when the first ended session is pruned; None while one is
+        live or unsettled (housekeeping still has work to do on it)."""
+        now = time.time()
+        seen = probes.Seen(paths, now, ())
+        signal = jsonio.canonical(probes.sessions(seen).get("signal")).decode()
+        prune_at = float("inf")
+        if not seen.sessions:
+            return signal, prune_at
+        from looop_py.workers import records  # loaded already: the probe listed sessions
+
+        for view in seen.sessions:
+            status = records.read_record(paths.sessions / view.id / records.STATUS)
+            # reap.housekeeping's rule: a settled session is pruned ttl after it ended.
+            ended = records.as_number(status.get("ended_at")) or records.as_number(
+                status.get("finalized_at")
+            )
+            if view.alive or not status.get("finalized_at") or ended is None:
+                return None
+            prune_at = min(prune_at, ended + cfg.workers.session_ttl_s)
+        return signal, prune_at
+
     seal.seal(
         str(paths.root),
         cfg,
@@ -282,6 +304,7 @@ def _seal(
         looop_bin=environ.looop_bin(),
         loop_wake=loop_wake,
         rounds_signal=rounds_signal,
+        sessions_now=sessions_now,
     )
 
 

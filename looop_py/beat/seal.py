@@ -84,7 +84,7 @@ FILES = {
 }
 MUST_BE_ABSENT = ("wal", "step_failures")
 # Housekeeping runs only when one of these holds something besides dotfiles.
-NO_ENTRIES = {"sessions": "sessions", "claims": "claims", "answers": "answers"}
+NO_ENTRIES = {"claims": "claims", "answers": "answers"}
 NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
 EMPTY = {"asks": "asks", "timers": "state/schedules"}
@@ -93,6 +93,9 @@ EMPTY = {"asks": "asks", "timers": "state/schedules"}
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": "snapshots"}
 LISTED["rounds_done"] = ROUNDS_DONE
+# Worker sessions may stay only ended and settled (the writer checks): each one's files
+# are surveyed, one level deep.
+SESSIONS = "sessions"
 
 # What each probe signals about a work dir where the directories above are
 # empty and no goal is a loop; a beat whose probes said anything else is not sealed.
@@ -178,6 +181,7 @@ def survey(root: str) -> list[str]:
         lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
     rounds = os.path.join(root, ROUNDS)
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
+    lines += _survey_sessions(root)
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
         st = _lstat(folder)
@@ -197,6 +201,31 @@ def survey(root: str) -> list[str]:
                 lines.append(f"f {sub} {_stat_text(s) if s else '-'}")
             else:
                 lines.append(f"n {sub}")
+    return lines
+
+
+def _survey_sessions(root: str) -> list[str]:
+    """Each session directory and every entry in it (a subdirectory by its own stat)."""
+    folder = os.path.join(root, SESSIONS)
+    st = _lstat(folder)
+    lines = [f"f {SESSIONS} {_stat_text(st) if st else '-'}"]
+    try:
+        with os.scandir(folder) as it:
+            sessions = sorted(e.name for e in it)
+    except OSError:
+        return lines
+    for sid in sessions:
+        rel = f"{SESSIONS}/{sid}"
+        s = _lstat(os.path.join(root, rel))
+        lines.append(f"f {rel} {_stat_text(s) if s else '-'}")
+        try:
+            with os.scandir(os.path.join(root, rel)) as it:
+                names = sorted(e.name for e in it)
+        except OSError:
+            continue
+        for name in names:
+            f = _lstat(os.path.join(root, rel, name))
+            lines.append(f"f {rel}/{name} {_stat_text(f) if f else '-'}")
     return lines
 
 
@@ -238,12 +267,15 @@ def seal(
     looop_bin: str,
     loop_wake: float | None,
     rounds_signal: Callable[[], str],
+    sessions_now: Callable[[], tuple[str, float] | None],
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
 
     `loop_wake`: when the first loop cadence falls due (inf: none; None: not known).
     `rounds_signal`: the sys-rounds signal as the probe reads it now (canonical JSON).
+    `sessions_now`: the sys-sessions signal now and when the first session is pruned,
+    or None while a session is live or not yet settled.
     """
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
@@ -258,6 +290,11 @@ def seal(
         return "the committed world is missing, or a move or step left a record"
     if world.items.get("snap:sys-rounds") != rounds_signal():
         return "the rounds changed while the beat ran"  # read after the survey: it holds
+    sessions = sessions_now()  # after the survey too
+    if sessions is None:
+        return "a worker session is live or not settled yet"
+    if world.items.get("snap:sys-sessions") != sessions[0]:
+        return "the workers changed while the beat ran"
     why = _verify_texts(root, world, stats)
     if why:
         return why
@@ -275,7 +312,7 @@ def seal(
         error = "-" if reading.ok else _literal(reading.error_code)
         fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", error)
         sensor_lines.append("sensor " + " ".join(fields))
-    until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0)  # None: refused
+    until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -313,8 +350,8 @@ def _unsealable(
     if not world.hash or " " in world.hash:
         return "no world hash"
     for key, value in world.items.items():
-        if key == "snap:sys-rounds":
-            continue  # finished rounds are files like any other: checked against the probe
+        if key in ("snap:sys-rounds", "snap:sys-sessions"):
+            continue  # ended rounds and workers are files like any other: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
             return f"probe {key[9:]} has something to say"
         if key.startswith("snap:sensor-") or key in ("playbook",) or key.startswith("goal:"):
