@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from looop_py import jsonio
-from looop_py.beat import probes, quiet, seal
+from looop_py.beat import probes, quiet, seal, survey
 from looop_py.beat.sense import Committed
 from looop_py.workdir.paths import Paths
 from tests.conftest import run_looop, write_sensor
@@ -65,12 +65,12 @@ def _quiet_wd(wd: Paths) -> Paths:
 
 
 def test_the_seal_names_the_files_paths_names(wd: Paths) -> None:
-    listed = {k: v for k, v in seal.LISTED.items() if k != "rounds_done"}
-    assert wd.sessions == wd.root / seal.SESSIONS
-    for attr, rel in {**seal.FILES, **seal.NO_ENTRIES, **seal.EMPTY, **listed}.items():
+    listed = {k: v for k, v in survey.LISTED.items() if k != "rounds_done"}
+    assert wd.sessions == wd.root / survey.SESSIONS
+    for attr, rel in {**survey.FILES, **survey.NO_ENTRIES, **survey.EMPTY, **listed}.items():
         assert getattr(wd, attr) == wd.root / rel, attr
-    assert wd.rounds == wd.root / seal.ROUNDS
-    assert wd.rounds / "done" == wd.root / seal.LISTED["rounds_done"]
+    assert wd.rounds == wd.root / survey.ROUNDS
+    assert wd.rounds / "done" == wd.root / survey.LISTED["rounds_done"]
     assert wd.events == wd.root / quiet.EVENTS
     assert wd.pulse_lock == wd.root / quiet.PULSE_LOCK
     assert wd.flap == wd.root / quiet.FLAP

@@ -22,8 +22,9 @@ import sys
 import time
 
 from looop_py import orphans, procs
-from looop_py.beat import seal
-from looop_py.beat.seal import FILES, Sealed
+from looop_py.beat import seal, survey
+from looop_py.beat.seal import Sealed
+from looop_py.beat.survey import FILES
 from looop_py.locks import PulseLock
 
 EVENTS = "events.jsonl"
@@ -75,7 +76,7 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not lock.acquire():
         return None  # the full beat reports `locked`
     try:
-        if seal.survey(root) != sealed.survey:
+        if survey.survey(root) != sealed.survey:
             lock.release()
             return None
         runs, ran, cached = _run_sensors(root, sealed, now)

@@ -23,6 +23,7 @@ import stat
 import sys
 
 from looop_py import __version__, procs
+from looop_py.beat.survey import FILES, MUST_BE_ABSENT, stat_text, survey
 from looop_py.world import digest
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -70,32 +71,6 @@ SEAL = "state/quiet-seal"
 FORMAT = f"looop-quiet-seal 1 {__version__}"
 HEADER_LINES = 20
 
-# Work-dir relative names, keyed by the Paths attribute they mirror (a test keeps
-# them equal): this module sees the work dir as plain strings, pathlib costs ~5 ms.
-FILES = {
-    "config": "looop.toml",
-    "playbook": "PLAYBOOK.md",
-    "last_world": "state/last-world.json",
-    "goal_activity": "state/goal-activity.json",
-    "wal": "state/wal.json",
-    "step_failures": "state/step-failures.json",
-    "round_reports": "state/round-reports.json",
-    "loop_schedule": "state/loop-schedule.json",
-}
-MUST_BE_ABSENT = ("wal", "step_failures")
-# Housekeeping runs only when one of these holds something besides dotfiles.
-NO_ENTRIES = {"claims": "claims", "answers": "answers"}
-NO_ENTRIES["approved"] = "state/approved"
-# The probes read these as empty only when they hold nothing at all.
-EMPTY = {"asks": "asks", "timers": "state/schedules"}
-# No round may be live (or recently done: a beat archives it later), so rounds/ holds
-# nothing but done/, whose archived rounds are surveyed file by file.
-ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
-LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": "snapshots"}
-LISTED["rounds_done"] = ROUNDS_DONE
-# Worker sessions may stay only ended and settled (the writer checks): each one's files
-# are surveyed, one level deep.
-SESSIONS = "sessions"
 
 # What each probe signals about a work dir where the directories above are
 # empty and no goal is a loop; a beat whose probes said anything else is not sealed.
@@ -149,92 +124,6 @@ def raw_digest(raw: procs.Result, timeout_s: float, cap: int) -> str:
         status = (raw.returncode, raw.spawn_errno, raw.timed_out, raw.exit_code)
         body = b"err %r " % (status,) + raw.stderr_tail
     return digest(b"%r %d " % (timeout_s, cap) + body)
-
-
-# -- the survey ----------------------------------------------------------------
-
-
-def _stat_text(st: os.stat_result) -> str:
-    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
-
-
-def _lstat(path: str) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
-
-
-def survey(root: str) -> list[str]:
-    """One line per thing a quiet beat depends on; equal surveys, equal beats.
-
-    Stat calls only. Files by inode, size, times and mode; snapshots by inode
-    and size (each beat refreshes their mtime); directories by their entries.
-    """
-    lines = []
-    for rel in FILES.values():
-        st = _lstat(os.path.join(root, rel))
-        lines.append(f"f {rel} {_stat_text(st) if st else '-'}")
-    for rel in NO_ENTRIES.values():
-        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=False))}")
-    for rel in EMPTY.values():
-        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
-    rounds = os.path.join(root, ROUNDS)
-    lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
-    lines += _survey_sessions(root)
-    for rel in LISTED.values():
-        folder = os.path.join(root, rel)
-        st = _lstat(folder)
-        lines.append(f"f {rel} {_stat_text(st) if st else '-'}")
-        try:
-            with os.scandir(folder) as it:
-                names = sorted(e.name for e in it)
-        except OSError:
-            continue
-        for name in names:
-            sub = f"{rel}/{name}"
-            if rel == "snapshots" and name.endswith(".json"):
-                s = _lstat(os.path.join(folder, name))
-                lines.append(f"s {sub} {f'{s.st_ino}.{s.st_size}' if s else '-'}")
-            elif name.endswith((".md", ".sh")) or rel == ROUNDS_DONE:
-                s = _lstat(os.path.join(folder, name))
-                lines.append(f"f {sub} {_stat_text(s) if s else '-'}")
-            else:
-                lines.append(f"n {sub}")
-    return lines
-
-
-def _survey_sessions(root: str) -> list[str]:
-    """Each session directory and every entry in it (a subdirectory by its own stat)."""
-    folder = os.path.join(root, SESSIONS)
-    st = _lstat(folder)
-    lines = [f"f {SESSIONS} {_stat_text(st) if st else '-'}"]
-    try:
-        with os.scandir(folder) as it:
-            sessions = sorted(e.name for e in it)
-    except OSError:
-        return lines
-    for sid in sessions:
-        rel = f"{SESSIONS}/{sid}"
-        s = _lstat(os.path.join(root, rel))
-        lines.append(f"f {rel} {_stat_text(s) if s else '-'}")
-        try:
-            with os.scandir(os.path.join(root, rel)) as it:
-                names = sorted(e.name for e in it)
-        except OSError:
-            continue
-        for name in names:
-            f = _lstat(os.path.join(root, rel, name))
-            lines.append(f"f {rel}/{name} {_stat_text(f) if f else '-'}")
-    return lines
-
-
-def _holds(folder: str, *, dotfiles: bool, besides: str = "") -> bool:
-    try:
-        with os.scandir(folder) as it:
-            return any((dotfiles or not e.name.startswith(".")) and e.name != besides for e in it)
-    except FileNotFoundError:
-        return False
 
 
 def env_key(env: Mapping[str, str]) -> str:
@@ -392,11 +281,11 @@ def _read_stable(root: str, rel: str, stats: dict[str, str], limit: int = -1) ->
         return None
     try:
         before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode) or _stat_text(before) != stats.get(rel):
+        if not stat.S_ISREG(before.st_mode) or stat_text(before) != stats.get(rel):
             return None
         with os.fdopen(os.dup(fd), "rb") as f:
             body = f.read(limit)
-        return body if _stat_text(os.fstat(fd)) == stats.get(rel) else None
+        return body if stat_text(os.fstat(fd)) == stats.get(rel) else None
     finally:
         os.close(fd)
 
