@@ -86,6 +86,12 @@ def _rich(root: Path) -> Paths:
     return p
 
 
+def _copy(src: Path, dst: Path) -> None:
+    """The rich work dir as it is now: its loop round's maker may still be running, and a
+    temp file it is about to rename can vanish mid-copy, so temp files are left out."""
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".*.tmp"))
+
+
 @pytest.fixture(scope="module")
 def rich(tmp_path_factory: pytest.TempPathFactory) -> Paths:
     return _rich(tmp_path_factory.mktemp("rich") / "wd")
@@ -209,7 +215,7 @@ def test_a_corrupt_state_file_never_crashes_a_command(
     rich: Paths, tmp_path: Path, pattern: str, how: str
 ) -> None:
     root = tmp_path / "wd"
-    shutil.copytree(rich.root, root, symlinks=True)
+    _copy(rich.root, root)
     p = Paths(root)
     targets = list(root.glob(pattern))
     assert targets, pattern
@@ -233,7 +239,7 @@ def test_every_file_corrupt_at_once_every_command_exits_0_to_4(
     rich: Paths, tmp_path: Path, how: str
 ) -> None:
     root = tmp_path / "wd"
-    shutil.copytree(rich.root, root, symlinks=True)
+    _copy(rich.root, root)
     for pattern in STATE_FILES:
         for target in root.glob(pattern):
             target.write_bytes(CORRUPTIONS[how](target.read_bytes()))
@@ -265,7 +271,7 @@ def test_misfit_records_are_moved_aside_with_a_journal_line_and_an_event(
     rich: Paths, tmp_path: Path
 ) -> None:
     root = tmp_path / "wd"
-    shutil.copytree(rich.root, root, symlinks=True)
+    _copy(rich.root, root)
     p = Paths(root)
     (p.asks / "human-1.json").write_text('{"id": 5}')
     (p.sessions / "w1" / "meta.json").write_text('{"pid": "not a pid"}')
@@ -285,7 +291,7 @@ def test_misfit_records_are_moved_aside_with_a_journal_line_and_an_event(
 
 def test_a_wrongly_shaped_loops_index_is_rebuilt(rich: Paths, tmp_path: Path) -> None:
     root = tmp_path / "wd"
-    shutil.copytree(rich.root, root, symlinks=True)
+    _copy(rich.root, root)
     p = Paths(root)
     for bad in ('{"goals": [1, 2]}', '["x"]', '{"goals": {"lp": 5}}', '{"goals": "lp"}'):
         p.loops_index.write_text(bad)
@@ -295,7 +301,7 @@ def test_a_wrongly_shaped_loops_index_is_rebuilt(rich: Paths, tmp_path: Path) ->
 
 def test_missing_record_dirs_do_not_stop_a_beat(rich: Paths, tmp_path: Path) -> None:
     root = tmp_path / "wd"
-    shutil.copytree(rich.root, root, symlinks=True)
+    _copy(rich.root, root)
     p = Paths(root)
     for d in (p.rounds, p.sessions, p.claims, p.asks, p.answers, p.memory, p.snapshots):
         shutil.rmtree(d)
