@@ -29,7 +29,7 @@ from pathlib import Path
 from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.ids import check_segment
-from looop_py.record import record
+from looop_py.record import record, replace
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -57,6 +57,28 @@ class Claim:
     expires_at: float | None = None
     ttl_s: float | None = None
     host: str | None = None  # the host it was taken on (a shared backend; None: this one)
+
+    @classmethod
+    def taken(
+        cls,
+        name: str,
+        holder: Holder,
+        epoch: int,
+        *,
+        now: float,
+        ttl_s: float | None,
+        host: str | None = None,
+    ) -> Claim:
+        """A new holder's claim on `name`, from `now`, at `epoch`."""
+        expires = None if ttl_s is None else now + ttl_s
+        return cls(
+            name, holder.session, holder.pid, holder.create_time, epoch, now, expires, ttl_s, host
+        )
+
+    def renewed(self, now: float, ttl_s: float | None) -> Claim:
+        """This claim pushed to now + ttl (`ttl_s`, else its own)."""
+        ttl = ttl_s if ttl_s is not None else self.ttl_s
+        return replace(self, expires_at=None if ttl is None else now + ttl, ttl_s=ttl)
 
     @classmethod
     def from_json(cls, name: str, body: Any) -> Claim | None:
@@ -215,14 +237,13 @@ def claim(
 ) -> Outcome:
     """Take `name` for `holder`, or raise ClaimHeld naming the live holder that has it."""
     path = claim_path(paths, name)
-    if ttl_s is not None and ttl_s <= 0:
-        raise UsageError("--ttl must be positive")
+    check_ttl(ttl_s)
 
     # A lock-free look first (a claim file is complete when readable): refusing a
     # live holder needs no lock, which keeps contended retries cheap.
     cur, _ = read_claim(path)
     if cur is not None and not cur.held_by(holder) and cur.live(now):
-        raise _held(name, cur)
+        raise held_error(name, cur)
     with locked(paths, name) as fd:
         cur, unreadable = read_claim(path)
         if unreadable:
@@ -234,33 +255,14 @@ def claim(
             if cur.held_by(holder):
                 if not renew:
                     return Outcome(cur, "held")
-                ttl = ttl_s if ttl_s is not None else cur.ttl_s
-                renewed = Claim(
-                    name,
-                    cur.session,
-                    cur.pid,
-                    cur.create_time,
-                    cur.epoch,
-                    cur.acquired_at,
-                    None if ttl is None else now + ttl,
-                    ttl,
-                )
+                renewed = cur.renewed(now, ttl_s)
                 jsonio.write_json(Path(path), renewed.to_json(), durable=False)
                 return Outcome(renewed, "renewed")
             if cur.holder_alive():
-                raise _held(name, cur)
+                raise held_error(name, cur)
         # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
         epoch = max(_last_epoch(paths, name, fd), cur.epoch if cur else 0) + 1
-        new = Claim(
-            name,
-            holder.session,
-            holder.pid,
-            holder.create_time,
-            epoch,
-            now,
-            None if ttl_s is None else now + ttl_s,
-            ttl_s,
-        )
+        new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
         _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
         # No fsync: a lease dies with its holder, and a power loss ends every holder.
         body = jsonio.dumps(new.to_json(), pretty=True) + b"\n"
@@ -287,10 +289,24 @@ def _create(path: str, body: bytes) -> None:
         os.close(fd)
 
 
-def _held(name: str, cur: Claim) -> ClaimHeld:
+def check_ttl(ttl_s: float | None) -> None:
+    if ttl_s is not None and ttl_s <= 0:
+        raise UsageError("--ttl must be positive")
+
+
+def held_error(name: str, cur: Claim) -> ClaimHeld:
+    """Claiming what a live holder has: refused, naming it."""
     return ClaimHeld(
         f"{name} is held by {cur.describe()}",
         "do not proceed; retry later (`looop claims` shows who holds what)",
+    )
+
+
+def not_yours_error(name: str, cur: Claim) -> ClaimHeld:
+    """Releasing what another live holder has: refused, naming it."""
+    return ClaimHeld(
+        f"{name} is held by {cur.describe()}, not by you",
+        "only its holder releases a live claim; it goes when its holder dies",
     )
 
 
@@ -302,9 +318,6 @@ def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | N
         if cur is None and not unreadable:
             return None
         if cur is not None and not cur.held_by(holder) and cur.live(now):
-            raise ClaimHeld(
-                f"{name} is held by {cur.describe()}, not by you",
-                "only its holder releases a live claim; it goes when its holder dies",
-            )
+            raise not_yours_error(name, cur)
         set_aside(paths, name, cur, fd)
         return cur

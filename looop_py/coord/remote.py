@@ -21,14 +21,14 @@ import threading
 import time
 
 from looop_py import identity, jsonio
+from looop_py.claims import lease as lease_mod
 from looop_py.claims.holders import ROUND_PREFIX, own_holder
 from looop_py.claims.lease import Claim, Outcome
 from looop_py.claims.reaper import ClaimView
 from looop_py.coord.base import PULSE, check_key
 from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
-from looop_py.errors import Busy, ClaimHeld, Unavailable, UsageError
+from looop_py.errors import Busy, ClaimHeld, Unavailable
 from looop_py.ids import check_segment
-from looop_py.record import replace
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time.
@@ -110,22 +110,17 @@ class EtcdCoordinator:
         now: float,
     ) -> Outcome:
         check_segment(name, "claim name")
-        if ttl_s is not None and ttl_s <= 0:
-            raise UsageError("--ttl must be positive")
+        lease_mod.check_ttl(ttl_s)
         ckey, ekey = self.key("claims", name), self.key("epochs", name)
         for _ in range(MAX_TRIES):
             kc, ke = self._pair(name)
             cur = self._parse(name, kc)
             if cur is not None and self._live(cur, now):
                 if not self._held_by(cur, holder):
-                    raise ClaimHeld(
-                        f"{name} is held by {cur.describe()}",
-                        "do not proceed; retry later (`looop claims` shows who holds what)",
-                    )
+                    raise lease_mod.held_error(name, cur)
                 if not renew:
                     return Outcome(cur, "held")
-                ttl = ttl_s if ttl_s is not None else cur.ttl_s
-                renewed = replace(cur, expires_at=None if ttl is None else now + ttl, ttl_s=ttl)
+                renewed = cur.renewed(now, ttl_s)
                 body = self._body(renewed, int(kc.get("lease", 0)) if kc else 0)
                 if self._txn_lease([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *body)]):
                     return Outcome(renewed, "renewed")
@@ -133,17 +128,7 @@ class EtcdCoordinator:
             # Free, expired, or a dead process's on this host: a new holder, the next epoch.
             last = int(value_of(ke) or b"0") if ke else 0
             epoch = max(last, cur.epoch if cur else 0) + 1
-            new = Claim(
-                name,
-                holder.session,
-                holder.pid,
-                holder.create_time,
-                epoch,
-                now,
-                None if ttl_s is None else now + ttl_s,
-                ttl_s,
-                self.host,
-            )
+            new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s, host=self.host)
             compare = [
                 cmp(ckey, "CREATE", "EQUAL", 0)
                 if kc is None
@@ -176,10 +161,7 @@ class EtcdCoordinator:
                 return None
             cur = self._parse(name, found[0])
             if cur is not None and not self._held_by(cur, holder) and self._live(cur, now):
-                raise ClaimHeld(
-                    f"{name} is held by {cur.describe()}, not by you",
-                    "only its holder releases a live claim; it goes when its holder dies",
-                )
+                raise lease_mod.not_yours_error(name, cur)
             ok, _ = self.client.txn([cmp(ckey, "MOD", "EQUAL", _rev(found[0]))], [delete(ckey)])
             if ok:
                 return cur
