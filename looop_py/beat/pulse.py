@@ -128,16 +128,14 @@ def _beat_locked(
 ) -> BeatResult:
     seal.break_seal(str(paths.root))
     cfg = config_mod.load(paths.config, paths.config_cache)
-    if cfg.coordination.backend == "files":
-        return _beat_body(
-            paths, cfg, None, force=force, clock=clock, decider=decider, started=started, ran=ran
-        )
-    from looop_py.beat import shared  # a shared backend only: a beat on files never loads it
-
-    def body(fence: shared.Fence) -> BeatResult:
+    def body(fence: Fence | None) -> BeatResult:
         return _beat_body(
             paths, cfg, fence, force=force, clock=clock, decider=decider, started=started, ran=ran
         )
+
+    if cfg.coordination.backend == "files":
+        return body(None)
+    from looop_py.beat import shared  # a shared backend only: a beat on files never loads it
 
     return shared.beat_shared(paths, cfg, body, clock=clock, started=started)
 
