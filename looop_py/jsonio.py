@@ -18,6 +18,8 @@ import orjson
 
 from looop_py.errors import CorruptFile
 from looop_py.ids import is_safe_segment
+from looop_py.logfile import ROTATE_BYTES as ROTATE_BYTES  # noqa: PLC0414 - re-exported
+from looop_py.logfile import append_text as append_text  # noqa: PLC0414 - re-exported
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 TMP_SUFFIX = ".tmp"
-ROTATE_BYTES = 5 * 1024 * 1024
 # Caps on what looop reads back. Nothing it writes comes near them; a file past
 # one is refused with a message, never read whole.
 MAX_DEPTH = 64  # JSON nesting: deeper readings become {"error": "too-deep"} snapshots
@@ -235,18 +236,6 @@ def read_json(path: Path | str, default: Any = None, *, cap: int = STATE_CAP) ->
 def append_line(path: Path, value: Any, *, rotate_bytes: int = ROTATE_BYTES) -> None:
     """Append one JSON line with a single write(2); rotate to `<name>.1` past the limit."""
     append_text(path, (orjson.dumps(value) + b"\n"), rotate_bytes=rotate_bytes)
-
-
-def append_text(path: Path, data: bytes, *, rotate_bytes: int = ROTATE_BYTES) -> None:
-    if rotate_bytes:
-        with contextlib.suppress(FileNotFoundError):
-            if path.stat().st_size + len(data) > rotate_bytes:
-                os.replace(path, path.with_name(path.name + ".1"))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def tail_lines(path: Path, n: int, *, chunk: int = 65536) -> list[bytes]:

@@ -74,7 +74,6 @@ def test_the_seal_names_the_files_paths_names(wd: Paths) -> None:
     assert wd.events == wd.root / quiet.EVENTS
     assert wd.pulse_lock == wd.root / quiet.PULSE_LOCK
     assert wd.flap == wd.root / quiet.FLAP
-    assert quiet.ROTATE_BYTES == jsonio.ROTATE_BYTES
 
 
 def test_quiet_probe_values_are_what_the_probes_say_of_an_empty_work_dir(wd: Paths) -> None:

@@ -128,6 +128,7 @@ def _beat_locked(
 ) -> BeatResult:
     seal.break_seal(str(paths.root))
     cfg = config_mod.load(paths.config, paths.config_cache)
+
     def body(fence: Fence | None) -> BeatResult:
         return _beat_body(
             paths, cfg, fence, force=force, clock=clock, decider=decider, started=started, ran=ran

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from looop_py import orphans, procs
+from looop_py import logfile, orphans, procs
 from looop_py.beat import seal, survey
 from looop_py.beat.seal import Sealed
 from looop_py.beat.survey import FILES
@@ -30,7 +30,6 @@ from looop_py.locks import PulseLock
 EVENTS = "events.jsonl"
 PULSE_LOCK = "state/pulse.lock"
 FLAP = "state/flap.json"
-ROTATE_BYTES = 5 * 1024 * 1024  # jsonio.ROTATE_BYTES (a test keeps them equal)
 
 
 class Handover:
@@ -158,12 +157,12 @@ def _record(
     ms = round((time.monotonic() - started) * 1000, 1)
     h = seal.json_str(sealed.hash)
     line = (
-        f'{{"ts":{seal.json_str(_iso(time.time()))},"event":"beat","outcome":"skipped",'
+        f'{{"ts":{seal.json_str(logfile.iso(time.time()))},"event":"beat","outcome":"skipped",'
         f'"world_hash":{h},"prev_hash":{h},"forced":false,"forced_by":null,"changed":[],'
         f'"sensors":{{{sensors}}},"move":null,"reason":null,"decide":{{}},"ms":{ms!r},'
         f'"sensors_steady":{len(sealed.sensors) - failed},"sealed":true}}\n'
     )
-    _append(os.path.join(root, EVENTS), line.encode())
+    logfile.append_text(os.path.join(root, EVENTS), line.encode())
 
 
 def _ms(run: procs.Result | None) -> float:
@@ -179,22 +178,3 @@ def _line(sealed: Sealed, started: float) -> str:
         health += f" (failed: {', '.join(failed)})"
     ms = f"{(time.monotonic() - started) * 1000:.0f} ms"
     return f"· skipped: world unchanged ({sealed.hash[:17]}…), {health}, {ms}"
-
-
-def _append(path: str, data: bytes) -> None:
-    """jsonio.append_text: rotate past ROTATE_BYTES, then one O_APPEND write."""
-    try:
-        if os.stat(path).st_size + len(data) > ROTATE_BYTES:
-            os.replace(path, path + ".1")
-    except FileNotFoundError:
-        pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _iso(ts: float) -> str:
-    """journal.iso: UTC, millisecond precision."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from looop_py import jsonio
+from looop_py.logfile import iso as iso  # noqa: PLC0414 - re-exported: the journal's callers
 from looop_py.workdir.environ import redact, redact_bytes
 from looop_py.workdir.paths import Paths
 
@@ -29,11 +30,6 @@ def write(paths: Paths, text: str, now: float) -> str:
 
 def tail(paths: Paths, n: int) -> list[str]:
     return [line.decode("utf-8", "replace") for line in jsonio.tail_lines(paths.journal, n)]
-
-
-def iso(ts: float) -> str:
-    """UTC, millisecond precision: 2026-11-22T09:30:00.123Z."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
 
 
 def from_iso(text: Any) -> float | None:
