@@ -121,14 +121,13 @@ def _run_sensors(
 
 
 def _fresh(root: str, name: str, interval: float, now: float) -> bool:
-    """sensors._fresh_snapshot's rule: stored after the script's last edit, and younger
-    than its interval."""
+    """sensors._fresh_snapshot, from the files' stat."""
     try:
         snap = os.stat(os.path.join(root, "snapshots", f"sensor-{name}.json")).st_mtime
         script = os.stat(os.path.join(root, "sensors", f"{name}.sh")).st_mtime
     except OSError:
         return False
-    return snap >= script and now - snap < interval
+    return seal.fresh(snap, script, interval, now)
 
 
 def _record(

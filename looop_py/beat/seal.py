@@ -111,6 +111,12 @@ def parse_header(head: bytes) -> dict[str, float]:
     return found
 
 
+def fresh(snapshot_mtime: float, script_mtime: float, interval_s: float, now: float) -> bool:
+    """May an interval sensor's stored snapshot stand in for a run? Taken after the
+    script's last edit, and younger than its interval."""
+    return snapshot_mtime >= script_mtime and now - snapshot_mtime < interval_s
+
+
 def raw_digest(raw: procs.Result, timeout_s: float, cap: int) -> str:
     """A digest of everything sensor normalization reads of one run.
 

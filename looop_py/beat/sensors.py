@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from looop_py import jsonio, orphans, procs
-from looop_py.beat.seal import parse_header, raw_digest
+from looop_py.beat.seal import fresh, parse_header, raw_digest
 from looop_py.ids import is_safe_segment
 from looop_py.record import record
 from looop_py.workdir.paths import Paths
@@ -228,7 +228,7 @@ def _fresh_snapshot(paths: Paths, sensor: Sensor, now: float) -> dict[str, Any] 
         st = paths.snapshot(sensor.stem).stat()
     except FileNotFoundError:
         return None
-    if st.st_mtime < sensor.mtime or now - st.st_mtime >= sensor.interval_s:
+    if not fresh(st.st_mtime, sensor.mtime, sensor.interval_s, now):
         return None  # edited since, or too old
     try:
         value = jsonio.read_json(paths.snapshot(sensor.stem))
