@@ -24,8 +24,8 @@ import time
 from looop_py import logfile, orphans, procs
 from looop_py.beat import seal, survey
 from looop_py.beat.seal import Sealed
-from looop_py.beat.survey import FILES
 from looop_py.locks import PulseLock
+from looop_py.workdir.locate import locate
 
 EVENTS = "events.jsonl"
 PULSE_LOCK = "state/pulse.lock"
@@ -44,21 +44,10 @@ class Handover:
 
 
 def find_root(explicit: str | None) -> str | None:
-    """workdir.paths.find_workdir without pathlib: -C DIR, else $LOOOP_DIR, else the
-    nearest ancestor holding looop.toml. None when there is none (the full path says why)."""
-    here = os.getcwd()
-    for value in (explicit, os.environ.get("LOOOP_DIR") or None):
-        if value is None:
-            continue
-        root = os.path.realpath(os.path.join(here, os.path.expanduser(value)))
-        return root if os.path.isfile(os.path.join(root, FILES["config"])) else None
-    folder = os.path.realpath(here)
-    while not os.path.isfile(os.path.join(folder, FILES["config"])):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-    return folder
+    """The work dir as workdir.paths.find_workdir finds it; None when there is none (the
+    full path says why)."""
+    root, _, found = locate(explicit, os.environ, os.getcwd())
+    return root if found else None
 
 
 def attempt(root: str, *, quiet: bool) -> int | Handover | None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from looop_py.errors import NotAWorkDir
 from looop_py.ids import check_segment
 from looop_py.record import record
-
-CONFIG_NAME = "looop.toml"
+from looop_py.workdir.locate import CONFIG_NAME as CONFIG_NAME  # noqa: PLC0414 - named here too
+from looop_py.workdir.locate import locate
 
 
 @record(frozen=True)
@@ -187,18 +187,13 @@ def find_workdir(
 ) -> Paths:
     """-C DIR, else $LOOOP_DIR, else the nearest ancestor of cwd holding looop.toml."""
     hint = "run `looop init DIR` to create one, or point at one with `looop -C DIR` or $LOOOP_DIR"
-    for source, value in (("-C", explicit), ("$LOOOP_DIR", env.get("LOOOP_DIR") or None)):
-        if value is None:
-            continue
-        root = (cwd / Path(value).expanduser()).resolve()
-        if not (root / CONFIG_NAME).is_file():
-            raise NotAWorkDir(f"{root} ({source}) is not a looop work dir: no {CONFIG_NAME}", hint)
-        return Paths(root)
-    here = cwd.resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / CONFIG_NAME).is_file():
-            return Paths(candidate)
-    raise NotAWorkDir(f"not inside a looop work dir (no {CONFIG_NAME} in {here} or above)", hint)
+    named = None if explicit is None else os.fspath(explicit)
+    root, source, found = locate(named, env, str(cwd))
+    if found:
+        return Paths(Path(root))
+    if source is not None:
+        raise NotAWorkDir(f"{root} ({source}) is not a looop work dir: no {CONFIG_NAME}", hint)
+    raise NotAWorkDir(f"not inside a looop work dir (no {CONFIG_NAME} in {root} or above)", hint)
 
 
 def has_entries(directory: Path, suffix: str = "") -> bool:
