@@ -158,11 +158,17 @@ def _ms(run: procs.Result | None) -> float:
 
 
 def _line(sealed: Sealed, started: float) -> str:
-    """The beat line cli/summary.py prints for a skipped beat."""
     failed = [n for n, _, _, _, e in sealed.sensors if e != "-"]
-    total = len(sealed.sensors)
-    health = f"{total - len(failed)}/{total} sensors ok"
-    if failed:
-        health += f" (failed: {', '.join(failed)})"
     ms = f"{(time.monotonic() - started) * 1000:.0f} ms"
-    return f"· skipped: world unchanged ({sealed.hash[:17]}…), {health}, {ms}"
+    return skipped_line(f"{sealed.hash[:17]}…", health(len(sealed.sensors), failed), ms)
+
+
+def health(total: int, failed: list[str]) -> str:
+    """How the sensors did, as every beat line says it."""
+    text = f"{total - len(failed)}/{total} sensors ok"
+    return text + (f" (failed: {', '.join(failed)})" if failed else "")
+
+
+def skipped_line(short_hash: str, health: str, ms: str) -> str:
+    """The beat line of a skipped beat, quiet or full (cli/summary.py prints the others)."""
+    return f"· skipped: world unchanged ({short_hash}), {health}, {ms}"

@@ -11,6 +11,7 @@ No click here: the pulse door imports this module whenever a beat has something 
 from __future__ import annotations
 
 from looop_py import jsonio
+from looop_py.beat import quiet
 from looop_py.beat.result import BeatOutcome
 from looop_py.cli.output import Note
 from looop_py.errors import unreachable
@@ -34,12 +35,10 @@ def beat_line(r: BeatResult) -> str:
     """One line per beat outcome: skipped, locked, held, failed or decided."""
     ms = f"{r.duration_s * 1000:.0f} ms"
     failed = [x.stem.removeprefix("sensor-") for x in r.readings if not x.ok]
-    health = f"{len(r.readings) - len(failed)}/{len(r.readings)} sensors ok"
-    if failed:
-        health += f" (failed: {', '.join(failed)})"
+    health = quiet.health(len(r.readings), failed)
     match r.outcome:
         case BeatOutcome.SKIPPED:
-            return f"· skipped: world unchanged ({short_hash(r.world_hash)}), {health}, {ms}"
+            return quiet.skipped_line(short_hash(r.world_hash), health, ms)
         case BeatOutcome.LOCKED:
             return "· locked: another pulse is running; this one stepped aside"
         case BeatOutcome.HELD:
