@@ -236,8 +236,8 @@ def _beat_body(
     if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
         if fence is None:
-            commit(paths, world, now, action, verdict.next_wake)
-            _seal(paths, cfg, world, load_committed(paths), loop_wake)
+            committed = commit(paths, world, now, action, verdict.next_wake)
+            _seal(paths, cfg, world, committed, loop_wake)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
     return _finish(paths, result, started, clock, cfg)

@@ -149,7 +149,8 @@ def _text(value: Any) -> str | None:
 
 def commit(
     paths: Paths, seen: World, now: float, action: str | None, next_wake: float | None
-) -> None:
+) -> Committed:
+    """Write the world as committed by this decision; returns what load_committed reads back."""
     record = {
         "v": 1,
         "hash": seen.hash,
@@ -159,3 +160,4 @@ def commit(
         "next_wake": next_wake,
     }
     jsonio.write_json(paths.last_world, record)
+    return Committed(seen.hash, dict(seen.items), now, action, next_wake)
