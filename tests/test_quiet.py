@@ -445,3 +445,17 @@ def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths) -> None:
     (wd.sessions / "w1" / "result.json").write_text('{"status": "blocked"}')
     beat = _pulse(wd)
     assert not beat.get("sealed") and beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_forged_seal_runs_nothing_outside_sensors(wd: Paths, tmp_path: Path) -> None:
+    """Whoever writes state/quiet-seal can name only scripts the survey saw in sensors/."""
+    _quiet_wd(wd)
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\n")
+    evil.chmod(0o755)
+    path = wd.root / seal.SEAL
+    text = path.read_text()
+    rel = os.path.relpath(tmp_path / "evil", wd.sensors)
+    path.write_text(text.replace("sensor reads ", f"sensor {rel} ", 1))
+    beat = _pulse(wd)
+    assert not beat.get("sealed") and not (tmp_path / "ran").exists()

@@ -329,10 +329,14 @@ class Sealed:
         _, self.env, self.bin = lines[4].split(" ", 2)
         self.scrub = lines[5].split(" ")[1:]
         self.sensors: list[tuple[str, float, float, str, str]] = []
+        scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
         for line in lines[6:]:
             word, name, timeout, interval, raw, error = line.split(" ", 5)
             if word != "sensor":
                 raise ValueError("not a sensor line")
+            if "/" in name or f"sensors/{name}.sh" not in scripts:
+                # A seal runs only scripts it surveyed in sensors/, whoever wrote it.
+                raise ValueError(f"sensor {name!r} is not a surveyed script")
             self.sensors.append((name, float(timeout), float(interval), raw, error))
 
 
