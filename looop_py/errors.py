@@ -75,3 +75,10 @@ class Unavailable(LooopError):
     """
 
     exit_code = 3
+
+
+class FenceLost(Unavailable):
+    """Temporary: this beat's pulse token is no longer current (a newer pulse holds it).
+
+    The write that found out was refused, and so is every later one of this beat.
+    """

@@ -29,6 +29,7 @@ from looop_py.errors import ClaimHeld
 from looop_py.loops.store import is_live
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import FilesShelf
 from looop_py.workdir.template import init
 from tests.conftest import run_looop, wait_for
 
@@ -179,8 +180,8 @@ def test_ttl_expires_without_renew_and_renew_extends(wd: Paths) -> None:
     assert renewed.action == "renewed" and renewed.claim.expires_at == 1018.0
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "deploy", other, now=1015.0)  # still within the renewed ttl
-    assert reaper.reap(wd, 1017.0, partial(is_live, wd.rounds)) == []
-    events = reaper.reap(wd, 1019.0, partial(is_live, wd.rounds))
+    assert reaper.reap(wd, 1017.0, partial(is_live, FilesShelf(wd))) == []
+    events = reaper.reap(wd, 1019.0, partial(is_live, FilesShelf(wd)))
     assert events == [
         {
             "event": "claim_reaped",
@@ -214,7 +215,7 @@ def test_liveness_errors_count_as_alive(
 
     me = holders.own_holder("me")
     claims.claim(wd, "repo", holders.Holder("x", me.pid, me.create_time - 500), now=time.time())
-    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds))  # really dead: reaped
+    assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd)))  # really dead: reaped
     claims.claim(wd, "repo", holders.Holder("x", me.pid, me.create_time - 500), now=time.time())
     if via_proc:  # /proc cannot be read
         real_open = open
@@ -234,7 +235,7 @@ def test_liveness_errors_count_as_alive(
         monkeypatch.setattr(identity, "_PROC", False)
         monkeypatch.setattr(psutil, "Process", Denied)
     assert identity.is_alive(me.pid, me.create_time - 500)
-    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds)) == []
+    assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd))) == []
     with pytest.raises(ClaimHeld):
         claims.claim(wd, "repo", me, now=time.time())
 
@@ -272,9 +273,9 @@ def test_a_rounds_claim_lives_as_long_as_its_round(wd: Paths) -> None:
     claims.claim(wd, "repo", holders.round_holder("r1"), now=time.time())
     wd.rounds.mkdir(exist_ok=True)
     (wd.rounds / "r1.json").write_text("{not json")  # cannot tell: fail closed, kept
-    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds)) == []
+    assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd))) == []
     jsonio.write_json(wd.rounds / "r1.json", {"phase": "work"})
-    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds)) == []
+    assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd))) == []
     jsonio.write_json(wd.rounds / "r1.json", {"phase": "done"})
     housekeep(wd, config.load(wd.config, wd.config_cache), time.time())  # the beat's step
     assert claims_on_disk(wd) == []

@@ -48,11 +48,12 @@ def test_a_dead_holders_claim_from_before_keeps_its_epoch_on_reap(wd: Paths) -> 
 
     from looop_py.claims import reaper
     from looop_py.loops.store import is_live
+    from looop_py.workdir.shelf import FilesShelf
 
     me = holders.own_holder("me")
     ghost = {"name": "repo", "session": "old", "pid": me.pid, "create_time": 1.0, "epoch": 9}
     jsonio.write_json(wd.claims / "repo.json", {**ghost, "acquired_at": 1.0})
-    assert reaper.reap(wd, time.time(), partial(is_live, wd.rounds))[0]["epoch"] == 9
+    assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd)))[0]["epoch"] == 9
     assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 10
 
 

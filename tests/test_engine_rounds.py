@@ -35,6 +35,8 @@ from looop_py.engine.ports import Approval, MemoryEntry, WorkerRequest, WorkerRe
 from looop_py.engine.rounds import Phase, RoundState, new_round
 from looop_py.engine.steps import advance
 from looop_py.loops.store import JsonlMemory, RoundFiles
+from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import FilesShelf
 
 
 class Clock:
@@ -335,7 +337,7 @@ def test_run_once_never_raises_even_when_the_store_cannot_be_written(tmp_path: P
     report = engine(
         spec(LoopLevel.L1_REPORT),
         ScriptedWorkers([done("m"), done("c")]),
-        store=RoundFiles(blocker),
+        store=RoundFiles(FilesShelf(Paths(tmp_path))),
     ).run_once()
     assert report.outcome is RoundOutcome.FAILED and report.error
 
@@ -382,7 +384,7 @@ def test_advance_is_one_step_and_returns_the_same_state_while_waiting() -> None:
 
 
 def test_round_state_round_trips_through_json(tmp_path: Path) -> None:
-    store = RoundFiles(tmp_path / "rounds")
+    store = RoundFiles(FilesShelf(Paths(tmp_path)))
     eng = engine(
         spec(LoopLevel.L3_UNATTENDED, allow=["commit"], target="repo"),
         ScriptedWorkers([done("m", 1, 2), WorkerResult(WorkerStatus.DONE, "c", 3, 4, iters=2)]),
@@ -462,7 +464,7 @@ def test_a_persisted_round_resumes_after_a_restart(tmp_path: Path) -> None:
             workers,
             clock,
             claims=claims,
-            store=RoundFiles(tmp_path / "rounds"),
+            store=RoundFiles(FilesShelf(Paths(tmp_path))),
             memory=JsonlMemory(tmp_path / "memory"),
         )
 
@@ -498,12 +500,12 @@ def test_a_crash_while_acting_is_reported_never_repeated(tmp_path: Path) -> None
             ScriptedWorkers([done("m"), done("c")]),
             gate=AllowlistGate(["commit"]),
             executor=executor,
-            store=RoundFiles(tmp_path / "rounds"),
+            store=RoundFiles(FilesShelf(Paths(tmp_path))),
         )
 
     with pytest.raises(Crash):
         build(CallbackActionExecutor(crashing)).run_once()
-    (live,) = RoundFiles(tmp_path / "rounds").live()
+    (live,) = RoundFiles(FilesShelf(Paths(tmp_path))).live()
     assert live.phase is Phase.ACTING
 
     again = CountingExecutor()

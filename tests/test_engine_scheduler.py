@@ -32,6 +32,8 @@ from looop_py.loops.schedule import (
 )
 from looop_py.loops.store import RoundFiles, note_report
 from looop_py.loops.store import probe as rounds_snapshot
+from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import FilesShelf
 
 T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
 
@@ -147,7 +149,7 @@ def test_only_reports_worth_reading_are_delivered(tmp_path: Path) -> None:
 def test_a_loop_never_has_two_live_rounds(tmp_path: Path) -> None:
     sink = Sink()
     escalations = InMemoryEscalations()
-    store = RoundFiles(tmp_path / "rounds")
+    store = RoundFiles(FilesShelf(Paths(tmp_path)))
     eng, workers = make_engine(
         "assisted", "every 60s", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
     )
@@ -168,7 +170,7 @@ def test_a_loop_never_has_two_live_rounds(tmp_path: Path) -> None:
 
 
 def test_non_blocking_ticks_advance_rounds_across_ticks(tmp_path: Path) -> None:
-    store = RoundFiles(tmp_path / "rounds")
+    store = RoundFiles(FilesShelf(Paths(tmp_path)))
     eng, _ = make_engine("slow", "every 1h", store=store, polls=2)
     sink = Sink()
     sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, fire_new=True).register(eng)
@@ -212,21 +214,27 @@ def test_spawned_scheduler_runs_until_stopped(tmp_path: Path) -> None:
 def test_schedule_signal_changes_only_when_a_loop_falls_due_or_fires(tmp_path: Path) -> None:
     path = tmp_path / "schedules.json"
     cadences = {"a": "every 60s", "broken": "every 0s"}
-    first = schedules_snapshot(path, cadences, T0)
+    first = schedules_snapshot(BookFile(path), cadences, T0)
     assert first["signal"] == {"a": {"due": False, "fired": 0}, "broken": "invalid"}
     assert "positive" in first["detail"]["broken"]["error"]
-    assert schedules_snapshot(path, cadences, T0 + 30)["signal"] == first["signal"]
+    assert schedules_snapshot(BookFile(path), cadences, T0 + 30)["signal"] == first["signal"]
     assert first["detail"]["a"]["due_in_s"] == 60
 
-    assert due_loops(path, cadences, T0 + 60) == ["a"]
-    assert schedules_snapshot(path, cadences, T0 + 60)["signal"]["a"] == {"due": True, "fired": 0}
-    mark_fired(path, "a", "every 60s", T0 + 61)
-    assert due_loops(path, cadences, T0 + 62) == []
-    assert schedules_snapshot(path, cadences, T0 + 62)["signal"]["a"] == {"due": False, "fired": 1}
+    assert due_loops(BookFile(path), cadences, T0 + 60) == ["a"]
+    assert schedules_snapshot(BookFile(path), cadences, T0 + 60)["signal"]["a"] == {
+        "due": True,
+        "fired": 0,
+    }
+    mark_fired(BookFile(path), "a", "every 60s", T0 + 61)
+    assert due_loops(BookFile(path), cadences, T0 + 62) == []
+    assert schedules_snapshot(BookFile(path), cadences, T0 + 62)["signal"]["a"] == {
+        "due": False,
+        "fired": 1,
+    }
 
 
 def test_rounds_signal_names_only_what_someone_must_act_on(tmp_path: Path) -> None:
-    store = RoundFiles(tmp_path / "rounds")
+    store = RoundFiles(FilesShelf(Paths(tmp_path)))
     escalations = InMemoryEscalations()
     waiting, _ = make_engine(
         "assisted", "every 1h", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
@@ -235,8 +243,7 @@ def test_rounds_signal_names_only_what_someone_must_act_on(tmp_path: Path) -> No
     pending = waiting.run_once()
     finished.run_once()
     (tmp_path / "rounds" / "broken.json").write_text("{")
-    reports = tmp_path / "round-reports.json"
-    snap = rounds_snapshot(tmp_path / "rounds", reports)
+    snap = rounds_snapshot(store.shelf)
     assert snap["signal"] == {
         "awaiting-approval": [pending.round_id],
         "reports": {},
@@ -244,11 +251,10 @@ def test_rounds_signal_names_only_what_someone_must_act_on(tmp_path: Path) -> No
     }
     assert snap["detail"][pending.round_id]["loop"] == "assisted"
     assert snap["detail"][pending.round_id]["phase"] == "awaiting-approval"
-    note_report(reports, "reporter", "reporter-1")
-    assert rounds_snapshot(tmp_path / "rounds", reports)["signal"]["reports"] == {
-        "reporter": "reporter-1"
-    }
-    empty = rounds_snapshot(tmp_path / "nowhere", tmp_path / "none.json")
+    note_report(store.shelf, "reporter", "reporter-1")
+    assert (tmp_path / "state" / "round-reports.json").exists()
+    assert rounds_snapshot(store.shelf)["signal"]["reports"] == {"reporter": "reporter-1"}
+    empty = rounds_snapshot(FilesShelf(Paths(tmp_path / "nowhere")))
     assert empty == {"signal": {"awaiting-approval": [], "reports": {}}, "detail": {}}
 
 

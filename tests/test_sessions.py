@@ -24,6 +24,7 @@ from looop_py.errors import WorkerRefused
 from looop_py.loops.store import is_live
 from looop_py.workdir import config, journal, ledger
 from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import FilesShelf
 from looop_py.workers import kill, launch, reap, records
 from tests.conftest import run_looop, wait_for
 
@@ -114,7 +115,7 @@ def test_a_workers_claim_follows_the_worker(wwd: Paths) -> None:
     body = jsonio.read_json(wwd.claims / "repo.json")
     assert (body["session"], body["pid"], body["epoch"]) == ("holder", w.pid, 1)
     kill.kill(wwd, "holder")
-    reaped = reap_claims(wwd, time.time(), partial(is_live, wwd.rounds))[-1]
+    reaped = reap_claims(wwd, time.time(), partial(is_live, FilesShelf(wwd)))[-1]
     assert (reaped["event"], reaped["name"], reaped["reason"]) == (
         "claim_reaped",
         "repo",

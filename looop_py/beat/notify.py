@@ -23,7 +23,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import environ, journal, mailbox
+from looop_py.workdir import environ, journal, mailbox, shelf
 from looop_py.workdir.paths import Paths, has_entries
 
 KEEP_KEYS = 2000  # the notified record keeps this many newest keys
@@ -124,12 +124,13 @@ def _worker_events(paths: Paths, cfg: config_mod.Config, now: float) -> list[dic
 
 
 def _round_events(paths: Paths) -> list[dict[str, Any]]:
-    if not has_entries(paths.rounds):
+    box = shelf.of(paths)
+    if box.empty("rounds"):
         return []
-    from looop_py.loops import store  # only when rounds/ has entries
+    from looop_py.loops import store  # only when there are rounds
 
     out = []
-    for r in store.rows(paths.rounds, include_done=False):
+    for r in store.rows(box, include_done=False):
         if r.outcome in ("escalated", "budget-exhausted", "failed"):
             text = f"looop: round {r.id} of {r.loop} {r.outcome}" + (
                 f": {r.error}" if r.error else ""

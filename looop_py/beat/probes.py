@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
+from looop_py.workdir import shelf
 from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths, has_entries
 
@@ -184,20 +184,12 @@ def goals(seen: Seen) -> Snapshot:
     return {"signal": {}, "detail": {"goals": detail}}
 
 
-def _empty_dir(path: Path) -> bool:
-    try:
-        with os.scandir(path) as it:
-            return next(it, None) is None
-    except FileNotFoundError:
-        return True
-
-
 def asks(seen: Seen) -> Snapshot:
     """Pending asks: a new one wakes the loop once; when each was filed stays in detail."""
     paths = seen.paths
-    if _empty_dir(paths.asks):
+    if shelf.of(paths).empty("asks"):
         return {"signal": {"pending": []}, "detail": {}}
-    from looop_py.workdir import mailbox  # only when asks/ has entries
+    from looop_py.workdir import mailbox  # only when there are asks
 
     views = seen.asks = mailbox.listing(paths)
     signal: dict[str, list[str]] = {"pending": []}
@@ -225,7 +217,7 @@ def schedules(seen: Seen) -> Snapshot:
     """
     paths, now = seen.paths, seen.now
     snap: Snapshot = {"signal": {}, "detail": {}}
-    if not _empty_dir(paths.timers):
+    if not shelf.of(paths).empty("timers"):
         from looop_py.moves import timers  # only when a timer is set
 
         snap = timers.probe(paths, now)
@@ -235,7 +227,7 @@ def schedules(seen: Seen) -> Snapshot:
     if due:
         from looop_py.loops import schedule  # only when a loop has a cadence
 
-        book = schedule.schedules_snapshot(paths.loop_schedule, due, now, save=seen.persist)
+        book = schedule.schedules_snapshot(schedule.book_of(paths), due, now, save=seen.persist)
         # The engine starts a due loop's round itself: a cadence is detail, never a wake;
         # only a cadence that does not parse (a human must fix it) stays in the signal.
         for name in sorted({*book["signal"], *book["detail"]}):
@@ -251,12 +243,12 @@ def schedules(seen: Seen) -> Snapshot:
 
 def rounds(seen: Seen) -> Snapshot:
     """Rounds that need someone: awaiting approval, unreadable, or a loop's new report."""
-    paths = seen.paths
-    if _empty_dir(paths.rounds) and not paths.round_reports.exists():
+    box = shelf.of(seen.paths)
+    if box.empty("rounds") and box.get("state", "round-reports") is None:
         return {"signal": {"awaiting-approval": [], "reports": {}}, "detail": {}}  # as store.probe
-    from looop_py.loops import store  # only when rounds/ has entries
+    from looop_py.loops import store  # only when there are rounds
 
-    return store.probe(paths.rounds, paths.round_reports)
+    return store.probe(box)
 
 
 PROBES: tuple[tuple[str, Probe], ...] = (

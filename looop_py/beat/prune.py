@@ -17,7 +17,7 @@ from looop_py.errors import Busy
 from looop_py.locks import PulseLock
 from looop_py.loops import store
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import journal, runs
+from looop_py.workdir import journal, runs, shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workers import reap
 
@@ -49,7 +49,7 @@ def prune(paths: Paths, *, clock: Callable[[], float] = time.time) -> Pruned:
         now = clock()
         events = reap.housekeeping(paths, cfg, now, ttl_s=0)
         removed_runs = runs.prune(paths, cfg.limits.runs_keep)
-        archived = store.archive_done(paths.rounds, now)
+        archived = store.archive_done(shelf.of(paths), now)
     finally:
         lock.release()
     for event in events:

@@ -30,7 +30,7 @@ from looop_py.loops import index as loopindex
 from looop_py.moves import wal
 from looop_py.record import replace
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import goals, journal
+from looop_py.workdir import goals, journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
 
@@ -162,7 +162,7 @@ def _beat_body(
     jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
 
     interrupted = _report_interrupted(paths, now)
-    if has_entries(paths.approved):  # approvals whose approver could not run them (rare)
+    if not shelf.of(paths).empty("approved"):  # approvals their approver did not run (rare)
         from looop_py.moves import approvals
 
         _emit_steps(
@@ -251,7 +251,7 @@ def _loop_wake(paths: Paths) -> float | None:
         return float("inf")
     from looop_py.loops import schedule  # loaded already: ADVANCE ran with these loops
 
-    book = schedule.load_book(paths.loop_schedule).loops
+    book = schedule.book_of(paths).load().loops
     if not all(name in book for name in due):
         return None
     return min(book[name].next_at for name in due)
@@ -350,7 +350,7 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
         from looop_py.claims import reaper
         from looop_py.loops import store
 
-        round_live = partial(store.is_live, paths.rounds)
+        round_live = partial(store.is_live, shelf.of(paths))
         failed += _emit_steps(
             paths, now, "reap-claims", lambda: reaper.reap(paths, now, round_live)
         )
@@ -359,7 +359,7 @@ def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
 
 def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
-    if not loopindex.index(paths) and not has_entries(paths.rounds):
+    if not loopindex.index(paths) and shelf.of(paths).empty("rounds"):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist
 

@@ -5,9 +5,11 @@ without waiting (another host has it: LOCKED, naming that host), reaps the
 shared claims, and runs as on files, except that the committed world is read
 from the backend (so any pulse host continues where another left off) and
 written back only while this beat's pulse token is still current: a paused or
-partitioned ex-leader commits nothing. When the backend cannot be reached or
-has no quorum, the beat is skipped with that reason in the journal; it never
-falls back to files.
+partitioned ex-leader commits nothing. So is every shared record the beat
+writes (rounds, asks, answers, approvals, timers, the loop schedule:
+workdir/shelf.py); the first write refused for a lost token (FenceLost) ends
+the beat. When the backend cannot be reached or has no quorum, the beat is
+skipped with that reason in the journal; it never falls back to files.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from looop_py.coord.base import PULSE
 from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, Unavailable
 from looop_py.loops import store
-from looop_py.workdir import journal
+from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time.
@@ -100,9 +102,10 @@ def beat_shared(
             return _skipped(paths, exc, now, clock, started)
         assert token is not None  # a shared backend's pulse has a token
         try:
-            for event in coord.reap(now, partial(store.is_live, paths.rounds)):
+            for event in coord.reap(now, partial(store.is_live, shelf.of(paths))):
                 journal.emit(paths, str(event.pop("event")), now, **event)
-            return body(Fence(coord, paths, token))
+            with shelf.of(paths).fenced(PULSE, token):  # every shared record it writes
+                return body(Fence(coord, paths, token))
         except Unavailable as exc:  # lost mid-beat: whatever was not committed was not
             return _skipped(paths, exc, now, clock, started)
 

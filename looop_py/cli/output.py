@@ -72,6 +72,7 @@ def raw_out(chunk: bytes) -> None:
 
 def resolve(workdir: str | None) -> Paths:
     """The work dir from -C DIR, else $LOOOP_DIR, else the nearest ancestor with looop.toml."""
+    import looop_py.coord  # noqa: F401 - registers the etcd shelf, for work dirs that share records
     from looop_py.workdir.paths import find_workdir
 
     return find_workdir(workdir, os.environ, Path.cwd())

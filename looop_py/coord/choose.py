@@ -14,6 +14,7 @@ from looop_py.coord.base import host_id
 from looop_py.coord.files import FilesCoordinator
 from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: `looop claim` is bound by start-up cost.
@@ -50,3 +51,4 @@ def forget() -> None:
     for found in _shared.values():
         found.close()
     _shared.clear()
+    shelf.forget()

@@ -14,6 +14,8 @@ on it, as these keys under the prefix P:
     P/leases/<host>/<pid>-<t>  the lease a holder process's claims ride on, attached to
                        it and kept alive by that holder's keeper (coord/keeper.py)
     P/data/<key>       shared state that fenced_put wrote (the committed world)
+    P/data/<kind>/<name>  the shared records (workdir/shelf.py): asks, answers, rounds,
+                       timers … (coord/etcdshelf.py)
 
 """
 
@@ -120,16 +122,26 @@ class Client:
     # -- the few calls looop makes -----------------------------------------------------
 
     def txn(
-        self, compare: list[dict[str, Any]], success: list[dict[str, Any]]
+        self,
+        compare: list[dict[str, Any]],
+        success: list[dict[str, Any]],
+        failure: list[dict[str, Any]] | None = None,
     ) -> tuple[bool, list[dict[str, Any]]]:
-        found = self.post("/kv/txn", {"compare": compare, "success": success, "failure": []})
+        body = {"compare": compare, "success": success, "failure": failure or []}
+        found = self.post("/kv/txn", body)
         return bool(found.get("succeeded")), list(found.get("responses", []))
 
-    def get(self, key: str, *, prefix: bool = False) -> list[dict[str, Any]]:
+    def get(
+        self, key: str, *, prefix: bool = False, limit: int = 0, keys_only: bool = False
+    ) -> list[dict[str, Any]]:
         body: dict[str, Any] = {"key": _b64(key)}
         if prefix:
             end = key.encode()[:-1] + bytes([key.encode()[-1] + 1])
             body["range_end"] = _b64(end)
+        if limit:
+            body["limit"] = limit
+        if keys_only:
+            body["keys_only"] = True
         return list(self.post("/kv/range", body).get("kvs", []))
 
     def grant(self, ttl: int) -> int:

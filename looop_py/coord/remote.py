@@ -63,6 +63,7 @@ class EtcdCoordinator:
         self.prefix = cfg.prefix.rstrip("/")
         self.ttl = max(2, math.ceil(cfg.lease_ttl_s))
         self._own: int = 0  # this process's lease (0: none yet, or it was lost)
+        self.fence: tuple[str, int] | None = None  # (claim, token) shelf writes are fenced by
         self._own_pid = os.getpid()
         self._lock = threading.Lock()
         self._stop = threading.Event()

@@ -26,7 +26,7 @@ from looop_py.coord.choose import coordinator
 from looop_py.engine.ports import Answer, Approval, WorkerResult, WorkerStatus
 from looop_py.engine.prompts import PRIOR_HEADING
 from looop_py.errors import ClaimHeld, LooopError, UsageError
-from looop_py.workdir import mailbox
+from looop_py.workdir import mailbox, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill, launch, reap, records, runtimes, workspaces
@@ -60,6 +60,11 @@ def script_prompt(prompt: str) -> str:
     return comment(prompt) + "\n"
 
 
+def worker_claim(session: str) -> str:
+    """The claim a round's worker holds on a shared backend while it lives."""
+    return f"worker.{session}"
+
+
 @dataclass
 class SessionWorkers:
     """Makers and checkers as detached workers; a round polls them across beats."""
@@ -75,7 +80,7 @@ class SessionWorkers:
             return request.id  # started before this process died: never twice
         runtime = runtimes.resolve(self.config, request.runtime)
         prompt = script_prompt(request.prompt) if runtime.script else request.prompt
-        launch.start(
+        session = launch.start(
             self.paths,
             self.config,
             request.id,
@@ -87,6 +92,11 @@ class SessionWorkers:
             read_only=request.read_only,
             now=self.clock(),
         )
+        if shelf.of(self.paths).shared:  # other hosts see it alive (loops/advance.py)
+            # Labelled as its round's, so sys-claims leaves it to the engine, as a round's own.
+            label = holders.ROUND_PREFIX + request.round_id
+            holder = holders.Holder(label, session.pid, session.create_time)
+            coordinator(self.paths).claim(worker_claim(session.id), holder, now=self.clock())
         return request.id
 
     def poll(self, handle: str) -> WorkerResult | None:
@@ -181,7 +191,7 @@ class MailboxApprovals:
 
         got = mailbox.get_answer(self.paths, ask_id)
         if got is None:
-            if not (self.paths.asks / f"{ask_id}.json").exists():
+            if shelf.of(self.paths).get("asks", ask_id) is None:
                 return Answer(Approval.DENIED, "the approval ask was removed")
             return Answer.pending()
         state = Approval.APPROVED if got.verdict == "approved" else Approval.DENIED
@@ -189,7 +199,7 @@ class MailboxApprovals:
 
 
 def _ask_with_key(paths: Paths, key: str) -> str | None:
-    for _, data in jsonio.json_files(paths.asks):
+    for _, data in shelf.json_items(shelf.of(paths), "asks"):
         if isinstance(data, dict) and (data.get("hold") or {}).get("key") == key:
             return str(data.get("id"))
     return None

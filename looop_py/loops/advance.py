@@ -18,11 +18,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from looop_py.coord.choose import coordinator
 from looop_py.engine.actions import action_commands
 from looop_py.engine.loop import LoopEngine
-from looop_py.errors import LooopError, UsageError
+from looop_py.errors import FenceLost, LooopError, UsageError
 from looop_py.loops import schedule, store
-from looop_py.loops.adapters import MailboxApprovals, RoundClaims, RoundWorkspaces, SessionWorkers
+from looop_py.loops.adapters import (
+    MailboxApprovals,
+    RoundClaims,
+    RoundWorkspaces,
+    SessionWorkers,
+    worker_claim,
+)
 from looop_py.loops.executor import CommandActionExecutor
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import load_spec
@@ -54,7 +61,7 @@ def engine_for(
         claims=RoundClaims(paths, clock),
         escalations=MailboxApprovals(paths, clock),
         workspaces=RoundWorkspaces(paths, config),
-        store=store.RoundFiles(paths.rounds),
+        store=store.rounds_of(paths),
         clock=clock,
     )
 
@@ -106,23 +113,28 @@ def start_round(
 def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
     """ADVANCE: step every live round; start the rounds whose cadence fell due."""
     events: list[dict[str, Any]] = []
-    rounds = store.RoundFiles(paths.rounds)
+    rounds = store.rounds_of(paths)
     for state in rounds.live():
+        if _worker_elsewhere(paths, rounds, state, now):
+            continue  # its worker runs on another host, which steps it on its next beat
         try:
             spec = state.spec
             engine = engine_for(paths, config, spec, clock=lambda: now)
             new = engine.settle(state, now)
+        except FenceLost:
+            raise  # this beat lost the pulse: nothing more of it may be written
         except Exception as exc:  # one broken round must not stop the beat
             events.append({"event": "round_error", "round": state.id, "message": repr(exc)})
             continue
         if new.phase != state.phase:
             events.append(_round_event(new))
             _note_if_reported(paths, new)
-    store.archive_done(paths.rounds, now)
+    store.archive_done(rounds.shelf, now)
     due_loops = cadences(index(paths))
     if due_loops:
+        book = schedule.book_of(paths)
         hold: list[str | None] = []  # the budget, read once and only when a loop may start
-        for loop in schedule.due_loops(paths.loop_schedule, due_loops, now):
+        for loop in schedule.due_loops(book, due_loops, now):
             if rounds.live(loop):
                 continue  # stays due; fires once its live round ends
             if not hold:
@@ -130,7 +142,7 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
             if hold[0] is not None:
                 continue  # stays due, held; fires once the budget allows
             # The slot is spent either way: a loop that cannot start is not retried every beat.
-            schedule.mark_fired(paths.loop_schedule, loop, due_loops[loop], now)
+            schedule.mark_fired(book, loop, due_loops[loop], now)
             try:
                 state = start_round(paths, config, loop, now=now, trigger="cadence")
             except LooopError as exc:
@@ -144,12 +156,31 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
     return events
 
 
+def _worker_elsewhere(
+    paths: Paths, rounds: store.RoundFiles, state: RoundState, now: float
+) -> bool:
+    """Does the round's maker or checker run, alive, on another host? Only that host can read
+    its session, so only it steps the round. The worker's claim (SessionWorkers) says it is
+    alive: when that host dies, the claim's lease lapses and any host may step the round on
+    (its poll then finds the session gone, and the round fails with that reason)."""
+    shelf = rounds.shelf
+    if not shelf.shared or state.phase.value not in ("maker-running", "checker-running"):
+        return False
+    if store.host_of(shelf, state.id) in (None, shelf.host):
+        return False
+    handle = state.maker_handle if state.phase.value == "maker-running" else state.checker_handle
+    if handle is None:
+        return False
+    view = coordinator(paths).get(worker_claim(handle), now)
+    return bool(view and view.live)
+
+
 def _note_if_reported(paths: Paths, state: RoundState) -> None:
     """A round that just ended with something to report is the one change that wakes the
     decider (sys-rounds); its progress up to then never does."""
     outcome = state.outcome.value if state.outcome else None
     if not state.live and outcome in store.REPORTED:
-        store.note_report(paths.round_reports, state.loop, state.id)
+        store.note_report(store.rounds_of(paths).shelf, state.loop, state.id)
 
 
 def _round_event(state: RoundState) -> dict[str, Any]:

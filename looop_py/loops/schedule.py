@@ -1,4 +1,8 @@
-"""state/loop-schedule.json: when each loop is due, kept across restarts.
+"""The loop schedule book: when each loop is due, kept across restarts.
+
+It is the shelf's `state/loop-schedule` record (workdir/shelf.py): the file
+state/loop-schedule.json on one machine, a key every host shares on etcd, so a
+slot one host fired is spent for all of them.
 
 The pulse reads it on every beat that has loops (ADVANCE and the sys-schedules
 probe), so this module loads only the cadence parser and the schedule book.
@@ -17,11 +21,19 @@ from looop_py import jsonio
 from looop_py.engine.cadence import Schedule
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import CorruptFile, UsageError
+from looop_py.workdir import shelf as shelf_mod
+from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse loads this module every beat.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.engine.scheduler import BookStore
+    from looop_py.workdir.shelf import Shelf
+
+
+BOOK = "loop-schedule"  # its name among the shelf's `state` records
 
 
 def load_book(path: Path) -> ScheduleBook:
@@ -40,7 +52,7 @@ def save_book(path: Path, book: ScheduleBook) -> None:
 
 @dataclass(frozen=True)
 class BookFile:
-    """A ScheduleBook kept in one file: the engine's BookStore in a work dir."""
+    """A ScheduleBook kept in one file: the engine's BookStore (`looop up`'s scheduler, tests)."""
 
     path: Path
 
@@ -51,11 +63,31 @@ class BookFile:
         save_book(self.path, book)
 
 
+@dataclass(frozen=True)
+class ShelfBook:
+    """The work dir's book, on its shelf (files: state/loop-schedule.json)."""
+
+    shelf: Shelf
+
+    def load(self) -> ScheduleBook:
+        try:
+            return ScheduleBook.from_dict(shelf_mod.read_json(self.shelf, "state", BOOK))
+        except CorruptFile:
+            return ScheduleBook()
+
+    def save(self, book: ScheduleBook) -> None:
+        shelf_mod.write_json(self.shelf, "state", BOOK, book.to_dict())
+
+
+def book_of(paths: Paths) -> ShelfBook:
+    return ShelfBook(shelf_mod.of(paths))
+
+
 def _sync_file(
-    state_path: Path, cadences: Mapping[str, str], now: float, *, save: bool = True
+    store: BookStore, cadences: Mapping[str, str], now: float, *, save: bool = True
 ) -> tuple[ScheduleBook, dict[str, Schedule], dict[str, str]]:
     """Load the book, match it to these cadences, save it if that changed anything."""
-    book = load_book(state_path)
+    book = store.load()
     parsed: dict[str, Schedule] = {}
     invalid: dict[str, str] = {}
     for name, text in cadences.items():
@@ -65,30 +97,29 @@ def _sync_file(
             invalid[name] = exc.message
     synced = book.sync(parsed, now)
     if save and synced != book:
-        save_book(state_path, synced)
+        store.save(synced)
     return synced, parsed, invalid
 
 
-def due_loops(state_path: Path, cadences: Mapping[str, str], now: float) -> list[str]:
+def due_loops(store: BookStore, cadences: Mapping[str, str], now: float) -> list[str]:
     """The loops due at `now` (loop name -> cadence text given); the book is kept in sync."""
-    return _sync_file(state_path, cadences, now)[0].due(now)
+    return _sync_file(store, cadences, now)[0].due(now)
 
 
-def mark_fired(state_path: Path, name: str, cadence: str, now: float) -> None:
+def mark_fired(store: BookStore, name: str, cadence: str, now: float) -> None:
     """Record that `name` fired at `now`: its missed slots are spent, the next is after now."""
-    book = load_book(state_path)
-    save_book(state_path, book.fired(name, Schedule.parse(cadence), now))
+    store.save(store.load().fired(name, Schedule.parse(cadence), now))
 
 
 def schedules_snapshot(
-    state_path: Path, cadences: Mapping[str, str], now: float, *, save: bool = True
+    store: BookStore, cadences: Mapping[str, str], now: float, *, save: bool = True
 ) -> dict[str, Any]:
     """For the sys-schedules probe: each loop's due flag and fire count; bad cadences named.
 
     The signal changes when a loop falls due or fires, so time wakes the loop
     through this probe only when something is actually due.
     """
-    synced, _parsed, invalid = _sync_file(state_path, cadences, now, save=save)
+    synced, _parsed, invalid = _sync_file(store, cadences, now, save=save)
     signal: dict[str, Any] = dict(synced.signal(now))
     detail = synced.detail(now)
     for name, message in invalid.items():

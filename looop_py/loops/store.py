@@ -1,8 +1,14 @@
-"""rounds/ and memory/: the only module that reads or writes them.
+"""Rounds and memory: the only module that reads or writes them.
 
-    rounds/<id>.json        one live round, saved after every step
-    rounds/done/<id>.json   a finished round, moved here an hour after it ended
-    memory/<loop>.jsonl     each loop's state spine: one line per finished round
+    rounds       one live round, saved after every step   (rounds/<id>.json)
+    rounds-done  a finished round, moved an hour after it ended (rounds/done/<id>.json)
+    state/round-reports  each loop's latest round worth a decider's attention
+    memory/<loop>.jsonl  each loop's state spine: one line per finished round
+
+Rounds are records on the work dir's shelf (workdir/shelf.py): files on one
+machine, keys every host shares on etcd, so any pulse host steps a round another
+started (except while its worker runs on another host: loops/advance.py). Memory
+stays on the host.
 
 The pulse reads rounds on every beat (the sys-rounds probe, ADVANCE, claim
 reaping), so the cheap reads here — `rows`, `probe`, `is_live`, `archive_done`
@@ -12,13 +18,14 @@ builds RoundState objects.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import check_segment, is_safe_segment
+from looop_py.workdir import shelf as shelf_mod
+from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse reads rounds every beat.
 TYPE_CHECKING = False
@@ -27,11 +34,14 @@ if TYPE_CHECKING:
 
     from looop_py.engine.ports import MemoryEntry
     from looop_py.engine.rounds import RoundState
+    from looop_py.workdir.shelf import Shelf
 
 DONE = "done"
+LIVE, ARCHIVE = "rounds", "rounds-done"  # the shelf's kinds
+REPORTS = "round-reports"  # among the shelf's `state` records
 # Outcomes a human or the decider should hear about; a round that simply proceeded does not.
 REPORTED = frozenset({"reported", "failed", "escalated", "budget-exhausted"})
-DONE_KEEP_S = 3600.0  # a finished round stays in rounds/ this long, then moves to rounds/done/
+DONE_KEEP_S = 3600.0  # a finished round stays live this long, then is archived
 _DEDUPE_WINDOW = 20  # memory lines searched for an entry of the same round
 
 
@@ -40,28 +50,28 @@ _DEDUPE_WINDOW = 20  # memory lines searched for an entry of the same round
 
 @dataclass(frozen=True)
 class RoundFiles:
-    """rounds/<id>.json, each written atomically: the engine's RoundStore in a work dir."""
+    """Rounds on a shelf, each saved whole: the engine's RoundStore in a work dir."""
 
-    directory: Path
-
-    def path(self, round_id: str) -> Path:
-        return self.directory / f"{check_segment(round_id, 'round id')}.json"
+    shelf: Shelf
 
     def save(self, state: RoundState) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        jsonio.write_json(self.path(state.id), state.to_dict())
+        record = state.to_dict()
+        if self.shelf.shared:
+            record["host"] = self.shelf.host  # where its worker, worktree and logs are
+        shelf_mod.write_json(self.shelf, LIVE, check_segment(state.id, "round id"), record)
 
     def load(self, round_id: str) -> RoundState:
         from looop_py.engine.rounds import RoundState  # the engine loads only when rounds run
 
-        data = jsonio.read_json(self.path(round_id))
+        where = self.shelf.where(LIVE, check_segment(round_id, "round id"))
+        data = shelf_mod.read_json(self.shelf, LIVE, round_id)
         if data is None:
             raise UsageError(f"no round {round_id!r}", "list rounds with `looop rounds --all`")
         try:
             return RoundState.from_dict(data)
         except (AttributeError, KeyError, TypeError, ValueError, UsageError) as exc:
             raise CorruptFile(
-                f"{self.path(round_id)} is not a round this looop can read ({exc})",
+                f"{where} is not a round this looop can read ({exc})",
                 "move it aside; the loop will start a fresh round",
             ) from None
 
@@ -69,18 +79,19 @@ class RoundFiles:
         from looop_py.engine.rounds import round_id_for  # as in load
 
         base = round_id_for(loop, now)
+        taken = {*self.shelf.names(LIVE), *self.shelf.names(ARCHIVE)}
         rid, n = base, 1
-        while self.path(rid).exists():
+        while rid in taken:
             n += 1
             rid = f"{base}-{n}"
         return rid
 
     def all(self) -> list[RoundState]:
-        """Every readable round, oldest first; unreadable files are skipped."""
+        """Every readable live round, oldest first; unreadable ones are skipped."""
         found: list[RoundState] = []
-        for stem, _path in _round_files(self.directory):
+        for name in self.shelf.names(LIVE):
             try:
-                found.append(self.load(stem))
+                found.append(self.load(name))
             except (UsageError, CorruptFile, OSError):
                 continue
         found.sort(key=lambda r: (r.started_at, r.id))
@@ -90,18 +101,9 @@ class RoundFiles:
         return [r for r in self.all() if r.live and (loop is None or r.loop == loop)]
 
 
-def _round_files(directory: Path) -> list[tuple[str, Path]]:
-    try:
-        with os.scandir(directory) as it:
-            entries = [(e.name, e.path) for e in it if e.is_file()]
-    except FileNotFoundError:
-        return []
-    found = []
-    for name, path in sorted(entries):
-        stem = name.removesuffix(".json")
-        if stem != name and is_safe_segment(stem):
-            found.append((stem, Path(path)))
-    return found
+def rounds_of(paths: Paths) -> RoundFiles:
+    """The work dir's rounds, on its shelf."""
+    return RoundFiles(shelf_mod.of(paths))
 
 
 # -- cheap reads: raw JSON, no engine -----------------------------------------------------
@@ -121,6 +123,7 @@ class RoundRow:
     tokens: int = 0
     ask: str | None = None  # the approval it waits on, while it waits
     error: str | None = None
+    host: str | None = None  # the host that last stepped it, when rounds are shared
 
     @property
     def live(self) -> bool:
@@ -138,6 +141,7 @@ class RoundRow:
             "tokens": self.tokens,
             "ask": self.ask,
             "error": self.error,
+            **({"host": self.host} if self.host else {}),
         }
 
 
@@ -158,6 +162,7 @@ def _row(stem: str, data: Any) -> RoundRow:
         tokens=int(_num(data.get("input_tokens")) or 0) + int(_num(data.get("output_tokens")) or 0),
         ask=_text(data.get("ask")) if phase == "awaiting-approval" else None,
         error=_text(data.get("error")),
+        host=_text(data.get("host")),
     )
 
 
@@ -169,34 +174,30 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def rows(rounds_dir: Path, *, include_done: bool) -> list[RoundRow]:
-    """Live rounds (and with include_done the finished ones too), oldest first.
+def rows(shelf: Shelf, *, include_done: bool) -> list[RoundRow]:
+    """Live rounds (and with include_done the archived ones too), oldest first.
 
-    An unreadable file is a row with phase "unreadable", so it is seen, not hidden.
+    An unreadable record is a row with phase "unreadable", so it is seen, not hidden.
     """
-    dirs = [rounds_dir] + ([rounds_dir / "done"] if include_done else [])
     found: list[RoundRow] = []
-    for d in dirs:
-        for stem, path in _round_files(d):
-            try:
-                row = _row(stem, jsonio.read_json(path))
-            except (CorruptFile, OSError):
-                row = RoundRow(stem, None, "unreadable")
+    for kind in (LIVE, ARCHIVE) if include_done else (LIVE,):
+        for name, data in shelf_mod.json_items(shelf, kind):
+            row = _row(name, data)
             if row.live or include_done:
                 found.append(row)
     found.sort(key=lambda r: (r.started_at or 0, r.id))
     return found
 
 
-def probe(rounds_dir: Path, reports_path: Path) -> dict[str, Any]:
+def probe(shelf: Shelf) -> dict[str, Any]:
     """The sys-rounds snapshot. Rounds cost no judgment: the engine advances them itself, so
-    the signal moves only when someone must act — a round waits for a human, a file cannot
+    the signal moves only when someone must act — a round waits for a human, a record cannot
     be read, or a loop has a new report (its latest reported, failed, escalated or
     over-budget round). Every live round's phase, tokens and ask are in detail."""
     waiting: list[str] = []
     unreadable: list[str] = []
     detail: dict[str, Any] = {}
-    for row in sorted(rows(rounds_dir, include_done=False), key=lambda r: r.id):
+    for row in sorted(rows(shelf, include_done=False), key=lambda r: r.id):
         if row.phase == "unreadable":
             unreadable.append(row.id)
             continue
@@ -209,16 +210,16 @@ def probe(rounds_dir: Path, reports_path: Path) -> dict[str, Any]:
             "tokens": row.tokens,
             "ask": row.ask,
         }
-    signal: dict[str, Any] = {"awaiting-approval": waiting, "reports": reports(reports_path)}
+    signal: dict[str, Any] = {"awaiting-approval": waiting, "reports": reports(shelf)}
     if unreadable:
         signal["unreadable"] = unreadable
     return {"signal": signal, "detail": detail}
 
 
-def reports(reports_path: Path) -> dict[str, str]:
+def reports(shelf: Shelf) -> dict[str, str]:
     """{loop: id of its latest round with something to report}."""
     try:
-        data = jsonio.read_json(reports_path, {})
+        data = shelf_mod.read_json(shelf, "state", REPORTS, {})
     except (CorruptFile, OSError):
         return {}
     loops = data.get("loops") if isinstance(data, dict) else None
@@ -227,42 +228,46 @@ def reports(reports_path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(loops.items()) if isinstance(v, str)}
 
 
-def note_report(reports_path: Path, loop: str, round_id: str) -> None:
+def note_report(shelf: Shelf, loop: str, round_id: str) -> None:
     """Record that `round_id` is `loop`'s latest round worth a decider's attention."""
-    loops = reports(reports_path)
+    loops = reports(shelf)
     if loops.get(loop) != round_id:
-        jsonio.write_json(reports_path, {"v": 1, "loops": {**loops, loop: round_id}})
+        shelf_mod.write_json(shelf, "state", REPORTS, {"v": 1, "loops": {**loops, loop: round_id}})
 
 
-def is_live(rounds_dir: Path, round_id: str) -> bool:
-    """Is rounds/<id>.json a round not yet done? Unreadable counts as live (fail closed)."""
+def is_live(shelf: Shelf, round_id: str) -> bool:
+    """Is the round not yet done? Unreadable counts as live (fail closed)."""
     if not is_safe_segment(round_id):
         return False
     try:
-        data = jsonio.read_json(rounds_dir / f"{round_id}.json")
+        data = shelf_mod.read_json(shelf, LIVE, round_id)
     except (CorruptFile, OSError):
         return True
     return isinstance(data, dict) and data.get("phase") != DONE
 
 
-def archive_done(rounds_dir: Path, now: float, *, keep_s: float = DONE_KEEP_S) -> list[str]:
-    """Move rounds that ended over `keep_s` ago to rounds/done/; returns their ids.
+def host_of(shelf: Shelf, round_id: str) -> str | None:
+    """The host that last stepped a live round, as its record says (shared shelves only)."""
+    try:
+        data = shelf_mod.read_json(shelf, LIVE, round_id)
+    except (CorruptFile, OSError):
+        return None
+    host = data.get("host") if isinstance(data, dict) else None
+    return host if isinstance(host, str) else None
+
+
+def archive_done(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> list[str]:
+    """Archive rounds that ended over `keep_s` ago; returns their ids.
 
     Each beat then reads only live rounds (and the last hour's).
     """
     moved: list[str] = []
-    for stem, path in _round_files(rounds_dir):
-        try:
-            data = jsonio.read_json(path)
-        except (CorruptFile, OSError):
-            continue
+    for name, data in shelf_mod.json_items(shelf, LIVE):
         if not isinstance(data, dict) or data.get("phase") != DONE:
             continue
         ended = _num(data.get("ended_at"))
-        if ended is not None and now - ended > keep_s:
-            (rounds_dir / "done").mkdir(exist_ok=True)
-            os.replace(path, rounds_dir / "done" / path.name)
-            moved.append(stem)
+        if ended is not None and now - ended > keep_s and shelf.move(LIVE, name, ARCHIVE):
+            moved.append(name)
     return moved
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from looop_py.loops import schedule, store
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
-from looop_py.workdir import config, ledger
+from looop_py.workdir import config, ledger, shelf
 from looop_py.workdir.paths import Paths
 
 ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
@@ -66,14 +66,14 @@ class LoopsView:
 
 
 def list_rounds(paths: Paths, *, include_done: bool) -> list[RoundRow]:
-    return store.rows(paths.rounds, include_done=include_done)
+    return store.rows(shelf.of(paths), include_done=include_done)
 
 
 def overview(paths: Paths, now: float) -> LoopsView:
     specs, errors = load_loops(paths)
-    book = schedule.load_book(paths.loop_schedule)
+    book = schedule.book_of(paths).load()
     held = ledger.held(paths, config.load(paths.config, paths.config_cache).limits, now)
-    rounds = store.rows(paths.rounds, include_done=True)
+    rounds = store.rows(shelf.of(paths), include_done=True)
     out = []
     for spec in specs:
         mine = [r for r in rounds if r.loop == spec.name]

@@ -6,12 +6,15 @@ An approval runs exactly what its ask showed, once, and durably:
    the file it would replace changed since the ask (its fingerprint), or what
    would run is no longer what the ask shows, it is refused as stale (answered
    `stale`, journaled, nothing runs).
-2. It records the approval as an intent, `state/approved/<ask>.json`, created
-   exclusively (two people approving at once record it once), then answers.
+2. It records the approval as an intent (the shelf's `approved` record,
+   state/approved/<ask>.json on one machine), created exclusively (two people
+   approving at once record it once), then answers.
 3. It carries the intent out under the pulse lock, so it never races a beat.
    If it cannot get the lock in time, or dies or is killed while waiting, the
    next beat carries it out instead (`carry_out_pending`, early in every
    beat). Either way it runs once and one journal line says what happened.
+   With a shared backend (etcd) the next beat always does, on whichever host
+   holds the pulse, its writes fenced by the pulse token.
 
 An intent found half-run (its actor died mid-move) is reported and never
 re-run, like any other interrupted move. Round approvals are answers the
@@ -22,16 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Any
 
-from looop_py import jsonio
-from looop_py.errors import LooopError, UsageError
+from looop_py.errors import FenceLost, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
 from looop_py.moves import act, gate, union
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import journal, mailbox
+from looop_py.workdir import journal, mailbox, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.mailbox import Answer
 from looop_py.workdir.paths import Paths
@@ -53,13 +54,21 @@ def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
         )
     if mailbox.get_answer(paths, ask_id) is not None:
         raise UsageError(f"{ask_id} was already answered", "see `looop journal` for what happened")
-    if _intent_path(paths, ask_id).exists():
+    if shelf.of(paths).get(INTENTS, ask_id) is not None:
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     return ask
 
 
-def _intent_path(paths: Paths, ask_id: str) -> Path:
-    return paths.approved / f"{ask_id}.json"
+INTENTS = "approved"  # the shelf's kind for approvals still to be carried out
+
+
+def _pulse_lock(paths: Paths) -> PulseLock | None:
+    """The pulse lock, taken; None when a beat holds it too long or the pulse is shared
+    (etcd: the next beat, on whichever host, carries the approval out under its token)."""
+    if shelf.of(paths).shared:
+        return None
+    lock = PulseLock(paths.pulse_lock)
+    return lock if lock.acquire(timeout_s=LOCK_WAIT_S) else None
 
 
 def stale_reason(paths: Paths, cfg: Config, hold: dict[str, Any]) -> str | None:
@@ -92,11 +101,11 @@ def display(ask: mailbox.Ask) -> str:
 def _settle_round(paths: Paths, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
     cfg = config_mod.load(paths.config, paths.config_cache)
-    lock = PulseLock(paths.pulse_lock)
-    if not lock.acquire(timeout_s=LOCK_WAIT_S):
+    lock = _pulse_lock(paths)
+    if lock is None:
         return "the next beat carries it on"
     try:
-        state = store.RoundFiles(paths.rounds).load(round_id)
+        state = store.rounds_of(paths).load(round_id)
         state = advance.engine_for(paths, cfg, state.spec, clock=lambda: now).settle(state, now)
     finally:
         lock.release()
@@ -120,16 +129,15 @@ def approve(paths: Paths, ask_id: str, *, now: float) -> Answer:
     if stale is not None:
         _refuse_stale(paths, ask_id, stale, now)
     intent = {"v": 1, "ask": ask_id, "hold": ask.hold, "approved_at": now, "state": "approved"}
-    paths.approved.mkdir(parents=True, exist_ok=True)
-    if not mailbox.create_exclusive(_intent_path(paths, ask_id), jsonio.dumps(intent)):
+    if not shelf.of(paths).create(INTENTS, ask_id, shelf.dumps(intent)):
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     try:
         mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved", note=WAITING)
     except UsageError:
         # Denied in the same instant: the answer wins, and the intent is dropped unrun.
         raise UsageError(f"{ask_id} was answered meanwhile", "see `looop journal`") from None
-    lock = PulseLock(paths.pulse_lock)
-    if not lock.acquire(timeout_s=LOCK_WAIT_S):
+    lock = _pulse_lock(paths)
+    if lock is None:
         summary = union.parse(ask.hold["move"]).summary()
         journal.write(paths, f"✓ approved {ask_id}: {summary} · queued for the next beat", now)
         return Answer("approved", now, "approved", QUEUED)
@@ -155,9 +163,9 @@ def _refuse_stale(paths: Paths, ask_id: str, why: str, now: float) -> None:
 
 def carry_out(paths: Paths, cfg: Config, ask_id: str, now: float, *, by: str) -> str:
     """Run one recorded approval, exactly once; the caller holds the pulse lock."""
-    path = _intent_path(paths, ask_id)
+    box = shelf.of(paths)
     try:
-        intent = jsonio.read_json(path, None)
+        intent = shelf.read_json(box, INTENTS, ask_id)
     except LooopError:
         intent = {"state": "running"}  # torn can only mean a writer died: never re-run
     if not isinstance(intent, dict):
@@ -177,7 +185,10 @@ def carry_out(paths: Paths, cfg: Config, ask_id: str, now: float, *, by: str) ->
         note = f"stale: {stale}; nothing ran"
         return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by, verdict="stale")
     move = union.parse(hold["move"])
-    jsonio.write_json(path, {**intent, "state": "running", "pid": os.getpid(), "at": now})
+    running = {**intent, "state": "running", "pid": os.getpid(), "at": now}
+    if box.shared:
+        running["host"] = box.host
+    shelf.write_json(box, INTENTS, ask_id, running)  # on etcd: fenced by this beat's token
     outcome = act.execute(paths, cfg, move, now, approved=True)
     note = ("ran: " if outcome.ok else "failed: ") + (outcome.note or "ok")
     return _finish(paths, ask_id, hold, ok=outcome.ok, note=note, now=now, by=by)
@@ -207,24 +218,18 @@ def _finish(
     if answer:
         with contextlib.suppress(LooopError):
             mailbox.answer(paths, ask_id, verdict, now=now, verdict=verdict, note=note, force=True)
-    with contextlib.suppress(FileNotFoundError):
-        _intent_path(paths, ask_id).unlink()
+    shelf.of(paths).delete(INTENTS, ask_id)
     return note
 
 
 def carry_out_pending(paths: Paths, cfg: Config, now: float) -> list[dict[str, Any]]:
     """The beat's share: every approval whose approver did not get to run it. Lock held."""
     events: list[dict[str, Any]] = []
-    try:
-        names = sorted(os.listdir(paths.approved))
-    except FileNotFoundError:
-        return events
-    for name in names:
-        if not name.endswith(".json") or name.startswith("."):
-            continue
-        ask_id = name.removesuffix(".json")
+    for ask_id in shelf.of(paths).names(INTENTS):
         try:
             carry_out(paths, cfg, ask_id, now, by="pulse")
+        except FenceLost:
+            raise  # this beat lost the pulse: nothing more of it may run or be written
         except LooopError as exc:
             events.append({"event": "approval_failed", "ask": ask_id, "message": exc.message})
     return events

@@ -1,4 +1,5 @@
-"""Durable timers the decider sets with write_schedule: state/schedules/<name>.json.
+"""Durable timers the decider sets with write_schedule: the shelf's `timers` records
+(state/schedules/<name>.json on one machine, keys every host shares on etcd).
 
 A timer enters the world only through the `sys-schedules` probe, whose signal
 changes when a timer comes due (a one-shot goes pending → due; a recurring one
@@ -7,9 +8,9 @@ bumps a period counter), never with the passing seconds in between.
 
 from __future__ import annotations
 
-from looop_py import jsonio
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -41,24 +42,18 @@ def write(
         record = {"kind": "once", "at": now + in_s}
     else:
         raise UsageError("a schedule needs one of in_s > 0, every_s >= 60 or cron")
-    paths.timers.mkdir(parents=True, exist_ok=True)
-    jsonio.write_json(paths.timers / f"{name}.json", {"v": 1, "name": name, **record})
+    shelf.write_json(shelf.of(paths), "timers", name, {"v": 1, "name": name, **record})
     return record
 
 
 def drop(paths: Paths, name: str) -> bool:
-    check_segment(name, "schedule name")
-    try:
-        (paths.timers / f"{name}.json").unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return shelf.of(paths).delete("timers", check_segment(name, "schedule name"))
 
 
 def load_all(paths: Paths) -> dict[str, dict[str, Any]]:
     return {
         name: data if isinstance(data, dict) else {}
-        for name, data in jsonio.json_files(paths.timers)
+        for name, data in shelf.json_items(shelf.of(paths), "timers")
     }
 
 

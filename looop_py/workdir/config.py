@@ -164,8 +164,9 @@ class Config:
     coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
 
 
-def load(path: Path, cache: Path | None = None) -> Config:
-    """Read looop.toml; `cache` keeps the parsed table so unchanged files skip the TOML parser.
+def load(path: Path, cache: Path | None = None, *, write_cache: bool = True) -> Config:
+    """Read looop.toml; `cache` keeps the parsed table so unchanged files skip the TOML parser
+    (with write_cache=False it is only read: `looop sense` writes nothing to state/).
 
     The cache is keyed on the file's stat, so any edit (even one that keeps the
     size) invalidates it, and it is written only after the table built a valid
@@ -188,7 +189,7 @@ def load(path: Path, cache: Path | None = None) -> Config:
             bounds.check(config)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.message}", exc.hint) from None
-    if fresh and cache is not None:
+    if fresh and cache is not None and write_cache:
         with contextlib.suppress(OSError, TypeError):
             record = {"v": CACHE_VERSION, "stamp": stamp, "table": table}
             jsonio.atomic_write(cache, jsonio.dumps(record))

@@ -16,8 +16,8 @@ from pathlib import Path
 from looop_py import jsonio
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
-from looop_py.workdir.mailbox import create_exclusive
 from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import create_exclusive
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False

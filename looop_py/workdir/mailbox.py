@@ -1,10 +1,11 @@
-"""The human mailbox: asks/<id>.json waiting for answers/<id>.json.
+"""The human mailbox: asks waiting for answers (asks/<id>.json, answers/<id>.json).
 
 An ask is a question (any worker, or the decider's `ask_human`) or an
-approval (a move a gate held back, or a loop round's escalation). Asks and
-answers are created exclusively (link(2) of a complete temp file), so two
-writers can never both claim an id or both answer one ask, and a reader
-never sees half a record.
+approval (a move a gate held back, or a loop round's escalation). Both are
+records on the work dir's shelf (workdir/shelf.py): files here, or keys on etcd
+that every host sees, so an ask filed on one host is answered from any other.
+Asks and answers are created exclusively, so two writers can never both claim
+an id or both answer one ask, and a reader never sees half a record.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import LooopError, NoAnswer, UsageError
 from looop_py.identity import create_time, is_alive
 from looop_py.ids import check_segment, is_safe_segment
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -60,6 +60,7 @@ class Ask:
     hold: dict[str, Any] = field(default_factory=dict)  # approval: the move or round held back
     waiter: dict[str, Any] = field(default_factory=dict)  # {pid, create_time} of `looop ask`
     expired_at: float | None = None  # when the waiting `looop ask` gave up (its --timeout)
+    host: str | None = None  # the host it was filed on, when the mailbox is shared
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class Ask:
             "hold": self.hold,
             **({"waiter": self.waiter} if self.waiter else {}),
             **({"expired_at": self.expired_at} if self.expired_at is not None else {}),
+            **({"host": self.host} if self.host else {}),
         }
 
     @staticmethod
@@ -89,6 +91,7 @@ class Ask:
             hold=dict(data.get("hold") or {}),
             waiter=data["waiter"] if isinstance(data.get("waiter"), dict) else {},
             expired_at=_number(data.get("expired_at")),
+            host=data["host"] if isinstance(data.get("host"), str) else None,
         )
 
 
@@ -104,31 +107,13 @@ class Answer:
     note: str | None = None  # what happened when an approved move ran, or why denied
 
 
-def create_exclusive(path: Path, data: bytes) -> bool:
-    """Write `path` only if it does not exist yet; False if it does. Never torn."""
-    tmp = path.with_name(
-        f".{path.name}.{os.getpid()}-{threading.get_native_id()}{jsonio.TMP_SUFFIX}"
-    )
-    jsonio.atomic_write(tmp, data)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return True
-
-
-def _next_index(paths: Paths, prefix: str) -> int:
+def _next_index(box: shelf.Shelf, prefix: str) -> int:
     highest = 0
-    for directory in (paths.asks, paths.answers):
-        with contextlib.suppress(FileNotFoundError), os.scandir(directory) as it:
-            for entry in it:
-                stem = entry.name.removesuffix(".json")
-                head, _, tail = stem.rpartition("-")
-                if head == prefix and tail.isdigit():
-                    highest = max(highest, int(tail))
+    for kind in ("asks", "answers"):
+        for name in box.names(kind):
+            head, _, tail = name.rpartition("-")
+            if head == prefix and tail.isdigit():
+                highest = max(highest, int(tail))
     return highest + 1
 
 
@@ -147,10 +132,10 @@ def open_ask(
     if not prompt.strip():
         raise UsageError("an ask needs a prompt", "pass --prompt TEXT")
     prefix = check_segment(asker.replace(":", "-"), "asker")
-    paths.asks.mkdir(exist_ok=True)
+    box = shelf.of(paths)
     for _ in range(50):  # lose a race for an id → take the next one
         ask = Ask(
-            id=f"{prefix}-{_next_index(paths, prefix)}",
+            id=f"{prefix}-{_next_index(box, prefix)}",
             kind=kind,
             prompt=prompt,
             asker=asker,
@@ -158,17 +143,16 @@ def open_ask(
             options=options,
             ref=ref,
             hold=hold or {},
+            host=box.host if box.shared else None,
         )
-        if create_exclusive(
-            paths.asks / f"{ask.id}.json", jsonio.dumps(ask.to_json(), pretty=True)
-        ):
+        if box.create("asks", ask.id, shelf.dumps(ask.to_json())):
             return ask
     raise AskError("could not allocate an ask id after 50 tries", "try again")
 
 
 def get_ask(paths: Paths, ask_id: str) -> Ask:
     check_segment(ask_id, "ask id")
-    data = jsonio.read_json(paths.asks / f"{ask_id}.json")
+    data = shelf.read_json(shelf.of(paths), "asks", ask_id)
     if not isinstance(data, dict):
         raise UsageError(f"no ask {ask_id!r}", "list pending asks with `looop asks`")
     return Ask.from_json(data)
@@ -176,7 +160,7 @@ def get_ask(paths: Paths, ask_id: str) -> Ask:
 
 def get_answer(paths: Paths, ask_id: str) -> Answer | None:
     try:
-        data = jsonio.read_json(paths.answers / f"{ask_id}.json")
+        data = shelf.read_json(shelf.of(paths), "answers", check_segment(ask_id, "ask id"))
     except LooopError:
         raise AskError(
             f"the answer to {ask_id} is corrupt",
@@ -212,25 +196,26 @@ def answer(
     if ask.options and verdict is None and text not in ask.options:
         raise UsageError(f"{ask_id} asks for one of: {', '.join(ask.options)}")
     record = {"v": 1, "answer": text, "answered_at": now, "verdict": verdict, "note": note}
-    path = paths.answers / f"{ask_id}.json"
-    paths.answers.mkdir(exist_ok=True)
-    data = jsonio.dumps(record, pretty=True)
+    box = shelf.of(paths)
+    if box.shared:
+        record["host"] = box.host
+    data = shelf.dumps(record)
     if force:
-        jsonio.atomic_write(path, data)
-    elif not create_exclusive(path, data):
+        box.put("answers", ask_id, data)
+    elif not box.create("answers", ask_id, data):
         raise UsageError(f"{ask_id} is already answered", "pass --force to replace the answer")
     return Answer(text, now, verdict, note)
 
 
 def pending(paths: Paths) -> list[Ask]:
     """Asks without an answer, oldest first."""
-    try:
-        answered = set(os.listdir(paths.answers))
-    except FileNotFoundError:
-        answered = set()
+    box = shelf.of(paths)
+    if box.empty("asks"):
+        return []
+    answered = set(box.names("answers"))
     out: list[Ask] = []
-    for _, data in jsonio.json_files(paths.asks, skip=answered):
-        if isinstance(data, dict):
+    for name, data in shelf.json_items(box, "asks"):
+        if name not in answered and isinstance(data, dict):
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 out.append(Ask.from_json(data))
     out.sort(key=lambda a: (a.created_at, a.id))
@@ -253,7 +238,7 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
                     f"ask {ask_id} was withdrawn" + (f": {got.note}" if got.note else "")
                 )
             return got
-        if not (paths.asks / f"{ask_id}.json").exists():
+        if shelf.of(paths).get("asks", ask_id) is None:
             raise NoAnswer(f"ask {ask_id} was removed before it was answered")
         if deadline is not None and time.monotonic() >= deadline:
             _update(paths, ask_id, expired_at=time.time())
@@ -266,14 +251,14 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
 
 def _update(paths: Paths, ask_id: str, **fields: Any) -> None:
     """Add fields to an ask's record (atomically); a missing or damaged ask is left alone."""
-    path = paths.asks / f"{check_segment(ask_id, 'ask id')}.json"
+    box = shelf.of(paths)
     try:
-        data = jsonio.read_json(path)
+        data = shelf.read_json(box, "asks", check_segment(ask_id, "ask id"))
     except LooopError:
         return
     if isinstance(data, dict):
         with contextlib.suppress(OSError):
-            jsonio.atomic_write(path, jsonio.dumps({**data, **fields}, pretty=True))
+            box.put("asks", ask_id, shelf.dumps({**data, **fields}))
 
 
 # -- what became of an ask nobody answered ---------------------------------------------
@@ -309,6 +294,8 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
     at a prompt wait for a human and stay pending."""
     if ask.expired_at is not None:
         return AskState.EXPIRED, "the asker stopped waiting (its --timeout passed)"
+    if ask.host is not None and ask.host != shelf.of(paths).host:
+        return AskState.PENDING, None  # its asker runs on another host: only that host can tell
     pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
     if isinstance(pid, int) and isinstance(created, int | float) and not is_alive(pid, created):
         return AskState.STRANDED, f"the `looop ask` that waited (pid {pid}) is gone"
@@ -343,7 +330,6 @@ def withdraw(paths: Paths, ask_id: str, *, now: float, reason: str | None = None
         "verdict": WITHDRAWN,
         "note": reason or "withdrawn",
     }
-    paths.answers.mkdir(exist_ok=True)
-    if not create_exclusive(paths.answers / f"{ask_id}.json", jsonio.dumps(record, pretty=True)):
+    if not shelf.of(paths).create("answers", ask_id, shelf.dumps(record)):
         raise UsageError(f"{ask_id} is already answered", "see `looop asks`")
     return Answer("", now, WITHDRAWN, reason or "withdrawn")

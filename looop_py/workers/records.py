@@ -17,6 +17,7 @@ from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError, UsageError
 from looop_py.identity import is_alive
 from looop_py.ids import check_segment, is_safe_segment
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -221,23 +222,16 @@ class SessionView:
 
 
 def _pending_asks(paths: Paths) -> set[str]:
-    """Workers with a question no human has answered yet (asks/<id>.json, no answers/<id>.json)."""
-    waiting: set[str] = set()
-    try:
-        entries = list(os.scandir(paths.asks))
-    except FileNotFoundError:
-        return waiting
-    for entry in entries:
-        stem = entry.name.removesuffix(".json")
-        if stem == entry.name or entry.name.startswith("."):
-            continue
-        if (paths.answers / entry.name).exists():
-            continue
-        body = read_record(Path(entry.path))
-        who = body.get("asker")
-        if isinstance(who, str):
-            waiting.add(who)
-    return waiting
+    """Workers with a question no human has answered yet (an ask without an answer)."""
+    box = shelf.of(paths)
+    if box.empty("asks"):
+        return set()
+    answered = set(box.names("answers"))
+    return {
+        str(body["asker"])
+        for name, body in shelf.json_items(box, "asks")
+        if name not in answered and isinstance(body, dict) and isinstance(body.get("asker"), str)
+    }
 
 
 def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:

@@ -1,0 +1,276 @@
+"""The shelf: where the loop's shared records live — on this disk, or on etcd for every host.
+
+A record is a small JSON value with a kind and a safe name. With `[coordination]
+backend = "files"` (the default) each kind is a directory of the work dir, as it
+always was; with a shared backend (etcd) the records are keys under the prefix, so
+any pulse host can continue another's round and answer its asks:
+
+    kind          files                    what
+    asks          asks/<id>.json           questions and approvals (workdir/mailbox.py)
+    answers       answers/<id>.json        their answers
+    approved      state/approved/<id>      approvals still to be carried out (moves/approvals)
+    rounds        rounds/<id>.json         live loop rounds (loops/store.py)
+    rounds-done   rounds/done/<id>.json    finished rounds, archived after an hour
+    timers        state/schedules/<n>      the decider's write_schedule timers (moves/timers)
+    state         state/<name>.json        loop-schedule (cadence book), round-reports
+
+Logs, worktrees, sessions and reports stay on the host that made them.
+
+Writes are whole records: `put` replaces, `create` writes only if absent (two
+writers never both create an ask or both answer one), `move` archives. Inside
+`fenced(claim, token)` — a beat on a shared backend, under its pulse token —
+every write is also conditional on that token still being current, and raises
+FenceLost when it is not: a paused or partitioned ex-leader writes nothing.
+
+Backends other than files register an opener (coord/choose.py does for etcd);
+`of(paths)` picks the one looop.toml names and never falls back to files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from looop_py import jsonio
+from looop_py.errors import ConfigError, CorruptFile, UsageError
+from looop_py.ids import check_segment, is_safe_segment
+from looop_py.workdir.paths import Paths
+
+# typing is not imported at run time: the beat reads records every beat.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+    from typing import Any, Protocol
+
+    from looop_py.workdir.config import Config
+
+    class Shelf(Protocol):
+        backend: str
+        shared: bool  # records are seen by every host on the backend
+        host: str
+
+        def where(self, kind: str, name: str) -> str: ...
+
+        def get(self, kind: str, name: str) -> bytes | None: ...
+
+        def names(self, kind: str) -> list[str]: ...
+
+        def items(self, kind: str) -> list[tuple[str, bytes | None]]: ...
+
+        def empty(self, kind: str) -> bool: ...
+
+        def put(self, kind: str, name: str, data: bytes) -> None: ...
+
+        def create(self, kind: str, name: str, data: bytes) -> bool: ...
+
+        def delete(self, kind: str, name: str) -> bool: ...
+
+        def move(self, kind: str, name: str, to: str) -> bool: ...
+
+        def fenced(self, claim: str, token: int) -> AbstractContextManager[None]: ...
+
+    Opener = Callable[[Paths, Config], Shelf]
+
+
+KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state")
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise UsageError(f"{kind!r} is not a kind of shared record", f"one of {', '.join(KINDS)}")
+    return kind
+
+
+def directory(paths: Paths, kind: str) -> Path:
+    """The directory that holds `kind` on the files backend."""
+    return {
+        "asks": paths.asks,
+        "answers": paths.answers,
+        "approved": paths.approved,
+        "rounds": paths.rounds,
+        "rounds-done": paths.rounds / "done",
+        "timers": paths.timers,
+        "state": paths.state,
+    }[check_kind(kind)]
+
+
+class FilesShelf:
+    """Each kind a directory of `<name>.json` files, written atomically (the default)."""
+
+    backend = "files"
+    shared = False
+
+    def __init__(self, paths: Paths, host: str = "") -> None:
+        self.paths = paths
+        self.host = host
+
+    def _path(self, kind: str, name: str) -> Path:
+        return directory(self.paths, kind) / f"{check_segment(name, 'record name')}.json"
+
+    def where(self, kind: str, name: str) -> str:
+        return str(self._path(kind, name))
+
+    def get(self, kind: str, name: str) -> bytes | None:
+        try:
+            return jsonio.read_bounded(self._path(kind, name), jsonio.STATE_CAP)
+        except FileNotFoundError:
+            return None
+
+    def names(self, kind: str) -> list[str]:
+        try:
+            found = os.listdir(directory(self.paths, kind))
+        except FileNotFoundError:
+            return []
+        stems = (n.removesuffix(".json") for n in found if n.endswith(".json"))
+        return sorted(s for s in stems if is_safe_segment(s))
+
+    def items(self, kind: str) -> list[tuple[str, bytes | None]]:
+        found: list[tuple[str, bytes | None]] = []
+        for name in self.names(kind):
+            try:
+                found.append((name, self.get(kind, name)))
+            except (CorruptFile, OSError):
+                found.append((name, None))  # not a regular file, over the cap: seen, unread
+        return found
+
+    def empty(self, kind: str) -> bool:
+        try:
+            with os.scandir(directory(self.paths, kind)) as it:
+                return not any(e.name.endswith(".json") for e in it)
+        except FileNotFoundError:
+            return True
+
+    def put(self, kind: str, name: str, data: bytes) -> None:
+        path = self._path(kind, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        jsonio.atomic_write(path, data)
+
+    def create(self, kind: str, name: str, data: bytes) -> bool:
+        path = self._path(kind, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return create_exclusive(path, data)
+
+    def delete(self, kind: str, name: str) -> bool:
+        try:
+            self._path(kind, name).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def move(self, kind: str, name: str, to: str) -> bool:
+        target = self._path(to, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(self._path(kind, name), target)
+        except FileNotFoundError:
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def fenced(self, claim: str, token: int) -> Iterator[None]:
+        yield  # one machine: the beat's flock already keeps every other writer out
+
+
+def create_exclusive(path: Path, data: bytes) -> bool:
+    """Write `path` only if it does not exist yet; False if it does. Never torn: link(2) of
+    a complete temp file."""
+    import threading  # only when a record is created
+
+    tmp = path.with_name(
+        f".{path.name}.{os.getpid()}-{threading.get_native_id()}{jsonio.TMP_SUFFIX}"
+    )
+    jsonio.atomic_write(tmp, data)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return True
+
+
+# -- JSON on any shelf ---------------------------------------------------------------------
+
+
+def parse(shelf: Shelf, kind: str, name: str, data: bytes) -> Any:
+    try:
+        return jsonio.loads_bounded(data)
+    except ValueError as exc:  # not JSON, or nested past jsonio.MAX_DEPTH
+        raise CorruptFile(
+            f"{shelf.where(kind, name)} is not valid JSON ({exc})",
+            "move it aside and run the command again; looop rebuilds what it can",
+        ) from exc
+
+
+def read_json(shelf: Shelf, kind: str, name: str, default: Any = None) -> Any:
+    """The record parsed; `default` when there is none; CorruptFile when it is not JSON."""
+    data = shelf.get(kind, name)
+    return default if data is None else parse(shelf, kind, name, data)
+
+
+def json_items(shelf: Shelf, kind: str) -> list[tuple[str, Any]]:
+    """(name, value) of every record of `kind`, by name; an unreadable one maps to None."""
+    found: list[tuple[str, Any]] = []
+    for name, data in shelf.items(kind):
+        try:
+            found.append((name, None if data is None else parse(shelf, kind, name, data)))
+        except CorruptFile:
+            found.append((name, None))
+    return found
+
+
+def dumps(value: Any) -> bytes:
+    return jsonio.dumps(value, pretty=True) + b"\n"
+
+
+def write_json(shelf: Shelf, kind: str, name: str, value: Any) -> None:
+    shelf.put(kind, name, dumps(value))
+
+
+# -- which shelf a work dir uses ---------------------------------------------------------------
+
+_OPENERS: dict[str, Opener] = {}
+_opened: dict[Path, tuple[tuple[int, ...], Shelf]] = {}
+os.register_at_fork(after_in_child=_opened.clear)  # a child opens its own connections
+
+
+def register(backend: str, opener: Opener) -> None:
+    """Make `backend` available to of(); coord/choose.py registers etcd."""
+    _OPENERS[backend] = opener
+
+
+def of(paths: Paths) -> Shelf:
+    """The shelf looop.toml's [coordination] backend names; one per work dir and config."""
+    try:
+        st = os.stat(paths.config)
+    except FileNotFoundError:
+        return FilesShelf(paths)  # no looop.toml: nothing is configured to be shared
+    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    cached = _opened.get(paths.root)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    from looop_py.workdir import config as config_mod  # only when the config changed
+
+    cfg = config_mod.load(paths.config, paths.config_cache, write_cache=False)
+    backend = cfg.coordination.backend
+    shelf: Shelf
+    if backend == "files":
+        shelf = FilesShelf(paths)
+    else:
+        opener = _OPENERS.get(backend)
+        if opener is None:  # never quietly use local files for what the config shares
+            raise ConfigError(
+                f"coordination.backend = {backend!r}, but this command did not load it",
+                "report this as a looop bug; nothing was read or written",
+            )
+        shelf = opener(paths, cfg)
+    _opened[paths.root] = (stamp, shelf)
+    return shelf
+
+
+def forget() -> None:
+    """Drop the opened shelves (tests that change backends in one process)."""
+    _opened.clear()

@@ -1,0 +1,359 @@
+"""The shelf (workdir/shelf.py): asks, answers, approvals, rounds, timers and the loop
+schedule, on files and on a real etcd, and two hosts sharing one loop through it.
+
+The contract half runs on both backends: whole-record reads and writes, exclusive
+creation under contention from many processes (ask ids, answers), archiving, and
+damaged records seen rather than hidden. The etcd half is what sharing is for: a
+paused ex-leader's writes are refused (FenceLost) and leave nothing behind; an ask
+filed on one host is answered from the other; a round escalated on one host is
+approved and finished on the other; a cadence slot one host fired is spent for both.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from looop_py import identity, jsonio
+from looop_py.beat.pulse import beat
+from looop_py.claims import holders
+from looop_py.coord import choose
+from looop_py.coord.base import PULSE
+from looop_py.errors import CorruptFile, FenceLost, UsageError
+from looop_py.loops import store
+from looop_py.moves import approvals, timers
+from looop_py.workdir import config as config_mod
+from looop_py.workdir import mailbox, shelf
+from looop_py.workdir.paths import Paths
+from looop_py.workdir.template import init
+from tests.conftest import run_looop, wait_for
+from tests.etcdserver import Cluster, use_etcd
+from tests.test_coord_contract import TTL
+from tests.test_coord_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
+from tests.test_loops_e2e import DONE, loop_goal, setup
+
+
+class Hosts:
+    """Work dirs on one backend: files share one dir; on etcd each host has its own dir,
+    all on one prefix, each with its own host id."""
+
+    def __init__(self, name: str, tmp: Path, cluster: Cluster | None) -> None:
+        self.name = name
+        self.tmp = tmp
+        self.cluster = cluster
+        self.prefix = f"/looop/shelf-{uuid.uuid4().hex[:10]}"
+        self._dirs: dict[str, Paths] = {}
+
+    def workdir(self, host: str = "a", config: str = '[decider]\nbackend = "noop"\n') -> Paths:
+        key = "a" if self.cluster is None else host
+        if key not in self._dirs:
+            root = init(self.tmp / f"host-{key}").root
+            for script in (root / "sensors").glob("*.sh"):
+                script.unlink()
+            (root / "looop.toml").write_text(config + f'\n[coordination]\nhost_id = "{key}"\n')
+            if self.cluster is not None:
+                use_etcd(root / "looop.toml", self.cluster.endpoints, self.prefix, TTL)
+            self._dirs[key] = Paths(root)
+        return self._dirs[key]
+
+
+@pytest.fixture(params=["files", pytest.param("etcd", marks=pytest.mark.etcd)])
+def hosts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hosts]:
+    cluster = request.getfixturevalue("etcd") if request.param == "etcd" else None
+    yield Hosts(request.param, tmp_path, cluster)
+    choose.forget()
+
+
+@pytest.fixture
+def two(etcd: Cluster, tmp_path: Path) -> Iterator[Hosts]:
+    yield Hosts("etcd", tmp_path, etcd)
+    choose.forget()
+
+
+# -- the contract, on both backends ------------------------------------------------------------
+
+
+def test_records_are_whole_and_kinds_are_apart(hosts: Hosts) -> None:
+    box = shelf.of(hosts.workdir())
+    assert box.shared is (hosts.name == "etcd")
+    assert box.empty("timers") and box.get("timers", "t") is None and box.names("timers") == []
+    box.put("timers", "t", b'{"v": 1}\n')
+    box.put("timers", "u", b'{"v": 2}\n')
+    assert box.get("timers", "t") == b'{"v": 1}\n' and not box.empty("timers")
+    assert box.names("timers") == ["t", "u"] and box.empty("asks")
+    assert box.create("timers", "t", b"{}") is False  # never over an existing record
+    assert box.create("asks", "t", b'{"x": 1}') is True  # same name, another kind
+    assert shelf.json_items(box, "timers") == [("t", {"v": 1}), ("u", {"v": 2})]
+    assert box.delete("timers", "t") is True and box.delete("timers", "t") is False
+    assert box.move("asks", "t", "rounds-done") is True and box.move("asks", "t", "rounds") is False
+    assert box.get("rounds-done", "t") == b'{"x": 1}' and box.empty("asks")
+    with pytest.raises(UsageError):
+        box.put("timers", "../x", b"{}")
+    with pytest.raises(UsageError):
+        box.put("secrets", "x", b"{}")
+
+
+def test_a_damaged_record_is_seen_and_named(hosts: Hosts) -> None:
+    wd = hosts.workdir()
+    box = shelf.of(wd)
+    box.put("rounds", "broken", b"{")
+    with pytest.raises(CorruptFile, match="broken"):
+        shelf.read_json(box, "rounds", "broken")
+    (row,) = store.rows(box, include_done=False)
+    assert row.id == "broken" and row.phase == "unreadable"
+    assert store.is_live(box, "broken")  # fail closed: its claims are not reaped
+    assert store.probe(box)["signal"]["unreadable"] == ["broken"]
+
+
+def _open_asks(root: str, n: int, out: str) -> None:
+    ids = [mailbox.open_ask(Paths(Path(root)), prompt="?", asker="w", now=1.0).id for _ in range(n)]
+    Path(out).write_text("\n".join(ids))
+
+
+def _answer(root: str, ask_id: str, text: str, out: str) -> None:
+    try:
+        mailbox.answer(Paths(Path(root)), ask_id, text, now=2.0)
+        Path(out).write_text("won")
+    except UsageError:
+        Path(out).write_text("lost")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_ask_ids_and_answers_are_exclusive_across_processes(hosts: Hosts, tmp_path: Path) -> None:
+    wd = hosts.workdir()
+    shelf.of(wd)  # open the backend once here, not in every forked child
+    ctx = multiprocessing.get_context("fork")
+    procs, each = 6, 8
+    jobs = [
+        ctx.Process(target=_open_asks, args=(str(wd.root), each, str(tmp_path / f"ids{i}")))
+        for i in range(procs)
+    ]
+    for j in jobs:
+        j.start()
+    for j in jobs:
+        j.join(60)
+        assert j.exitcode == 0
+    ids = [i for k in range(procs) for i in (tmp_path / f"ids{k}").read_text().split()]
+    assert len(ids) == len(set(ids)) == procs * each  # no id handed out twice
+    assert {a.id for a in mailbox.pending(wd)} == set(ids)
+    # Everyone answers the same ask at once: exactly one answer is recorded.
+    target = ids[0]
+    racers = [
+        ctx.Process(target=_answer, args=(str(wd.root), target, f"r{i}", str(tmp_path / f"a{i}")))
+        for i in range(procs)
+    ]
+    for r in racers:
+        r.start()
+    for r in racers:
+        r.join(60)
+    results = sorted((tmp_path / f"a{i}").read_text() for i in range(procs))
+    assert results.count("won") == 1, results
+    got = mailbox.get_answer(wd, target)
+    assert got is not None and got.text.startswith("r")
+    assert target not in {a.id for a in mailbox.pending(wd)}
+
+
+def test_archiving_moves_each_ended_round_once(hosts: Hosts) -> None:
+    box = shelf.of(hosts.workdir())
+    ended = {"id": "r1", "phase": "done", "ended_at": 100.0, "started_at": 50.0}
+    shelf.write_json(box, "rounds", "r1", ended)
+    shelf.write_json(box, "rounds", "r2", {**ended, "id": "r2", "ended_at": 5000.0})
+    assert store.archive_done(box, 4000.0) == ["r1"]
+    assert store.archive_done(box, 4000.0) == []
+    assert box.names("rounds") == ["r2"] and box.names("rounds-done") == ["r1"]
+    assert [r.id for r in store.rows(box, include_done=True)] == ["r1", "r2"]
+    assert store.rounds_of(hosts.workdir()).new_id("x", 0.0) != "r1"
+
+
+def test_the_files_backend_keeps_the_work_dir_layout(tmp_path: Path) -> None:
+    wd = Hosts("files", tmp_path, None).workdir()
+    ask = mailbox.open_ask(wd, prompt="ok?", asker="decider", now=1.0)
+    mailbox.answer(wd, ask.id, "yes", now=2.0)
+    timers.write(wd, "nightly", now=1.0, every_s=3600)
+    assert (wd.asks / f"{ask.id}.json").exists() and (wd.answers / f"{ask.id}.json").exists()
+    assert jsonio.read_json(wd.timers / "nightly.json")["every_s"] == 3600
+    assert "host" not in jsonio.read_json(wd.asks / f"{ask.id}.json")
+
+
+# -- sharing: etcd only ----------------------------------------------------------------------
+
+
+@pytest.mark.etcd
+def test_a_paused_ex_leader_writes_nothing(two: Hosts) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    coord_a, coord_b = choose.coordinator(a), choose.coordinator(b)
+    with coord_a.pulse() as token_a:
+        assert token_a is not None
+        with shelf.of(a).fenced(PULSE, token_a):
+            first = mailbox.open_ask(a, prompt="before the pause", asker="decider", now=1.0)
+            # A pauses; its pulse claim lapses (deleted here as its lease would) and B beats.
+            coord_a.unclaim(PULSE, holders.own_holder("pulse.a"), now=time.time())
+            with coord_b.pulse() as token_b:
+                assert token_b == token_a + 1
+                with pytest.raises(FenceLost, match="pulse"):
+                    mailbox.open_ask(a, prompt="after the pause", asker="decider", now=2.0)
+                with pytest.raises(FenceLost):
+                    timers.write(a, "late", now=2.0, in_s=60)
+                with pytest.raises(FenceLost):
+                    shelf.of(a).delete("asks", first.id)
+                with pytest.raises(FenceLost):
+                    mailbox.answer(a, first.id, "x", now=2.0)
+    # Nothing of the paused leader's landed; what it wrote while it led is there.
+    assert [x.id for x in mailbox.pending(b)] == [first.id]
+    assert timers.load_all(b) == {}
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(60)
+def test_an_ask_filed_on_one_host_is_answered_from_the_other(two: Hosts) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    asking = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(a.root), "ask", "--prompt", "ship it?"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: mailbox.pending(b), timeout=20, what="the ask on host b")
+        (ask,) = mailbox.pending(b)
+        assert ask.host == "a" and ask.prompt == "ship it?"
+        listed = run_looop("-C", str(b.root), "asks", "--json")
+        assert ask.id in listed.stdout, listed.stderr
+        r = run_looop("-C", str(b.root), "answer", ask.id, "yes, ship")
+        assert r.returncode == 0, r.stderr
+        out, err = asking.communicate(timeout=20)
+    finally:
+        asking.kill()
+    assert asking.returncode == 0, err
+    assert "yes, ship" in out
+    assert not (a.asks.exists() and list(a.asks.iterdir()))  # nothing on host a's disk
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(120)
+def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
+    two: Hosts, tmp_path: Path
+) -> None:
+    marker = tmp_path / "applied"
+    dirs = []
+    for host in ("a", "b"):
+        wd = two.workdir(host)
+        setup(wd, f'[actions.apply-patch]\ncommand = "touch {marker}"\n')
+        use_etcd(wd.config, two.cluster.endpoints, two.prefix, TTL)  # type: ignore[union-attr]
+        with wd.config.open("a") as f:
+            f.write(f'host_id = "{host}"\n')
+        loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
+        dirs.append(wd)
+    a, b = dirs
+    shared = shelf.of(a)
+
+    def waiting() -> bool:
+        return any(r.phase == "awaiting-approval" for r in store.rows(shared, include_done=False))
+
+    deadline = time.monotonic() + 60
+    while not waiting():  # host a beats: its maker and checker run here, then it escalates
+        assert time.monotonic() < deadline, store.rows(shared, include_done=True)
+        beat(a)
+        time.sleep(0.05)
+    (row,) = store.rows(shared, include_done=False)
+    assert row.host == "a" and (a.sessions / f"{row.id}.maker").is_dir()
+    (ask,) = [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL]
+    approved = run_looop("-C", str(b.root), "approve", ask.id, "--json")
+    assert approved.returncode == 0, approved.stderr
+    assert not marker.exists()  # shared: the next beat, on whichever host, carries it on
+    beat(b)
+    (done,) = store.rows(shelf.of(b), include_done=True)
+    assert done.phase == "done" and done.outcome == "proceeded" and done.host == "b"
+    assert marker.exists()
+    # Host a's next beat starts no second round: the cadence slot and the trigger are shared.
+    beat(a)
+    assert len(store.rows(shared, include_done=True)) == 1
+    assert not list(a.rounds.glob("*.json")) and not list(b.rounds.glob("*.json"))
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(60)
+def test_a_round_whose_worker_runs_on_another_host_is_left_to_it_while_it_lives(
+    two: Hosts,
+) -> None:
+    from looop_py.engine.rounds import Phase, RoundState
+    from looop_py.engine.spec import LoopSpec
+    from looop_py.loops import advance
+    from looop_py.loops.adapters import worker_claim
+
+    a, b = two.workdir("a"), two.workdir("b")
+    spec = LoopSpec.from_dict({"name": "sweep", "intent": "x", "level": "L1"})
+    state = RoundState(
+        id="r1",
+        spec=spec,
+        phase=Phase.MAKER_RUNNING,
+        started_at=1.0,
+        updated_at=1.0,
+        maker_handle="r1.maker",
+    )
+    store.rounds_of(a).save(state)  # host a stepped it last: its maker runs there
+    worker = subprocess.Popen(["sleep", "60"])
+    try:
+        created = identity.create_time(worker.pid)
+        holder = holders.Holder("round.r1", worker.pid, created)
+        choose.coordinator(a).claim(worker_claim("r1.maker"), holder, now=time.time())
+        rounds_b = store.rounds_of(b)
+        assert advance._worker_elsewhere(b, rounds_b, state, time.time())
+        assert not advance._worker_elsewhere(a, store.rounds_of(a), state, time.time())
+        # The worker (or its whole host) dies: its claim goes, and any host may step the round.
+        worker.kill()
+        worker.wait()
+        wait_for(
+            lambda: not advance._worker_elsewhere(b, rounds_b, state, time.time()),
+            timeout=TTL + 5,
+            what="the dead worker's claim to go",
+        )
+    finally:
+        worker.kill()
+    # Waiting on a human, the round is anyone's to step.
+    store.rounds_of(a).save(
+        state.__class__.from_dict({**state.to_dict(), "phase": "awaiting-approval"})
+    )
+    assert not advance._worker_elsewhere(b, rounds_b, store.rounds_of(b).load("r1"), time.time())
+
+
+@pytest.mark.etcd
+def test_timers_and_the_schedule_book_are_one_for_every_host(two: Hosts) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    timers.write(a, "nightly", now=time.time(), every_s=3600)
+    listed = run_looop("-C", str(b.root), "schedules", "--json")
+    assert listed.returncode == 0 and "nightly" in listed.stdout, listed.stderr
+    gone = run_looop("-C", str(b.root), "schedule", "drop", "nightly")
+    assert gone.returncode == 0, gone.stderr
+    assert timers.load_all(a) == {}
+    assert not a.timers.exists() and not b.timers.exists()
+
+
+@pytest.mark.etcd
+def test_an_approved_move_runs_once_on_the_next_beat_of_any_host(
+    two: Hosts, tmp_path: Path
+) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    hold = {"move": {"action": "noop"}, "runs": "nothing"}
+    ask = mailbox.open_ask(
+        a, prompt="run it?", asker="decider", now=1.0, kind=mailbox.AskKind.APPROVAL, hold=hold
+    )
+    shelf.write_json(shelf.of(a), "approved", ask.id, {"v": 1, "ask": ask.id, "hold": hold})
+    mailbox.answer(b, ask.id, "approved", now=2.0, verdict="approved")
+    events = approvals.carry_out_pending(b, config_mod.load(b.config), 3.0)
+    assert events == []
+    assert shelf.of(a).names("approved") == []  # carried out once, gone for both hosts
+    got = mailbox.get_answer(a, ask.id)
+    assert got is not None and got.note
+    assert approvals.carry_out_pending(a, config_mod.load(a.config), 4.0) == []
