@@ -24,9 +24,11 @@ import pytest
 
 from looop_py import identity, jsonio
 from looop_py.beat.pulse import beat
+from looop_py.beat.result import BeatOutcome
 from looop_py.claims import holders
 from looop_py.coord import choose
 from looop_py.coord.base import PULSE
+from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import CorruptFile, FenceLost, UsageError
 from looop_py.loops import store
 from looop_py.moves import approvals, timers
@@ -357,3 +359,29 @@ def test_an_approved_move_runs_once_on_the_next_beat_of_any_host(
     got = mailbox.get_answer(a, ask.id)
     assert got is not None and got.note
     assert approvals.carry_out_pending(a, config_mod.load(a.config), 4.0) == []
+
+
+class Usurped:
+    """A decider during whose call the pulse passes to host b (host a's lease lapsed while it
+    thought), and which then asks a human: the ask must not be written."""
+
+    name = "usurped"
+
+    def __init__(self, a: Paths, b: Paths) -> None:
+        self.a, self.b = a, b
+
+    def decide(self, request: DecideRequest) -> Decision:
+        choose.coordinator(self.a).unclaim(PULSE, holders.own_holder("pulse.a"), now=time.time())
+        choose.coordinator(self.b).claim(PULSE, holders.own_holder("pulse.b"), now=time.time())
+        return Decision(move={"action": "ask_human", "prompt": "merge it?"})
+
+
+@pytest.mark.etcd
+def test_a_beat_that_lost_the_pulse_mid_beat_writes_no_record_and_says_why(two: Hosts) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    result = beat(a, decider=Usurped(a, b))
+    assert result.outcome is BeatOutcome.SKIPPED, (result.reason, result.move, result.journal)
+    assert "lost the pulse claim" in (result.reason or "")
+    assert mailbox.pending(b) == [] and shelf.of(b).empty("asks")
+    assert choose.coordinator(b).read("world/committed") is None  # nor the world
+    assert "lost the pulse claim" in a.journal.read_text()

@@ -145,6 +145,8 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
             schedule.mark_fired(book, loop, due_loops[loop], now)
             try:
                 state = start_round(paths, config, loop, now=now, trigger="cadence")
+            except FenceLost:
+                raise  # as above
             except LooopError as exc:
                 events.append({"event": "round_not_started", "loop": loop, "message": str(exc)})
                 continue

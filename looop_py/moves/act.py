@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio, procs
-from looop_py.errors import LooopError
+from looop_py.errors import FenceLost, LooopError
 from looop_py.moves import gate, timers, wal
 from looop_py.moves.union import (
     ArchiveGoal,
@@ -107,6 +107,8 @@ def execute(
                 return _guarded(paths, move, now, run)
             case StartRound():
                 return _guarded(paths, move, now, lambda: _start_round(paths, cfg, move, now))
+    except FenceLost:
+        raise  # this beat lost the pulse (a shared backend): the whole beat ends, not the move
     except LooopError as exc:
         return Outcome(False, exc.message)
     except OSError as exc:  # a full disk, a permission problem: reported, state intact
