@@ -278,6 +278,9 @@ def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
     (done,) = store.rows(shelf.of(b), include_done=True)
     assert done.phase == "done" and done.outcome == "proceeded" and done.host == "b"
     assert marker.exists()
+    # What the round learned is recalled on host a too (its full history stays on b).
+    (learned,) = store.memory_of(a).recall("sweep", 5)
+    assert learned.round_id == done.id and (b.memory / "sweep.jsonl").exists()
     # Host a's next beat starts no second round: the cadence slot and the trigger are shared.
     beat(a)
     assert len(store.rows(shared, include_done=True)) == 1
@@ -385,3 +388,25 @@ def test_a_beat_that_lost_the_pulse_mid_beat_writes_no_record_and_says_why(two: 
     assert mailbox.pending(b) == [] and shelf.of(b).empty("asks")
     assert choose.coordinator(b).read("world/committed") is None  # nor the world
     assert "lost the pulse claim" in a.journal.read_text()
+
+
+@pytest.mark.etcd
+def test_shared_memory_keeps_the_last_rounds_once_each_for_every_host(two: Hosts) -> None:
+    from looop_py.engine.ports import MemoryEntry
+
+    a, b = two.workdir("a"), two.workdir("b")
+    mem_a, mem_b = store.memory_of(a), store.memory_of(b)
+    assert isinstance(mem_a, store.SharedMemory)
+    for i in range(store.SHARED_KEEP + 5):
+        entry = MemoryEntry("x" * (store.SHARED_CONTENT_CAP + 10), round_id=f"r{i}", created=i)
+        (mem_a if i % 2 else mem_b).record("sweep", entry)
+    mem_a.record("sweep", MemoryEntry("again", round_id=f"r{store.SHARED_KEEP + 4}"))  # a retry
+    recalled = mem_b.recall("sweep", 100)
+    assert [e.round_id for e in recalled] == [f"r{i}" for i in range(5, store.SHARED_KEEP + 5)]
+    assert all(len(e.content) == store.SHARED_CONTENT_CAP for e in recalled)
+    assert [e.round_id for e in mem_a.recall("sweep", 2)] == [
+        f"r{store.SHARED_KEEP + i}" for i in (3, 4)
+    ]
+    # Each host keeps its own whole history, uncut.
+    local = (a.memory / "sweep.jsonl").read_text().splitlines()
+    assert len(local) == (store.SHARED_KEEP + 5) // 2

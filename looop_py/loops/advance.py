@@ -57,7 +57,7 @@ def engine_for(
         executor=CommandActionExecutor(
             action_commands(config.actions), cwd=paths.root, env=child_env(paths, config=config)
         ),
-        memory=store.JsonlMemory(paths.memory),
+        memory=store.memory_of(paths),
         claims=RoundClaims(paths, clock),
         escalations=MailboxApprovals(paths, clock),
         workspaces=RoundWorkspaces(paths, config),

@@ -4,11 +4,12 @@
     rounds-done  a finished round, moved an hour after it ended (rounds/done/<id>.json)
     state/round-reports  each loop's latest round worth a decider's attention
     memory/<loop>.jsonl  each loop's state spine: one line per finished round
+    memory       on a shared shelf, each loop's last rounds too (SharedMemory)
 
 Rounds are records on the work dir's shelf (workdir/shelf.py): files on one
 machine, keys every host shares on etcd, so any pulse host steps a round another
-started (except while its worker runs on another host: loops/advance.py). Memory
-stays on the host.
+started (except while its worker runs on another host: loops/advance.py). A
+loop's full memory stays on each host; its last rounds are shared for recall.
 
 The pulse reads rounds on every beat (the sys-rounds probe, ADVANCE, claim
 reaping), so the cheap reads here — `rows`, `probe`, `is_live`, `archive_done`
@@ -304,3 +305,50 @@ class JsonlMemory:
                 return
         self.directory.mkdir(parents=True, exist_ok=True)
         jsonio.append_line(path, entry.to_dict())
+
+
+SHARED_KEEP = 20  # entries of a loop's shared memory record (recall reads engine RECALL_K)
+SHARED_CONTENT_CAP = 8 * 1024  # characters of one entry's content there: etcd values are small
+
+
+@dataclass(frozen=True)
+class SharedMemory:
+    """A loop's recent memory as one record on a shared shelf (`memory/<loop>`), so a round
+    on any host recalls what rounds on every host learned.
+
+    It keeps the last SHARED_KEEP entries, each cut to SHARED_CONTENT_CAP characters; the
+    whole history is also appended to the recording host's memory/<loop>.jsonl.
+    """
+
+    shelf: Shelf
+    local: JsonlMemory
+
+    def _entries(self, loop: str) -> list[dict[str, Any]]:
+        try:
+            data = shelf_mod.read_json(self.shelf, "memory", check_segment(loop, "loop name"), [])
+        except CorruptFile:
+            return []  # a damaged record is rebuilt from the next round on
+        return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
+    def recall(self, loop: str, k: int) -> list[MemoryEntry]:
+        from looop_py.engine.ports import MemoryEntry  # as in load
+
+        return [MemoryEntry.from_dict(d) for d in self._entries(loop)[-k:]] if k > 0 else []
+
+    def record(self, loop: str, entry: MemoryEntry) -> None:
+        entries = self._entries(loop)
+        if entry.round_id is not None and any(d.get("round") == entry.round_id for d in entries):
+            return  # recorded already, maybe on another host: a retried round
+        self.local.record(loop, entry)
+        line = entry.to_dict()
+        line["content"] = str(line["content"])[:SHARED_CONTENT_CAP]
+        line["host"] = self.shelf.host
+        kept = [*entries, line][-SHARED_KEEP:]
+        shelf_mod.write_json(self.shelf, "memory", loop, kept)
+
+
+def memory_of(paths: Paths) -> JsonlMemory | SharedMemory:
+    """The work dir's loop memory: its files, or (shared shelf) one record per loop too."""
+    local = JsonlMemory(paths.memory)
+    box = shelf_mod.of(paths)
+    return SharedMemory(box, local) if box.shared else local

@@ -13,8 +13,10 @@ any pulse host can continue another's round and answer its asks:
     rounds-done   rounds/done/<id>.json    finished rounds, archived after an hour
     timers        state/schedules/<n>      the decider's write_schedule timers (moves/timers)
     state         state/<name>.json        loop-schedule (cadence book), round-reports
+    memory        (shared shelves only)    each loop's last rounds, for recall on any host
 
-Logs, worktrees, sessions and reports stay on the host that made them.
+Logs, worktrees, sessions and reports stay on the host that made them, and so
+does each loop's full memory/<loop>.jsonl.
 
 Writes are whole records: `put` replaces, `create` writes only if absent (two
 writers never both create an ask or both answer one), `move` archives. Inside
@@ -74,7 +76,7 @@ if TYPE_CHECKING:
     Opener = Callable[[Paths, Config], Shelf]
 
 
-KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state")
+KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state", "memory")
 
 
 def check_kind(kind: str) -> str:
@@ -93,6 +95,7 @@ def directory(paths: Paths, kind: str) -> Path:
         "rounds-done": paths.rounds / "done",
         "timers": paths.timers,
         "state": paths.state,
+        "memory": paths.memory,
     }[check_kind(kind)]
 
 
