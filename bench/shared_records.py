@@ -10,8 +10,8 @@ For each backend, in this process, N times (default 200):
 2. round: save a round record and load it back;
 3. timer: set a timer and read every timer (the sys-schedules probe's read).
 
-Then, on etcd, in the fence of a held pulse: the same ask cycle, to show what fencing each
-write adds. Last, across hosts: a real `looop ask` waits on host a, `answer` is called
+Then, on etcd, in the fence of a held pulse: the same ask cycle on an empty prefix, to
+show what fencing each write adds (the ask cycle lists every ask, so it grows with N). Last, across hosts: a real `looop ask` waits on host a, `answer` is called
 in process on host b, and the time until host a's `looop ask` prints the answer is taken
 (its poll interval is mailbox.POLL_S), 10 times; the same on files (one dir).
 """
@@ -135,11 +135,11 @@ def main() -> None:
         f, e = cycles(files, args.n, "f"), cycles(a, args.n, "e")
         for key in f:
             print(f"  {key:<6} files {f[key]:7.3f}   etcd {e[key]:7.3f}   ({e[key] / f[key]:.1f}x)")
-        coord = choose.coordinator(a)
-        with coord.pulse() as token:
+        c = workdir(base, "c", cluster.endpoints, f"{prefix}-fenced")  # as empty as a was
+        with choose.coordinator(c).pulse() as token:
             assert token is not None
-            with shelf.of(a).fenced(PULSE, token):
-                fenced = cycles(a, args.n, "x")
+            with shelf.of(c).fenced(PULSE, token):
+                fenced = cycles(c, args.n, "e")
         print(
             f"  ask cycle fenced by the pulse token on etcd: {fenced['ask']:.3f} ms"
             f" ({fenced['ask'] / e['ask']:.2f}x unfenced)"
