@@ -410,3 +410,18 @@ def test_shared_memory_keeps_the_last_rounds_once_each_for_every_host(two: Hosts
     # Each host keeps its own whole history, uncut.
     local = (a.memory / "sweep.jsonl").read_text().splitlines()
     assert len(local) == (store.SHARED_KEEP + 5) // 2
+
+
+@pytest.mark.etcd
+def test_an_unreachable_etcd_is_said_so_and_nothing_falls_back_to_files(tmp_path: Path) -> None:
+    from tests.etcdserver import free_port
+
+    wd = Hosts("etcd", tmp_path, None).workdir("a")
+    use_etcd(wd.config, [f"http://127.0.0.1:{free_port()}"], "/looop/nowhere", TTL)
+    for args in (("asks",), ("answer", "human-1", "yes"), ("approve", "human-1"), ("schedules",)):
+        r = run_looop("-C", str(wd.root), *args, timeout=60)
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        assert "etcd cannot be reached" in r.stderr and "corrupt" not in r.stderr
+    asked = run_looop("-C", str(wd.root), "ask", "--prompt", "x", timeout=60)
+    assert asked.returncode == 3, asked.stderr
+    assert not wd.asks.exists() or not list(wd.asks.iterdir())  # nothing written locally

@@ -27,7 +27,7 @@ import contextlib
 import os
 from typing import Any
 
-from looop_py.errors import FenceLost, LooopError, UsageError
+from looop_py.errors import CorruptFile, FenceLost, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
 from looop_py.moves import act, gate, union
@@ -166,7 +166,7 @@ def carry_out(paths: Paths, cfg: Config, ask_id: str, now: float, *, by: str) ->
     box = shelf.of(paths)
     try:
         intent = shelf.read_json(box, INTENTS, ask_id)
-    except LooopError:
+    except CorruptFile:
         intent = {"state": "running"}  # torn can only mean a writer died: never re-run
     if not isinstance(intent, dict):
         got = mailbox.get_answer(paths, ask_id)

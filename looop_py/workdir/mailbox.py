@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from looop_py import jsonio
-from looop_py.errors import LooopError, NoAnswer, UsageError
+from looop_py.errors import CorruptFile, LooopError, NoAnswer, UsageError
 from looop_py.identity import create_time, is_alive
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir import shelf
@@ -159,9 +159,10 @@ def get_ask(paths: Paths, ask_id: str) -> Ask:
 
 
 def get_answer(paths: Paths, ask_id: str) -> Answer | None:
+    check_segment(ask_id, "ask id")
     try:
-        data = shelf.read_json(shelf.of(paths), "answers", check_segment(ask_id, "ask id"))
-    except LooopError:
+        data = shelf.read_json(shelf.of(paths), "answers", ask_id)
+    except CorruptFile:  # not Unavailable: etcd out of reach says so itself
         raise AskError(
             f"the answer to {ask_id} is corrupt",
             f"re-answer it: looop answer {ask_id} --force TEXT",
