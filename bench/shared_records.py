@@ -11,9 +11,10 @@ For each backend, in this process, N times (default 200):
 3. timer: set a timer and read every timer (the sys-schedules probe's read).
 
 Then, on etcd, in the fence of a held pulse: the same ask cycle on an empty prefix, to
-show what fencing each write adds (the ask cycle lists every ask, so it grows with N). Last, across hosts: a real `looop ask` waits on host a, `answer` is called
-in process on host b, and the time until host a's `looop ask` prints the answer is taken
-(its poll interval is mailbox.POLL_S), 10 times; the same on files (one dir).
+show what fencing each write adds (the ask cycle lists every ask, so it grows with N).
+Last, across hosts: a real `looop ask` waits on host a, `answer` is called in process on
+host b, and the time until host a's `looop ask` prints the answer is taken (its poll
+interval is mailbox.POLL_S), 10 times; the same on files (one dir).
 """
 
 from __future__ import annotations
