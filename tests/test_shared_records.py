@@ -38,7 +38,7 @@ from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.conftest import run_looop, wait_for
 from tests.etcdserver import Cluster, use_etcd
-from tests.test_coord_contract import TTL
+from tests.test_coord_contract import TTL, Noop
 from tests.test_coord_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
 from tests.test_loops_e2e import DONE, loop_goal, setup
 
@@ -425,3 +425,38 @@ def test_an_unreachable_etcd_is_said_so_and_nothing_falls_back_to_files(tmp_path
     asked = run_looop("-C", str(wd.root), "ask", "--prompt", "x", timeout=60)
     assert asked.returncode == 3, asked.stderr
     assert not wd.asks.exists() or not list(wd.asks.iterdir())  # nothing written locally
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(90)
+def test_the_pulse_passing_between_hosts_wakes_no_decider(two: Hosts) -> None:
+    """Host a runs a worker, host b none: each host's sessions are its own reading, carried
+    by the other as last seen, so beats alternating between the hosts decide once each."""
+    from looop_py.workers import kill, launch
+
+    a, b = two.workdir("a"), two.workdir("b")
+    launch.start(a, config_mod.load(a.config), "w1", "sleep 60", runtime="shell", now=time.time())
+    try:
+        outcomes = [beat(host, decider=Noop()).outcome for host in (a, b, a, b, a, b)]
+    finally:
+        kill.kill(a, "w1")
+    decided = outcomes.count(BeatOutcome.DECIDED)
+    assert outcomes[:2] == [BeatOutcome.DECIDED, BeatOutcome.DECIDED]  # each host's first
+    assert decided == 2, outcomes
+    committed = jsonio.loads(choose.coordinator(a).read("world/committed") or b"{}")
+    assert {"snap:sys-sessions@a", "snap:sys-sessions@b"} <= set(committed["items"])
+    assert "snap:sys-sessions" not in committed["items"]
+
+
+@pytest.mark.etcd
+def test_a_stranded_ask_reads_stranded_on_every_host(two: Hosts) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    ask = mailbox.open_ask(a, prompt="still there?", asker="human", now=1.0)
+    mailbox._update(a, ask.id, waiter={"pid": gone.pid, "create_time": 1.0})
+    ((_, b_state, _),) = [(v.id, v.state, v.why) for v in mailbox.listing(b)]
+    assert b_state is mailbox.AskState.PENDING  # only host a can see its waiter is gone
+    beat(a, decider=Noop())  # a's beat finds it stranded and says so in the shared record
+    (seen_b,) = mailbox.listing(b)
+    assert seen_b.state is mailbox.AskState.STRANDED and f"pid {gone.pid}" in (seen_b.why or "")

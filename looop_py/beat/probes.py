@@ -191,7 +191,7 @@ def asks(seen: Seen) -> Snapshot:
         return {"signal": {"pending": []}, "detail": {}}
     from looop_py.workdir import mailbox  # only when there are asks
 
-    views = seen.asks = mailbox.listing(paths)
+    views = seen.asks = mailbox.listing(paths, record=seen.persist)
     signal: dict[str, list[str]] = {"pending": []}
     for v in views:  # an ask turning stranded or expired wakes the loop once
         signal.setdefault(v.state.value, []).append(v.ask.id)

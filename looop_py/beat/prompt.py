@@ -188,7 +188,7 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
         return max(0, min(room, int(total_cap * fraction)))
 
     changed_snaps = {
-        str(c["item"]).removeprefix("snap:")
+        str(c["item"]).removeprefix("snap:").partition("@")[0]  # sys-sessions@host: shared
         for c in inp.changed
         if str(c["item"]).startswith("snap:")
     }

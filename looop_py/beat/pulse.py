@@ -185,6 +185,8 @@ def _beat_body(
 
     # 2. DIFF
     last = load_committed(paths) if fence is None else fence.load_committed()
+    if fence is not None:
+        world = fence.scope(world, last)  # host-local readings, each under its host's name
     changed = tuple(diff(last.items, world.items))
     reason = why_decide(last, world, force=force, now=now, noop_ttl_s=cfg.limits.noop_ttl_s)
     forced_by = None if reason == "changed" else reason

@@ -25,8 +25,10 @@ from looop_py.coord.base import PULSE
 from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, Unavailable
 from looop_py.loops import store
+from looop_py.record import replace
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths
+from looop_py.world import world_hash
 
 # typing is not imported at run time.
 TYPE_CHECKING = False
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from looop_py.workdir.config import Config
 
 WORLD = "world/committed"  # the committed world's key on the backend
+# Readings only the host that takes them can make: its own worker sessions.
+HOST_LOCAL = frozenset({"snap:sys-sessions"})
 
 
 class Fence:
@@ -60,6 +64,20 @@ class Fence:
             return Committed()  # nothing committed on this prefix yet: every item is new
         jsonio.atomic_write(self.paths.last_world, data, durable=False)
         return load_committed(self.paths)
+
+    def scope(self, world: World, last: Committed) -> World:
+        """The world as every host can agree on it: this host's local readings become items
+        `NAME@host`, and each other host's are carried from the committed world as that host
+        last saw them, so the pulse passing between hosts changes nothing by itself. Items
+        are sorted, so the same items hash the same on every host."""
+        host = self.coord.host
+        items = {f"{k}@{host}" if k in HOST_LOCAL else k: v for k, v in world.items.items()}
+        for key, value in last.items.items():
+            name, at, other = key.partition("@")
+            if at and name in HOST_LOCAL and other != host:
+                items[key] = value
+        ordered = dict(sorted(items.items()))
+        return replace(world, items=ordered, hash=world_hash(ordered))
 
     def commit(self, world: World, now: float, action: str | None, next_wake: float | None) -> bool:
         """Write the world (as beat/sense.py's commit does, plus host and token) if still held."""

@@ -108,7 +108,7 @@ def changes_clause(changed: tuple[Change, ...]) -> str:
 
 def change_words(c: Change) -> list[str]:
     """A changed item in a few words; looop's own probes say what happened inside them."""
-    item = c.item
+    item = c.item.partition("@")[0]  # a host's own reading on a shared backend: NAME@host
     if item == "playbook":
         return [f"PLAYBOOK.md {_kind(c)}"]
     if item.startswith("goal:"):

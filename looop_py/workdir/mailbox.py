@@ -61,6 +61,7 @@ class Ask:
     waiter: dict[str, Any] = field(default_factory=dict)  # {pid, create_time} of `looop ask`
     expired_at: float | None = None  # when the waiting `looop ask` gave up (its --timeout)
     host: str | None = None  # the host it was filed on, when the mailbox is shared
+    stranded: str | None = None  # shared mailbox: why its own host found its asker gone
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +77,7 @@ class Ask:
             **({"waiter": self.waiter} if self.waiter else {}),
             **({"expired_at": self.expired_at} if self.expired_at is not None else {}),
             **({"host": self.host} if self.host else {}),
+            **({"stranded": self.stranded} if self.stranded else {}),
         }
 
     @staticmethod
@@ -92,6 +94,7 @@ class Ask:
             waiter=data["waiter"] if isinstance(data.get("waiter"), dict) else {},
             expired_at=_number(data.get("expired_at")),
             host=data["host"] if isinstance(data.get("host"), str) else None,
+            stranded=data["stranded"] if isinstance(data.get("stranded"), str) else None,
         )
 
 
@@ -295,6 +298,8 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
     at a prompt wait for a human and stay pending."""
     if ask.expired_at is not None:
         return AskState.EXPIRED, "the asker stopped waiting (its --timeout passed)"
+    if ask.stranded is not None:
+        return AskState.STRANDED, ask.stranded  # as its host found it (a shared mailbox)
     if ask.host is not None and ask.host != shelf.of(paths).host:
         return AskState.PENDING, None  # its asker runs on another host: only that host can tell
     pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
@@ -312,9 +317,19 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
     return AskState.PENDING, None
 
 
-def listing(paths: Paths) -> list[AskView]:
-    """Every unanswered ask, oldest first, with its state (pending, stranded, expired)."""
-    return [AskView(a, *state_of(paths, a)) for a in pending(paths)]
+def listing(paths: Paths, *, record: bool = False) -> list[AskView]:
+    """Every unanswered ask, oldest first, with its state (pending, stranded, expired).
+
+    With `record` (a beat), on a shared mailbox, an ask this host finds stranded is marked
+    so in its record: every host then shows the same state, and the world the hosts
+    share does not change with the host that happens to beat.
+    """
+    views = [AskView(a, *state_of(paths, a)) for a in pending(paths)]
+    if record and shelf.of(paths).shared:
+        for v in views:
+            if v.state is AskState.STRANDED and v.ask.stranded is None:
+                _update(paths, v.id, stranded=v.why)
+    return views
 
 
 def withdraw(paths: Paths, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
