@@ -460,3 +460,33 @@ def test_a_stranded_ask_reads_stranded_on_every_host(two: Hosts) -> None:
     beat(a, decider=Noop())  # a's beat finds it stranded and says so in the shared record
     (seen_b,) = mailbox.listing(b)
     assert seen_b.state is mailbox.AskState.STRANDED and f"pid {gone.pid}" in (seen_b.why or "")
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(90)
+def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
+    two: Hosts, tmp_path: Path
+) -> None:
+    from looop_py.ops import doctor
+    from tests.etcdserver import free_port
+
+    a, b = two.workdir("a"), two.workdir("b")
+    free = doctor.coordination(a, config_mod.load(a.config), time.time())
+    assert free.verdict is doctor.Verdict.OK and "pulse free" in free.message
+    assert "host a" in free.message
+    with choose.coordinator(b).pulse() as token:
+        held = run_looop("-C", str(a.root), "doctor", "--offline", "--json")
+    (check,) = [c for c in jsonio.loads(held.stdout)["checks"] if c["name"] == "coordination"]
+    assert check["verdict"] == "ok" and f"pulse held by b (epoch {token})" in check["message"]
+    text = a.config.read_text()
+    live = next(line for line in text.splitlines() if line.startswith("endpoints = "))
+    a.config.write_text(text.replace(live, f'endpoints = ["http://127.0.0.1:{free_port()}"]'))
+    down = run_looop("-C", str(a.root), "doctor", "--offline", "--json", timeout=60)
+    assert down.returncode == 1, down.stdout
+    (check,) = [c for c in jsonio.loads(down.stdout)["checks"] if c["name"] == "coordination"]
+    assert check["verdict"] == "fail" and "cannot be reached" in check["message"]
+    assert "never falls back" in check["fix"]
+    files = Hosts("files", tmp_path / "f", None).workdir()
+    assert doctor.coordination(files, config_mod.load(files.config), 0.0).message.startswith(
+        "files"
+    )

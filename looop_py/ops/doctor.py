@@ -81,6 +81,7 @@ def diagnose(paths: Paths, *, offline: bool = False, now: float | None = None) -
         *(lambda name=name: runtime(cfg, name) for name in _runtimes_in_use(cfg)),
         lambda: scheduled(paths, now),
         lambda: pulse_lock(paths, cfg, now),
+        lambda: coordination(paths, cfg, now),
     ]
     for step in steps:
         try:
@@ -245,3 +246,26 @@ def pulse_lock(paths: Paths, cfg: Config, now: float) -> Check:
             "find it with `pgrep -af 'looop.*pulse'` and end it; the lock goes with it",
         )
     return Check("pulse lock", Verdict.OK, "held by a pulse running now")
+
+
+def coordination(paths: Paths, cfg: Config, now: float) -> Check:
+    """On a shared backend: does it answer, with a quorum, and who holds the pulse?"""
+    c = cfg.coordination
+    if c.backend == "files":
+        return Check("coordination", Verdict.OK, "files: this machine only")
+    from looop_py.coord import base, choose  # a shared backend only: etcd3gw loads here
+
+    started = time.monotonic()
+    try:
+        coord = choose.coordinator(paths, cfg)
+        view = coord.get(base.PULSE, now)
+    except LooopError as exc:
+        return Check("coordination", Verdict.FAIL, f"{c.backend}: {exc.message}", exc.hint)
+    ms = (time.monotonic() - started) * 1000
+    pulse = "pulse free"
+    if view is not None and view.live and view.claim is not None:
+        pulse = f"pulse held by {view.claim.host or '?'} (epoch {view.claim.epoch})"
+    where = f"{c.backend} at {', '.join(c.endpoints)}, prefix {c.prefix}"
+    return Check(
+        "coordination", Verdict.OK, f"{where}: answered in {ms:.0f} ms; host {coord.host}; {pulse}"
+    )
