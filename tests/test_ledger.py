@@ -96,6 +96,28 @@ def test_concurrent_chargers_lose_nothing(wd: Paths) -> None:
     assert ledger.load(wd).tokens == 160
 
 
+def test_each_past_day_keeps_its_totals_by_source_for_a_month() -> None:
+    day = 86400.0
+    s = ledger.charge(ledger.Spend(), NOW, ledger.Charge("decide:r1", "decider", 100, 0.01))
+    s = ledger.charge(s, NOW, ledger.Charge("worker:w1", "loop:tidy", 900, 0.09))
+    s = ledger.charge(s, NOW + day, ledger.Charge("decide:r2", "decider", 5, None))
+    first = ledger.local_day(NOW)
+    assert s.day == ledger.local_day(NOW + day) and s.tokens == 5
+    assert s.past == {
+        first: {
+            "tokens": 1000,
+            "usd": 0.1,
+            "by_source": {
+                "decider": {"tokens": 100, "usd": 0.01},
+                "loop:tidy": {"tokens": 900, "usd": 0.09},
+            },
+        }
+    }
+    later = ledger.today(s, NOW + 40 * day)  # over a month on: the old days are gone
+    assert first not in later.past and ledger.local_day(NOW + day) not in later.past
+    assert ledger.today(s, NOW + 2 * day).past.keys() == {first, ledger.local_day(NOW + day)}
+
+
 # -- end to end: rounds until the budget is spent ---------------------------------------------
 
 

@@ -490,3 +490,46 @@ def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
     assert doctor.coordination(files, config_mod.load(files.config), 0.0).message.startswith(
         "files"
     )
+
+
+def _charge_many(root: str, start: int) -> None:
+    from looop_py.workdir import ledger
+
+    paths = Paths(Path(root))
+    for i in range(start, start + 25):
+        ledger.record_charge(paths, time.time(), ledger.Charge(f"k{i}", "workers", 1))
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(120)
+def test_one_daily_budget_for_every_host(two: Hosts) -> None:
+    from looop_py.workdir import ledger
+
+    a, b = two.workdir("a"), two.workdir("b")
+    for wd in (a, b):
+        text = wd.config.read_text().replace(
+            "[decider]\n", "[limits]\ndaily_tokens = 1000\n[decider]\n"
+        )
+        wd.config.write_text(text)
+    limits = config_mod.load(b.config).limits
+    now = time.time()
+    ledger.record_charge(a, now, ledger.Charge("worker:w1", "workers", 600))
+    assert ledger.held(b, limits, now) is None
+    ledger.record_charge(b, now, ledger.Charge("worker:w1", "workers", 400))  # b's own w1
+    assert ledger.load(a).tokens == 1000  # two workers named alike on two hosts: both count
+    assert "daily token budget spent: 1000 of 1000" in (ledger.held(a, limits, now) or "")
+    ledger.record_charge(b, now, ledger.Charge("worker:w1", "workers", 400))  # b's again: once
+    assert ledger.load(b).tokens == 1000
+    assert not (a.state / "spend.json").exists() and not (b.state / "spend.json").exists()
+    # Chargers on both hosts at once lose nothing: each charge swaps the record it read.
+    shelf.of(a), shelf.of(b)
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(target=_charge_many, args=(str((a, b)[n % 2].root), n * 25)) for n in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert ledger.load(a).tokens == 1100

@@ -245,3 +245,21 @@ def test_the_overview_shows_todays_spend_by_source_and_cache_hits(wd: Paths) -> 
     page = client.get("/").text
     assert "decider: 1000 tokens · $0.0100" in page and "loop:tidy: 5000 tokens" in page
     assert "cache hits: 40%" in page
+
+
+def test_the_spend_chart_counts_every_source_as_the_budget_does(wd: Paths) -> None:
+    from looop_py.web import data
+    from looop_py.workdir import ledger
+
+    now = time.time()
+    yesterday = now - 86400
+    ledger.record_charge(wd, yesterday, ledger.Charge("worker:w1", "workers", 700, 0.07))
+    ledger.record_charge(wd, now, ledger.Charge("decide:r1", "decider", 100, 0.01))
+    ledger.record_charge(wd, now, ledger.Charge("worker:m", "loop:tidy", 400, 0.04))
+    days = data.spend_by_day(wd, now)
+    assert [d["tokens"] for d in days[-2:]] == [700, 500]
+    assert days[-1]["sources"] == "all" and days[-1]["by_source"]["loop:tidy"]["usd"] == 0.04
+    client, _ = _logged_in(wd)
+    page = client.get("/").text
+    assert "Spend per day" in page and "decides, loop rounds and workers" in page
+    assert "500 (decider 100, loop:tidy 400)" in page  # the bar's title splits it by source

@@ -173,6 +173,11 @@ def cmp(key: str, target: str, result: str, value: int | str) -> dict[str, Any]:
     return {"key": _b64(key), "target": target, "result": result, _FIELD[target]: str(value)}
 
 
+def cmp_value(key: str, value: bytes) -> dict[str, Any]:
+    """The key holds exactly these bytes."""
+    return {"key": _b64(key), "target": "VALUE", "result": "EQUAL", "value": _b64(value)}
+
+
 def put(key: str, value: bytes, lease: int = 0) -> dict[str, Any]:
     body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
     if lease:

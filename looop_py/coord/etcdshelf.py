@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from looop_py.coord.etcd import cmp, delete, put, rng, unb64, value_of
+from looop_py.coord.etcd import cmp, cmp_value, delete, put, rng, unb64, value_of
 from looop_py.coord.remote import EtcdCoordinator
 from looop_py.errors import Busy, FenceLost
 from looop_py.ids import check_segment
@@ -115,6 +115,11 @@ class EtcdShelf:
             ):
                 return True
         raise Busy(f"{src} changed under this move {MAX_TRIES} times in a row")
+
+    def swap(self, kind: str, name: str, old: bytes | None, new: bytes) -> bool:
+        key = self._key(kind, name)
+        same = cmp(key, "CREATE", "EQUAL", 0) if old is None else cmp_value(key, old)
+        return self._txn([same], [put(key, new)])
 
     @contextlib.contextmanager
     def fenced(self, claim: str, token: int) -> Iterator[None]:

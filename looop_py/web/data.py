@@ -17,7 +17,7 @@ from looop_py.errors import LooopError
 from looop_py.ids import is_safe_segment
 from looop_py.loops import views as loop_views
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import inbox, journal, mailbox
+from looop_py.workdir import inbox, journal, ledger, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import fleet, logs, records
 
@@ -40,11 +40,23 @@ def beat_events(paths: Paths, since: float) -> list[dict[str, Any]]:
 
 
 def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]]:
-    """Decider tokens and USD per local day, from the beats' decide stats."""
+    """Tokens and USD per local day from the ledger, every source (decides, loop rounds,
+    workers) as the daily budget counts them. A day the ledger kept no totals for (before it
+    kept history) is summed from the beats' decide stats: `sources` says "decider" then."""
     names = [time.strftime("%Y-%m-%d", time.localtime(now - 86400 * i)) for i in range(days)]
-    totals: dict[str, dict[str, Any]] = {
-        d: {"day": d, "tokens": 0, "usd": 0.0, "decides": 0} for d in reversed(names)
-    }
+    spend = ledger.today(ledger.load(paths), now)
+    kept = {**spend.past, spend.day: spend.totals()}
+    totals: dict[str, dict[str, Any]] = {}
+    for d in reversed(names):
+        got = kept.get(d)
+        totals[d] = {"day": d, "tokens": 0, "usd": 0.0, "decides": 0, "sources": "decider"}
+        if got is not None:
+            totals[d].update(
+                tokens=int(got.get("tokens") or 0),
+                usd=float(got.get("usd") or 0.0),
+                by_source=got.get("by_source") or {},
+                sources="all",
+            )
     for e in beat_events(paths, now - 86400 * days):
         day = time.strftime("%Y-%m-%d", time.localtime(e["t"]))
         stats = e.get("decide") if isinstance(e.get("decide"), dict) else None
@@ -52,6 +64,8 @@ def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]
             continue
         row = totals[day]
         row["decides"] += 1
+        if row["sources"] == "all":
+            continue  # the ledger has the day: decides and everything else, once
         for key in ("input_tokens", "output_tokens"):
             if isinstance(stats.get(key), int):
                 row["tokens"] += stats[key]

@@ -136,7 +136,11 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
     chart = svg.timeline(d["beats"], time.time(), 24 * d["days"], 1 if d["days"] == 1 else 6)
     body += f'<div class="card" id="timeline">{chart}</div>'
     budget = d["budget"]
-    body += '<h2>Decider spend per day</h2><div class="cards">'
+    body += "<h2>Spend per day</h2>"
+    body += '<p class="muted">decides, loop rounds and workers, as the daily budget counts them'
+    if any(day.get("sources") == "decider" and day.get("decides") for day in d["spend"]):
+        body += "; a day before the ledger kept history shows its decides only"
+    body += '</p><div class="cards">'
     body += f'<div class="card">tokens{svg.spend_bars(d["spend"], "tokens", budget["daily_tokens"], "tokens")}</div>'  # noqa: E501
     body += f'<div class="card">USD{svg.spend_bars(d["spend"], "usd", budget["daily_usd"], "USD")}</div></div>'  # noqa: E501
     workers = d["workers"]["workers"]

@@ -94,10 +94,18 @@ def spend_bars(days: list[dict[str, Any]], key: str, budget: float, unit: str) -
         h = plot_h * v / peak
         x = left + i * col_w
         over = budget > 0 and v >= budget
+        found = d.get("by_source")
+        sources: dict[str, Any] = found if isinstance(found, dict) else {}
+        split = ", ".join(
+            f"{src} {fmt(float(row.get(key) or 0))}"
+            for src, row in sources.items()
+            if isinstance(row, dict)
+        )
+        title = f"{d.get('day')}: {fmt(v)}" + (f" ({split})" if split else "")
         parts.append(
             f'<rect x="{x + 3:.1f}" y="{top + plot_h - h:.1f}" width="{col_w - 6:.1f}" '
             f'height="{h:.1f}" fill="{"#d93a3a" if over else "#2b7de9"}" class="spend">'
-            f"<title>{escape(str(d.get('day')))}: {fmt(v)}</title></rect>"
+            f"<title>{escape(title)}</title></rect>"
             f'<text x="{x + 3:.1f}" y="{height - 8}" class="ax">'
             f"{escape(str(d.get('day', ''))[5:])}</text>"
         )

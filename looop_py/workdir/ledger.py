@@ -4,41 +4,49 @@
                        "cache_read_tokens", "cache_write_tokens",
                        "by_source": {source: {"tokens", "usd", "cache_read_tokens",
                                               "input_tokens", "charges"}},
-                       "charged": {key: day}}
+                       "charged": {key: day},
+                       "past": {day: {"tokens", "usd", "by_source": {source: {"tokens", "usd"}}}}}
+
+It is the shelf's `state/spend` record (workdir/shelf.py): that file on one
+machine; on etcd one record every host charges, so the daily budget holds for
+all of them together (a host's charge keys are qualified with its name there).
 
 A source is `decider`, `loop:NAME` (a round's maker and checker) or `workers`
 (workers a decide or a human started). Every charge carries an idempotency
 key (`decide:<run>`, `worker:<session>`): a key already in `charged` changes
 nothing, so a pulse killed between charging and recording that it charged, or
 two readers of one ended worker (the pulse's housekeeping and `looop run`),
-charge once. Writes hold state/spend.lock (flock), so concurrent chargers
-never lose each other's spend. Pure parts take `now`.
+charge once. A charge is a compare-and-swap of the whole record (retried when
+another charger got there first), so concurrent chargers never lose each
+other's spend. The last HISTORY_DAYS days' totals stay in `past` for the page.
+Pure parts take `now`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import math
-import os
 import time
 
-from looop_py import jsonio
-from looop_py.errors import CorruptFile
+from looop_py.errors import Busy, CorruptFile
 from looop_py.record import field, record, replace
+from looop_py.workdir import shelf as shelf_mod
 
 # typing is not imported at run time: the ledger is read on beats that decide or start rounds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
     from typing import Any
 
     from looop_py.workdir.config import LimitsConfig
     from looop_py.workdir.paths import Paths
+    from looop_py.workdir.shelf import Shelf
 
 DECIDER = "decider"
 WORKERS = "workers"  # workers not part of a loop round
 KEEP_KEYS_DAYS = 2  # charged keys are remembered for today and yesterday
+HISTORY_DAYS = 31  # days of totals kept in `past` (the page charts up to a week)
+RECORD = "spend"  # the shelf's `state/spend` record: state/spend.json on files
+MAX_TRIES = 100  # charges lost to a concurrent charger this often in a row: Busy
 
 
 def loop_source(loop: str) -> str:
@@ -69,6 +77,7 @@ class Spend:
     cache_write_tokens: int = 0
     by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
     charged: dict[str, str] = field(default_factory=dict)  # key → the day it was charged
+    past: dict[str, dict[str, Any]] = field(default_factory=dict)  # day → its totals
 
     def cache_hit_ratio(self) -> float | None:
         """Of today's prompt tokens that reported a cache split, the share read from a cache."""
@@ -88,6 +97,18 @@ class Spend:
             "cache_write_tokens": self.cache_write_tokens,
             "by_source": self.by_source,
             "charged": self.charged,
+            "past": self.past,
+        }
+
+    def totals(self) -> dict[str, Any]:
+        """This day's totals as `past` keeps them."""
+        return {
+            "tokens": self.tokens,
+            "usd": self.usd,
+            "by_source": {
+                src: {"tokens": _int(row.get("tokens")), "usd": _usd(row.get("usd"))}
+                for src, row in sorted(self.by_source.items())
+            },
         }
 
 
@@ -96,12 +117,21 @@ def local_day(now: float) -> str:
 
 
 def today(spend: Spend, now: float) -> Spend:
-    """Today's spend: a new day starts at zero and keeps only the recent charged keys."""
+    """Today's spend: a new day starts at zero, keeps only the recent charged keys, and
+    files the day before's totals under `past`."""
     day = local_day(now)
     if spend.day == day:
         return spend
     recent = {local_day(now - 86400 * i) for i in range(KEEP_KEYS_DAYS)}
-    return Spend(day=day, charged={k: d for k, d in spend.charged.items() if d in recent})
+    past = dict(spend.past)
+    if spend.day and (spend.tokens or spend.usd or spend.by_source):
+        past[spend.day] = spend.totals()
+    kept = {local_day(now - 86400 * i) for i in range(1, HISTORY_DAYS + 1)}
+    return Spend(
+        day=day,
+        charged={k: d for k, d in spend.charged.items() if d in recent},
+        past={d: v for d, v in sorted(past.items()) if d in kept},
+    )
 
 
 def charge(spend: Spend, now: float, c: Charge, *, budgeted_usd: bool = False) -> Spend:
@@ -176,23 +206,29 @@ def from_usage(key: str, source: str, usage: Mapping[str, Any] | None) -> Charge
     )
 
 
-# -- on disk --------------------------------------------------------------------------------
+# -- on the shelf ---------------------------------------------------------------------------
 
 
 def load(paths: Paths) -> Spend:
     """The ledger; a damaged field reads as its zero (a day's spend is rebuilt, not a blocker)."""
+    box = shelf_mod.of(paths)
+    return parse(box, box.get("state", RECORD))
+
+
+def parse(box: Shelf, data: bytes | None) -> Spend:
     try:
-        s = jsonio.read_json(paths.state / "spend.json", {})
+        s = {} if data is None else shelf_mod.parse(box, "state", RECORD, data)
     except CorruptFile:
         s = {}
     if not isinstance(s, dict):
         s = {}
     by_source = s.get("by_source")
     charged = s.get("charged")
+    past = s.get("past")
     return Spend(
         day=str(s.get("day", "")),
         tokens=_int(s.get("tokens")),
-        usd=float(s["usd"]) if _finite(s.get("usd")) and s["usd"] >= 0 else 0.0,
+        usd=_usd(s.get("usd")),
         unmetered=_int(s.get("unmetered")),
         input_tokens=_int(s.get("input_tokens")),
         cache_read_tokens=_int(s.get("cache_read_tokens")),
@@ -201,43 +237,38 @@ def load(paths: Paths) -> Spend:
         if isinstance(by_source, dict)
         else {},
         charged={str(k): str(v) for k, v in charged.items()} if isinstance(charged, dict) else {},
+        past={str(k): dict(v) for k, v in past.items() if isinstance(v, dict)}
+        if isinstance(past, dict)
+        else {},
     )
-
-
-def save(paths: Paths, spend: Spend) -> None:
-    jsonio.write_json(paths.state / "spend.json", spend.to_json())
-
-
-@contextlib.contextmanager
-def locked(paths: Paths) -> Iterator[None]:
-    """Hold state/spend.lock: one read-modify-write of the ledger at a time."""
-    paths.state.mkdir(parents=True, exist_ok=True)
-    fd = os.open(paths.state / "spend.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor drops the flock
 
 
 def record_charge(
     paths: Paths, now: float, c: Charge | None, *, budgeted_usd: bool = False
 ) -> Spend:
-    """Charge `c` to the ledger on disk, once per key; returns today's spend."""
-    with locked(paths):
-        before = load(paths)
+    """Charge `c` to the ledger, once per key; returns today's spend."""
+    box = shelf_mod.of(paths)
+    if c is not None and box.shared:
+        c = replace(c, key=f"{c.key}@{box.host}")  # run and session ids are only unique per host
+    for _ in range(MAX_TRIES):
+        data = box.get("state", RECORD)
+        before = parse(box, data)
         if c is None:
             return today(before, now)
         after = charge(before, now, c, budgeted_usd=budgeted_usd)
-        if after != before:
-            save(paths, after)
-        return after
+        if after == before or box.swap("state", RECORD, data, shelf_mod.dumps(after.to_json())):
+            return after
+    raise Busy(f"the spend ledger changed under this charge {MAX_TRIES} times in a row")
 
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0
     return max(0, int(value))
+
+
+def _usd(value: Any) -> float:
+    return float(value) if _finite(value) and value >= 0 else 0.0
 
 
 def _finite(value: Any) -> bool:

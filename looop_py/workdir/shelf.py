@@ -12,14 +12,15 @@ any pulse host can continue another's round and answer its asks:
     rounds        rounds/<id>.json         live loop rounds (loops/store.py)
     rounds-done   rounds/done/<id>.json    finished rounds, archived after an hour
     timers        state/schedules/<n>      the decider's write_schedule timers (moves/timers)
-    state         state/<name>.json        loop-schedule (cadence book), round-reports
+    state         state/<name>.json        loop-schedule (cadence book), round-reports, spend
     memory        (shared shelves only)    each loop's last rounds, for recall on any host
 
 Logs, worktrees, sessions and reports stay on the host that made them, and so
 does each loop's full memory/<loop>.jsonl.
 
 Writes are whole records: `put` replaces, `create` writes only if absent (two
-writers never both create an ask or both answer one), `move` archives. Inside
+writers never both create an ask or both answer one), `move` archives, `swap`
+replaces only what the writer read (the spend ledger's read-modify-write). Inside
 `fenced(claim, token)` — a beat on a shared backend, under its pulse token —
 every write is also conditional on that token still being current, and raises
 FenceLost when it is not: a paused or partitioned ex-leader writes nothing.
@@ -70,6 +71,8 @@ if TYPE_CHECKING:
         def delete(self, kind: str, name: str) -> bool: ...
 
         def move(self, kind: str, name: str, to: str) -> bool: ...
+
+        def swap(self, kind: str, name: str, old: bytes | None, new: bytes) -> bool: ...
 
         def fenced(self, claim: str, token: int) -> AbstractContextManager[None]: ...
 
@@ -170,6 +173,23 @@ class FilesShelf:
         except FileNotFoundError:
             return False
         return True
+
+    def swap(self, kind: str, name: str, old: bytes | None, new: bytes) -> bool:
+        """Write `new` only if the record is still `old` (None: absent), under a lock file
+        beside it (`.<name>.lock`), so processes on this machine take turns."""
+        import fcntl  # only for a read-modify-write (the ledger)
+
+        path = self._path(kind, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_name(f".{path.stem}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if self.get(kind, name) != old:
+                return False
+            jsonio.atomic_write(path, new)
+            return True
+        finally:
+            os.close(fd)  # closing the descriptor drops the flock
 
     @contextlib.contextmanager
     def fenced(self, claim: str, token: int) -> Iterator[None]:
