@@ -533,3 +533,52 @@ def test_one_daily_budget_for_every_host(two: Hosts) -> None:
         p.join(60)
         assert p.exitcode == 0
     assert ledger.load(a).tokens == 1100
+
+
+class Broken:
+    name = "broken"
+
+    def decide(self, request: DecideRequest) -> Decision:
+        from looop_py.deciders.base import DecideError
+
+        raise DecideError("the model is down")
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(90)
+def test_the_hourly_cap_and_the_backoff_hold_for_the_loop_not_each_host(
+    two: Hosts, tmp_path: Path
+) -> None:
+    from tests.conftest import write_sensor
+
+    counter = tmp_path / "n"
+    counter.write_text("0")
+    a, b = two.workdir("a"), two.workdir("b")
+    for wd in (a, b):
+        wd.config.write_text(
+            wd.config.read_text().replace(
+                "[decider]\n", "[limits]\ndecides_per_hour = 2\n[decider]\n"
+            )
+        )
+        write_sensor(wd, "n", f"cat {counter}")
+
+    def tick() -> None:  # the world every host sees changes
+        counter.write_text(str(int(counter.read_text()) + 1))
+
+    first = beat(a, decider=Broken())  # a's decider fails: the loop backs off, on every host
+    assert first.outcome is BeatOutcome.FAILED
+    tick()
+    held = beat(b, decider=Noop())
+    assert held.outcome is BeatOutcome.HELD and "backoff: 1 failure" in (held.reason or "")
+    # The backoff is spent (edited here, as its delay passing would): b decides, then a, and
+    # the cap of 2 an hour, counted across hosts, holds the third on b.
+    limits_rec = shelf.of(a).get("state", "backoff")
+    assert limits_rec is not None and b"the model is down" in limits_rec
+    shelf.of(a).delete("state", "backoff")
+    tick()
+    assert beat(b, decider=Noop()).outcome is BeatOutcome.DECIDED
+    tick()
+    capped = beat(a, decider=Noop())
+    assert capped.outcome is BeatOutcome.HELD, capped
+    assert "decide cap: 2 decides in the last hour (limit 2)" in (capped.reason or "")
+    assert not (a.state / "decides.json").exists() and not (b.state / "backoff.json").exists()

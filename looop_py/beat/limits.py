@@ -5,6 +5,10 @@
   failure backoff            state/backoff.json   {"fails", "at", "policy", "reason"}
   flapping sensors           state/flap.json      {"values": {item: v}, "streaks": {item: n}}
 
+Each is a `state` record on the work dir's shelf (workdir/shelf.py): these files on one
+machine, keys every host shares on etcd, so the caps, the backoff and the streaks hold
+for the loop, not for each host. Only a beat writes them (under its pulse token).
+
 Budgets fail closed: with a token or USD budget set, a backend that reports
 no usage three times in a row stops deciding until a human looks. The daily
 budgets count every source the ledger holds (decides, loop rounds, workers).
@@ -12,15 +16,12 @@ budgets count every source the ledger holds (decides, loop rounds, workers).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from looop_py import jsonio
 from looop_py.errors import CorruptFile
-from looop_py.workdir import ledger
+from looop_py.workdir import ledger, shelf
 from looop_py.workdir.config import LimitsConfig
 from looop_py.workdir.ledger import Spend, local_day
 from looop_py.workdir.ledger import today as spend_today
@@ -116,9 +117,12 @@ def _mapping(value: Any) -> dict[str, Any]:
 # -- ledgers on disk ----------------------------------------------------------------------
 
 
-def _read(path: Path) -> dict[str, Any]:
+DECIDES, BACKOFF, FLAP = "decides", "backoff", "flap"  # the shelf's `state` records
+
+
+def _read(paths: Paths, name: str) -> dict[str, Any]:
     try:
-        data = jsonio.read_json(path, {})
+        data = shelf.read_json(shelf.of(paths), "state", name, {})
     except CorruptFile:
         return {}  # a ledger is rebuilt rather than blocking the loop forever
     return data if isinstance(data, dict) else {}
@@ -135,8 +139,8 @@ def _num(data: Mapping[str, Any], key: str) -> float:
 def load(paths: Paths) -> Ledgers:
     """The ledgers; a field of the wrong type reads as its zero, a file that is not an
     object as empty (they are caches of recent history, rebuilt as beats go by)."""
-    d = _read(paths.state / "decides.json")
-    b = _read(paths.state / "backoff.json")
+    d = _read(paths, DECIDES)
+    b = _read(paths, BACKOFF)
     ts = d.get("ts")
     policy = b.get("policy")
     return Ledgers(
@@ -157,21 +161,25 @@ def load(paths: Paths) -> Ledgers:
 
 def save_decide(paths: Paths, ledgers: Ledgers, now: float) -> None:
     recent = [t for t in ledgers.decides if now - t < HOUR] + [now]
-    jsonio.write_json(paths.state / "decides.json", {"v": 1, "ts": recent})
+    shelf.write_json(shelf.of(paths), "state", DECIDES, {"v": 1, "ts": recent})
 
 
 def save_backoff(paths: Paths, backoff: Backoff | None) -> None:
-    path = paths.state / "backoff.json"
+    box = shelf.of(paths)
     if backoff is None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        box.delete("state", BACKOFF)
         return
-    jsonio.write_json(path, {"v": 1, **backoff.__dict__})
+    shelf.write_json(box, "state", BACKOFF, {"v": 1, **backoff.__dict__})
 
 
 def load_flap(paths: Paths) -> dict[str, Any]:
-    return _read(paths.flap)
+    return _read(paths, FLAP)
 
 
 def save_flap(paths: Paths, state: Mapping[str, Any]) -> None:
-    jsonio.write_json(paths.flap, {"v": 1, **state})
+    shelf.write_json(shelf.of(paths), "state", FLAP, {"v": 1, **state})
+
+
+def clear_flap(paths: Paths) -> None:
+    """A skipped beat breaks every flapping streak."""
+    shelf.of(paths).delete("state", FLAP)
