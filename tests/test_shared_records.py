@@ -582,3 +582,15 @@ def test_the_hourly_cap_and_the_backoff_hold_for_the_loop_not_each_host(
     assert capped.outcome is BeatOutcome.HELD, capped
     assert "decide cap: 2 decides in the last hour (limit 2)" in (capped.reason or "")
     assert not (a.state / "decides.json").exists() and not (b.state / "backoff.json").exists()
+
+
+@pytest.mark.etcd
+def test_when_each_goal_was_last_acted_on_is_the_same_on_every_host(two: Hosts) -> None:
+    from looop_py.beat import probes
+    from looop_py.moves import act
+
+    a, b = two.workdir("a"), two.workdir("b")
+    act.stamp_goal(a, "welcome", 1234.0)
+    seen = probes.Seen(b, 2000.0, ("welcome",))
+    assert probes.goals(seen)["detail"]["goals"]["welcome"] == {"last_acted": 1234.0}
+    assert not (a.goal_activity.exists() or b.goal_activity.exists())

@@ -10,11 +10,11 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 
-from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.workdir import shelf
 from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths, has_entries
+from looop_py.workdir.shelf import GOAL_ACTIVITY
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -163,8 +163,9 @@ def claims(seen: Seen) -> Snapshot:
 def goals(seen: Seen) -> Snapshot:
     """When each goal was last acted on: detail only, so fairness never wakes the loop."""
     paths = seen.paths
+    box = shelf.of(paths)  # state/goal-activity.json; shared on etcd, like the world
     try:
-        ledger = jsonio.read_json(paths.goal_activity, None)
+        ledger = shelf.read_json(box, "state", GOAL_ACTIVITY, None)
     except CorruptFile:
         ledger = False
     acted = ledger.get("goals") if isinstance(ledger, dict) else None
@@ -172,7 +173,7 @@ def goals(seen: Seen) -> Snapshot:
         acted = {}
         if ledger is not None and seen.persist:  # a ledger that does not fit is rebuilt
             with contextlib.suppress(OSError):
-                paths.goal_activity.unlink()
+                box.delete("state", GOAL_ACTIVITY)
     detail: dict[str, Any] = {}
     for goal_id in seen.goal_ids:
         last = acted.get(goal_id)

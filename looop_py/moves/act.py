@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio, procs
-from looop_py.errors import FenceLost, LooopError
+from looop_py.errors import CorruptFile, FenceLost, LooopError
 from looop_py.moves import gate, timers, wal
 from looop_py.moves.union import (
     ArchiveGoal,
@@ -34,10 +34,11 @@ from looop_py.moves.union import (
     WriteSchedule,
     WriteSensor,
 )
-from looop_py.workdir import mailbox, provenance
+from looop_py.workdir import mailbox, provenance, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import GOAL_ACTIVITY
 
 PLAYBOOK_KEEP = 20
 SHELL_TAIL = 2048
@@ -130,13 +131,14 @@ def _guarded(paths: Paths, move: Move, now: float, run: Any) -> Outcome:
 
 def stamp_goal(paths: Paths, goal_id: str, now: float) -> None:
     """Record that a goal was acted on; feeds the fairness section and sys-goals."""
+    box = shelf.of(paths)  # state/goal-activity.json; shared on etcd, like the world
     try:
-        ledger = jsonio.read_json(paths.goal_activity, {})
-    except LooopError:
+        ledger = shelf.read_json(box, "state", GOAL_ACTIVITY, {})
+    except CorruptFile:
         ledger = {}
     acted = dict(ledger.get("goals", {})) if isinstance(ledger, dict) else {}
     acted[goal_id] = now
-    jsonio.write_json(paths.goal_activity, {"v": 1, "goals": acted})
+    shelf.write_json(box, "state", GOAL_ACTIVITY, {"v": 1, "goals": acted})
 
 
 def _archive_goal(paths: Paths, goal_id: str, now: float) -> Outcome:

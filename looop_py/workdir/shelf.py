@@ -12,7 +12,8 @@ any pulse host can continue another's round and answer its asks:
     rounds        rounds/<id>.json         live loop rounds (loops/store.py)
     rounds-done   rounds/done/<id>.json    finished rounds, archived after an hour
     timers        state/schedules/<n>      the decider's write_schedule timers (moves/timers)
-    state         state/<name>.json        loop-schedule (cadence book), round-reports, spend
+    state         state/<name>.json        loop-schedule, round-reports, spend, decides,
+                                           backoff, flap, goal-activity
     memory        (shared shelves only)    each loop's last rounds, for recall on any host
 
 Logs, worktrees, sessions and reports stay on the host that made them, and so
@@ -80,6 +81,9 @@ if TYPE_CHECKING:
 
 
 KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state", "memory")
+
+
+GOAL_ACTIVITY = "goal-activity"  # among the `state` records: when a move last touched each goal
 
 
 def check_kind(kind: str) -> str:
