@@ -594,3 +594,30 @@ def test_when_each_goal_was_last_acted_on_is_the_same_on_every_host(two: Hosts) 
     seen = probes.Seen(b, 2000.0, ("welcome",))
     assert probes.goals(seen)["detail"]["goals"]["welcome"] == {"last_acted": 1234.0}
     assert not (a.goal_activity.exists() or b.goal_activity.exists())
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(60)
+def test_status_on_one_host_shows_the_shared_world_pulse_and_claims(two: Hosts) -> None:
+    a, b = two.workdir("a"), two.workdir("b")
+    done = beat(b, decider=Noop())  # host b commits; host a's local mirror knows nothing
+    assert done.outcome is BeatOutcome.DECIDED
+    choose.coordinator(b).claim("repo", holders.own_holder("me"), now=time.time())
+    with choose.coordinator(b).pulse() as token:
+        got = run_looop("-C", str(a.root), "status", "--json")
+        text = run_looop("-C", str(a.root), "status")
+    assert got.returncode == 0, got.stderr
+    view = jsonio.loads(got.stdout)
+    assert view["coordination"] == {
+        "backend": "etcd",
+        "host": "a",
+        "pulse": {"host": "b", "epoch": token},
+        "claims": 1,
+        "error": None,
+    }
+    assert view["world_hash"] == done.world_hash and view["counts"]["claims"] == 1
+    assert f"etcd as host a; the shared pulse is held by b (epoch {token})" in text.stdout
+    files = run_looop(
+        "-C", str(Hosts("files", a.root.parent / "f", None).workdir().root), "status", "--json"
+    )
+    assert jsonio.loads(files.stdout)["coordination"] == {"backend": "files"}

@@ -122,6 +122,11 @@ def load_committed(paths: Paths) -> Committed:
         data = jsonio.read_json(paths.last_world, None)
     except CorruptFile:
         return Committed()
+    return parse_committed(data)
+
+
+def parse_committed(data: Any) -> Committed:
+    """A committed world record as load_committed reads it (from a file or a backend)."""
     if not isinstance(data, dict):
         return Committed()
     items = data.get("items")

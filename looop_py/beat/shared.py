@@ -20,12 +20,12 @@ from functools import partial
 
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.beat.sense import Committed, World, load_committed
-from looop_py.coord.base import PULSE
+from looop_py.beat.sense import Committed, World, load_committed, parse_committed
+from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
-from looop_py.errors import ClaimHeld, Unavailable
+from looop_py.errors import ClaimHeld, LooopError, Unavailable
 from looop_py.loops import store
-from looop_py.record import replace
+from looop_py.record import record, replace
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths
 from looop_py.world import world_hash
@@ -34,6 +34,7 @@ from looop_py.world import world_hash
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from looop_py.coord.base import Coordinator
     from looop_py.workdir.config import Config
@@ -96,6 +97,60 @@ class Fence:
             return False
         jsonio.atomic_write(self.paths.last_world, data)
         return True
+
+
+@record(frozen=True)
+class Standing:
+    """Where this host stands on a shared backend, as `looop status` shows it."""
+
+    backend: str
+    host: str
+    pulse_host: str | None = None  # who holds the pulse now (None: free)
+    pulse_epoch: int | None = None
+    committed: Committed | None = None  # the shared committed world
+    claims: int = 0  # live claims on the backend, every host's (the pulse left out)
+    error: str | None = None  # the backend could not be read
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "host": self.host,
+            "pulse": {"host": self.pulse_host, "epoch": self.pulse_epoch}
+            if self.pulse_host is not None
+            else None,
+            "claims": self.claims,
+            "error": self.error,
+        }
+
+
+def standing(paths: Paths, cfg: Config) -> Standing | None:
+    """This host, the pulse, the committed world and the claims on a shared backend; None on
+    files. A backend out of reach is said so, not raised: status still shows the rest."""
+    c = cfg.coordination
+    if c.backend == "files":
+        return None
+    host = host_id(c.host_id)
+    try:
+        coord = coordinator(paths, cfg)
+        now = time.time()
+        pulse = coord.get(PULSE, now)
+        data = coord.read(WORLD)
+        claims = sum(1 for v in coord.list_claims(now) if v.live and v.name != PULSE)
+    except LooopError as exc:
+        return Standing(c.backend, host, error=exc.message)
+    held = pulse.claim if pulse is not None and pulse.live else None
+    try:
+        committed = parse_committed(jsonio.loads_bounded(data)) if data else Committed()
+    except ValueError:  # not JSON, or too deep: as a damaged local copy reads
+        committed = Committed()
+    return Standing(
+        c.backend,
+        host,
+        held.host if held else None,
+        held.epoch if held else None,
+        committed,
+        claims,
+    )
 
 
 def beat_shared(

@@ -12,6 +12,7 @@ from looop_py.beat import limits
 from looop_py.beat.decide import policy_hash
 from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import load_committed
+from looop_py.beat.shared import Standing, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
 from looop_py.workdir import config, journal, mailbox
@@ -250,6 +251,7 @@ class StatusView:
     claims: int
     committed_error: str | None = None  # last-world.json could not be read (a cache: rebuilt)
     failed_steps: FailedSteps | None = None  # a bug the last beat survived, until a clean one
+    shared: Standing | None = None  # a shared backend (etcd): this host, the pulse
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -262,6 +264,7 @@ class StatusView:
             "limits": self.limits.to_json(),
             "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
             "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
+            "coordination": self.shared.to_json() if self.shared else {"backend": "files"},
         }
 
 
@@ -272,6 +275,10 @@ def status(paths: Paths) -> StatusView:
     except CorruptFile as exc:
         error = exc.message
     committed = load_committed(paths)
+    shared = standing(paths, config.load(paths.config, paths.config_cache))
+    claims = _count_entries(paths.claims, suffix=".json")
+    if shared is not None and shared.committed is not None:
+        committed, claims = shared.committed, shared.claims  # every host's, not this mirror
     return StatusView(
         work_dir=str(paths.root),
         pulse_running=PulseLock(paths.pulse_lock).held_elsewhere(),
@@ -282,9 +289,10 @@ def status(paths: Paths) -> StatusView:
         limits=limits_now(paths, time.time()),
         goals=len(goal_paths(paths)),
         sessions=_count_entries(paths.sessions, dirs=True),
-        claims=_count_entries(paths.claims, suffix=".json"),
+        claims=claims,
         committed_error=error,
         failed_steps=failed_steps(paths),
+        shared=shared,
     )
 
 

@@ -75,6 +75,7 @@ def status_lines(view: StatusView) -> Lines:
     lines = [
         f"work dir    {view.work_dir}",
         f"pulse       {'running now' if view.pulse_running else 'idle'}",
+        *_shared_lines(view),
         f"last beat   {last.ts} {last.outcome or '?'} ({last.ms} ms)"
         if last
         else "last beat   none yet (run `looop pulse`)",
@@ -86,6 +87,16 @@ def status_lines(view: StatusView) -> Lines:
     if view.committed_error:
         lines.append(Note(f"✗ {view.committed_error}"))
     return lines + limits_lines(view.limits)
+
+
+def _shared_lines(view: StatusView) -> Lines:
+    s = view.shared
+    if s is None:
+        return []
+    if s.error is not None:
+        return [f"shared      {s.backend} as host {s.host}", Note(f"✗ {s.error}")]
+    pulse = f"held by {s.pulse_host} (epoch {s.pulse_epoch})" if s.pulse_host else "free"
+    return [f"shared      {s.backend} as host {s.host}; the shared pulse is {pulse}"]
 
 
 def limits_lines(lim: LimitsView) -> Lines:
