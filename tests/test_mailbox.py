@@ -153,3 +153,22 @@ def test_asks_shows_a_stranded_ask_and_withdraw_removes_it(wd: Paths) -> None:
     done = run_looop("-C", str(wd.root), "withdraw", filed.id, "--reason", "gone")
     assert done.returncode == 0, done.stderr
     assert run_looop("-C", str(wd.root), "asks").stdout.strip() == "no pending asks"
+
+
+def test_an_ask_names_its_waiting_process_from_the_moment_it_exists(wd: Paths) -> None:
+    # Killed right after filing, a `looop ask` must leave a stranded ask, not one that
+    # looks awaited: so the very first record anyone can read already names the waiter.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "ask", "--prompt", "Deploy?"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: list(wd.asks.glob("*.json")), what="the ask to be filed")
+        (first,) = [jsonio.read_json(p) for p in wd.asks.glob("*.json")]
+        assert first["waiter"]["pid"] == proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+    (view,) = mailbox.listing(wd)
+    assert view.state is mailbox.AskState.STRANDED

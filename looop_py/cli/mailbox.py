@@ -48,7 +48,13 @@ def ask(
     asker = os.environ.get("LOOOP_SESSION_ID") or "human"
     choices = tuple(o.strip() for o in options.split(",") if o.strip()) if options else ()
     filed = mailbox.open_ask(
-        paths, prompt=prompt_text, asker=asker, now=time.time(), options=choices, ref=ref
+        paths,
+        prompt=prompt_text,
+        asker=asker,
+        now=time.time(),
+        options=choices,
+        ref=ref,
+        waiting=True,
     )
     show(render.ask_waiting(filed.id))
     got = mailbox.wait(paths, filed.id, timeout_s=timeout)  # NoAnswer: exit 4

@@ -130,8 +130,11 @@ def open_ask(
     options: tuple[str, ...] = (),
     ref: str | None = None,
     hold: dict[str, Any] | None = None,
+    waiting: bool = False,
 ) -> Ask:
-    """File a new ask with the next free id `<asker>-<n>`."""
+    """File a new ask with the next free id `<asker>-<n>`; `waiting`: this process will wait
+    for the answer, and the ask says so from the start (a waiter killed at any moment after
+    leaves a stranded ask, never one that looks awaited)."""
     if not prompt.strip():
         raise UsageError("an ask needs a prompt", "pass --prompt TEXT")
     prefix = check_segment(asker.replace(":", "-"), "asker")
@@ -147,6 +150,7 @@ def open_ask(
             ref=ref,
             hold=hold or {},
             host=box.host if box.shared else None,
+            waiter=_me() if waiting else {},
         )
         if box.create("asks", ask.id, shelf.dumps(ask.to_json())):
             return ask
@@ -230,9 +234,11 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
     """Block until the ask is answered; the ask vanishing or being withdrawn is an error.
 
     The waiting process is recorded in the ask (so a listing can tell when it is
-    gone: the ask is stranded), and so is a timeout (the ask is expired).
+    gone: the ask is stranded), unless it was filed `waiting`; so is a timeout (the ask
+    is expired).
     """
-    _update(paths, ask_id, waiter={"pid": os.getpid(), "create_time": create_time(os.getpid())})
+    if get_ask(paths, ask_id).waiter != _me():
+        _update(paths, ask_id, waiter=_me())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         got = get_answer(paths, ask_id)
@@ -251,6 +257,10 @@ def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer
                 f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
             )
         time.sleep(POLL_S)
+
+
+def _me() -> dict[str, Any]:
+    return {"pid": os.getpid(), "create_time": create_time(os.getpid())}
 
 
 def _update(paths: Paths, ask_id: str, **fields: Any) -> None:
