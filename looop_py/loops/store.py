@@ -62,17 +62,19 @@ class RoundFiles:
         shelf_mod.write_json(self.shelf, LIVE, check_segment(state.id, "round id"), record)
 
     def load(self, round_id: str) -> RoundState:
-        from looop_py.engine.rounds import RoundState  # the engine loads only when rounds run
-
-        where = self.shelf.where(LIVE, check_segment(round_id, "round id"))
-        data = shelf_mod.read_json(self.shelf, LIVE, round_id)
+        data = shelf_mod.read_json(self.shelf, LIVE, check_segment(round_id, "round id"))
         if data is None:
             raise UsageError(f"no round {round_id!r}", "list rounds with `looop rounds --all`")
+        return self._state(round_id, data)
+
+    def _state(self, round_id: str, data: Any) -> RoundState:
+        from looop_py.engine.rounds import RoundState  # the engine loads only when rounds run
+
         try:
             return RoundState.from_dict(data)
         except (AttributeError, KeyError, TypeError, ValueError, UsageError) as exc:
             raise CorruptFile(
-                f"{where} is not a round this looop can read ({exc})",
+                f"{self.shelf.where(LIVE, round_id)} is not a round this looop can read ({exc})",
                 "move it aside; the loop will start a fresh round",
             ) from None
 
@@ -90,10 +92,10 @@ class RoundFiles:
     def all(self) -> list[RoundState]:
         """Every readable live round, oldest first; unreadable ones are skipped."""
         found: list[RoundState] = []
-        for name in self.shelf.names(LIVE):
+        for name, data in shelf_mod.json_items(self.shelf, LIVE):  # one read of them all
             try:
-                found.append(self.load(name))
-            except (UsageError, CorruptFile, OSError):
+                found.append(self._state(name, data))
+            except CorruptFile:
                 continue
         found.sort(key=lambda r: (r.started_at, r.id))
         return found

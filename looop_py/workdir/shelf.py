@@ -26,7 +26,7 @@ replaces only what the writer read (the spend ledger's read-modify-write). Insid
 every write is also conditional on that token still being current, and raises
 FenceLost when it is not: a paused or partitioned ex-leader writes nothing.
 
-Backends other than files register an opener (coord/choose.py does for etcd);
+Backends other than files register an opener (the coord package does for etcd);
 `of(paths)` picks the one looop.toml names and never falls back to files.
 """
 
@@ -265,7 +265,7 @@ os.register_at_fork(after_in_child=_opened.clear)  # a child opens its own conne
 
 
 def register(backend: str, opener: Opener) -> None:
-    """Make `backend` available to of(); coord/choose.py registers etcd."""
+    """Make `backend` available to of(); importing looop_py.coord registers etcd."""
     _OPENERS[backend] = opener
 
 
