@@ -117,7 +117,8 @@ def _mapping(value: Any) -> dict[str, Any]:
 # -- ledgers on disk ----------------------------------------------------------------------
 
 
-DECIDES, BACKOFF, FLAP = "decides", "backoff", "flap"  # the shelf's `state` records
+DECIDES, BACKOFF = "decides", "backoff"  # the shelf's `state` records (and shelf.FLAP)
+FLAP = shelf.FLAP
 
 
 def _read(paths: Paths, name: str) -> dict[str, Any]:
@@ -178,8 +179,3 @@ def load_flap(paths: Paths) -> dict[str, Any]:
 
 def save_flap(paths: Paths, state: Mapping[str, Any]) -> None:
     shelf.write_json(shelf.of(paths), "state", FLAP, {"v": 1, **state})
-
-
-def clear_flap(paths: Paths) -> None:
-    """A skipped beat breaks every flapping streak."""
-    shelf.of(paths).delete("state", FLAP)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from looop_py import jsonio, procs
-from looop_py.beat import limits, seal
+from looop_py.beat import seal
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.errors import Unavailable
@@ -201,7 +201,7 @@ def _beat_body(
         failed_steps=tuple(failed),
     )
     if reason is None:
-        limits.clear_flap(paths)  # a skipped beat breaks every flapping streak
+        shelf.of(paths).delete("state", shelf.FLAP)  # a skipped beat breaks every streak
         if fence is None:
             _seal(paths, cfg, world, last, loop_wake)
         return _finish(paths, base, started, clock, cfg)

@@ -83,7 +83,9 @@ if TYPE_CHECKING:
 KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state", "memory")
 
 
-GOAL_ACTIVITY = "goal-activity"  # among the `state` records: when a move last touched each goal
+# Among the `state` records, two a beat touches without loading their owners:
+GOAL_ACTIVITY = "goal-activity"  # when a move last touched each goal (moves/act.py)
+FLAP = "flap"  # flapping streaks (beat/limits.py), cleared by every skipped beat
 
 
 def check_kind(kind: str) -> str:
