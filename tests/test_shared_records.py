@@ -621,3 +621,88 @@ def test_status_on_one_host_shows_the_shared_world_pulse_and_claims(two: Hosts) 
         "-C", str(Hosts("files", a.root.parent / "f", None).workdir().root), "status", "--json"
     )
     assert jsonio.loads(files.stdout)["coordination"] == {"backend": "files"}
+
+
+PULSE_LOOP = """
+import json, subprocess, sys, time
+root, until, log = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+with open(log, "a") as out:
+    while time.time() < until:
+        done = subprocess.run(
+            [sys.executable, "-m", "looop_py", "-C", root, "pulse", "--json"],
+            capture_output=True, text=True,
+        )
+        try:
+            outcome = json.loads(done.stdout)["outcome"]
+        except ValueError:
+            outcome = "unreadable: " + (done.stdout + done.stderr).replace("\\n", " ")[:200]
+        out.write(f"{done.returncode} {outcome}\\n")
+        out.flush()
+        time.sleep(0.05)
+"""
+
+
+@pytest.mark.etcd
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
+    two: Hosts, tmp_path: Path
+) -> None:
+    """Both hosts run `looop pulse` back to back, as cron on two machines would, while a
+    loop round escalates and a human approves it on one of them: one round, its action run
+    once, every beat decided, skipped or locked, never failed."""
+    marker = tmp_path / "applied"
+    action = f'[actions.apply-patch]\ncommand = "echo ran >> {marker}"\n'
+    dirs = []
+    for host in ("a", "b"):
+        wd = two.workdir(host)
+        setup(wd, action)
+        use_etcd(wd.config, two.cluster.endpoints, two.prefix, TTL)  # type: ignore[union-attr]
+        with wd.config.open("a") as f:
+            f.write(f'host_id = "{host}"\n')
+        loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
+        dirs.append(wd)
+    a, b = dirs
+    until = time.time() + 60
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    loops = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                PULSE_LOOP,
+                str(wd.root),
+                str(until),
+                str(tmp_path / f"{i}.log"),
+            ],
+            env=env,
+        )
+        for i, wd in enumerate(dirs)
+    ]
+    try:
+        wait_for(
+            lambda: [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL],
+            timeout=45,
+            what="the round's approval",
+        )
+        (ask,) = [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL]
+        approved = run_looop("-C", str(b.root), "approve", ask.id)
+        assert approved.returncode == 0, approved.stderr
+        wait_for(
+            lambda: any(r.phase == "done" for r in store.rows(shelf.of(a), include_done=True)),
+            timeout=30,
+            what="the round to finish",
+        )
+        time.sleep(1.0)  # a few more beats on both hosts: nothing may run it again
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert marker.read_text().splitlines() == ["ran"]
+    (done,) = store.rows(shelf.of(b), include_done=True)
+    assert done.outcome == "proceeded"
+    beats = [line for i in range(2) for line in (tmp_path / f"{i}.log").read_text().splitlines()]
+    outcomes = {line.split(" ", 1)[1] for line in beats}
+    assert outcomes <= {"decided", "skipped", "locked"}, outcomes
+    assert all(line.startswith("0 ") for line in beats)  # exit 0 each: cron stays quiet
+    assert "locked" in outcomes and len(beats) >= 10  # they really did contend

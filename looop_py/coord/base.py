@@ -46,6 +46,7 @@ if TYPE_CHECKING:
             ttl_s: float | None = None,
             renew: bool = False,
             now: float,
+            linger_s: float = 0.0,
         ) -> Outcome: ...
 
         def unclaim(self, name: str, holder: Holder, *, now: float) -> Claim | None: ...

@@ -46,6 +46,7 @@ class FilesCoordinator:
         ttl_s: float | None = None,
         renew: bool = False,
         now: float,
+        linger_s: float = 0.0,  # one machine: whoever reads the holder's work is here too
     ) -> lease.Outcome:
         return lease.claim(self.paths, name, holder, ttl_s=ttl_s, renew=renew, now=now)
 

@@ -6,7 +6,10 @@ lease every third of its TTL and revokes it as soon as the holder is gone
 (within POLL_S), so the holder's claims go with it; if this host dies, the
 keeper dies too and the lease expires after the TTL.
 
-    python -c 'from looop_py.coord.keeper import main; …' WORKDIR LEASE PID CREATED HOST
+A claim taken with `linger_s` (a round's worker) gets a keeper of its own that
+keeps the lease that much longer after the holder is gone.
+
+    python -c 'from looop_py.coord.keeper import main; …' WORKDIR LEASE PID CREATED HOST LINGER
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from looop_py.workdir.paths import Paths
 
 
 def main(argv: list[str]) -> int:
-    root, lease, pid, created, host = argv
+    root, lease, pid, created, host, *rest = argv
+    linger_s = float(rest[0]) if rest else 0.0
     for sig in (signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # detached: only kill, or the holder's end, ends it
     os.environ[HOST_ENV] = host  # the holder's host id, whatever this environment says
@@ -29,5 +33,5 @@ def main(argv: list[str]) -> int:
     keep = getattr(coord, "keep", None)
     if keep is None:
         return 2  # the work dir went back to files: nothing to keep
-    keep(int(lease), int(pid), float(created))
+    keep(int(lease), int(pid), float(created), linger_s)
     return 0

@@ -109,7 +109,10 @@ class EtcdCoordinator:
         ttl_s: float | None = None,
         renew: bool = False,
         now: float,
+        linger_s: float = 0.0,
     ) -> Outcome:
+        """`linger_s`: the claim outlives its holder process by this long (while its host
+        lives), on a lease of its own: a round's worker, whose result only its host can read."""
         check_segment(name, "claim name")
         lease_mod.check_ttl(ttl_s)
         ckey, ekey = self.key("claims", name), self.key("epochs", name)
@@ -136,7 +139,7 @@ class EtcdCoordinator:
                 else cmp(ckey, "MOD", "EQUAL", _rev(kc)),
                 cmp(ekey, "MOD", "EQUAL", _rev(ke)),
             ]
-            lease = self._lease_for(holder)
+            lease = self._lease_for(holder, linger_s)
             success = [put(ckey, *self._body(new, lease)), put(ekey, str(epoch).encode())]
             if self._txn_lease(compare, success):
                 return Outcome(new, "acquired")
@@ -252,12 +255,12 @@ class EtcdCoordinator:
 
     # -- leases ------------------------------------------------------------------------
 
-    def _lease_for(self, holder: Holder) -> int:
+    def _lease_for(self, holder: Holder, linger_s: float = 0.0) -> int:
         if holder.pid is None:
             return 0  # a loop round: its claim lives as long as the round (the beat reaps it)
         if holder.pid == os.getpid():
             return self._own_lease()
-        return self._keeper_lease(holder.pid, holder.create_time or 0.0)
+        return self._keeper_lease(holder.pid, holder.create_time or 0.0, linger_s)
 
     def _own_lease(self) -> int:
         with self._lock:
@@ -285,9 +288,10 @@ class EtcdCoordinator:
                     if self._own == lease:
                         self._own = 0
 
-    def _keeper_lease(self, pid: int, created: float) -> int:
+    def _keeper_lease(self, pid: int, created: float, linger_s: float = 0.0) -> int:
         """The lease of another process on this host, and a keeper for it if it has none."""
-        rkey = self.key("leases", self.host, f"{pid}-{round(created * 100)}")
+        tail = f"-linger{round(linger_s)}" if linger_s > 0 else ""
+        rkey = self.key("leases", self.host, f"{pid}-{round(created * 100)}{tail}")
         for _ in range(MAX_TRIES):
             found = self.client.get(rkey)
             if found:
@@ -297,16 +301,17 @@ class EtcdCoordinator:
                 [cmp(rkey, "CREATE", "EQUAL", 0)], [put(rkey, str(lease).encode(), lease)]
             )
             if ok:
-                self._spawn_keeper(lease, pid, created)
+                self._spawn_keeper(lease, pid, created, linger_s)
                 return lease
             self.client.revoke(lease)  # another `looop claim` of this holder won: use its lease
         raise Busy(f"the lease of process {pid} changed {MAX_TRIES} times in a row")
 
-    def _spawn_keeper(self, lease: int, pid: int, created: float) -> None:
+    def _spawn_keeper(self, lease: int, pid: int, created: float, linger_s: float) -> None:
         """Start the keeper detached, through a shell that backgrounds it and returns at once,
         so no process of ours is left to reap it (the beat and tests live long)."""
         code = "import sys; from looop_py.coord.keeper import main; sys.exit(main(sys.argv[1:]))"
         args = [str(self.paths.root), str(lease), str(pid), repr(created), self.host]
+        args += [repr(linger_s)]
         keeper = [sys.executable, "-c", code, *args]
         subprocess.run(
             ["/bin/sh", "-c", '"$@" &', "sh", *keeper],
@@ -318,12 +323,16 @@ class EtcdCoordinator:
             check=True,
         )
 
-    def keep(self, lease: int, pid: int, created: float) -> str:
-        """A keeper's loop: refresh `lease` while process `pid` lives; revoke it when it dies."""
+    def keep(self, lease: int, pid: int, created: float, linger_s: float = 0.0) -> str:
+        """A keeper's loop: refresh `lease` while process `pid` lives (and `linger_s` after);
+        revoke it then."""
         last_ok = time.monotonic()
         due = 0.0
+        gone_at: float | None = None
         while True:
-            if not identity.is_alive(pid, created):
+            if gone_at is None and not identity.is_alive(pid, created):
+                gone_at = time.monotonic()
+            if gone_at is not None and time.monotonic() - gone_at >= linger_s:
                 with contextlib.suppress(Unavailable):
                     self.client.revoke(lease)
                 return "holder-dead"

@@ -60,8 +60,15 @@ def script_prompt(prompt: str) -> str:
     return comment(prompt) + "\n"
 
 
+# How long a round's worker's claim outlives the worker (while its host lives): the time its
+# host has to read the result (only it can: the session is on its disk) before another host
+# may step the round on. Cron beats every minute; a host silent this long is gone.
+HANDOVER_S = 180.0
+
+
 def worker_claim(session: str) -> str:
-    """The claim a round's worker holds on a shared backend while it lives."""
+    """The claim a round's worker holds on a shared backend while it lives, and HANDOVER_S
+    after, so its host reads the result before any other host steps the round on."""
     return f"worker.{session}"
 
 
@@ -96,7 +103,9 @@ class SessionWorkers:
             # Labelled as its round's, so sys-claims leaves it to the engine, as a round's own.
             label = holders.ROUND_PREFIX + request.round_id
             holder = holders.Holder(label, session.pid, session.create_time)
-            coordinator(self.paths).claim(worker_claim(session.id), holder, now=self.clock())
+            coordinator(self.paths).claim(
+                worker_claim(session.id), holder, now=self.clock(), linger_s=HANDOVER_S
+            )
         return request.id
 
     def poll(self, handle: str) -> WorkerResult | None:

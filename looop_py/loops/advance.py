@@ -161,10 +161,11 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
 def _worker_elsewhere(
     paths: Paths, rounds: store.RoundFiles, state: RoundState, now: float
 ) -> bool:
-    """Does the round's maker or checker run, alive, on another host? Only that host can read
-    its session, so only it steps the round. The worker's claim (SessionWorkers) says it is
-    alive: when that host dies, the claim's lease lapses and any host may step the round on
-    (its poll then finds the session gone, and the round fails with that reason)."""
+    """Is the round's maker or checker another host's, running or ended moments ago? Only that
+    host can read its session, so only it steps the round. The worker's claim
+    (SessionWorkers) lives as long as the worker and HANDOVER_S after, while its host lives:
+    when the host dies, the claim's lease lapses and any host may step the round on (its
+    poll then finds the session gone, and the round fails with that reason)."""
     shelf = rounds.shelf
     if not shelf.shared or state.phase.value not in ("maker-running", "checker-running"):
         return False
