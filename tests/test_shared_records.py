@@ -706,3 +706,30 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
     assert outcomes <= {"decided", "skipped", "locked"}, outcomes
     assert all(line.startswith("0 ") for line in beats)  # exit 0 each: cron stays quiet
     assert "locked" in outcomes and len(beats) >= 10  # they really did contend
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(60)
+def test_looop_up_acts_on_an_answer_given_on_another_host_at_once(two: Hosts) -> None:
+    from tests.test_resident import beats
+
+    a, b = two.workdir("a"), two.workdir("b")
+    ask = mailbox.open_ask(a, prompt="go?", asker="decider", now=time.time())
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(a.root), "up", "--interval", "3600"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_for(lambda: beats(a) >= 1, timeout=20, what="the first beat")
+        time.sleep(0.5)
+        start = time.monotonic()
+        mailbox.answer(b, ask.id, "yes", now=time.time())  # on host b: a's disk is untouched
+        wait_for(lambda: beats(a) >= 2, timeout=5, what="host a's beat after b's answer")
+        reacted = time.monotonic() - start
+    finally:
+        up.kill()
+        up.wait()
+    assert reacted < 2.0, f"reacted in {reacted:.2f} s"  # not the hour's interval

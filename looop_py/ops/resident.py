@@ -4,7 +4,10 @@ Cron bounds reaction time to a minute. The resident pulse beats every
 `interval_s` and, between beats, watches what a human changes — goals/,
 PLAYBOOK.md, sensors/, answers/ and asks/ — by polling their stat signature a
 few times a second (a few dozen stat calls: well under 1 % of a core), so an
-answer or an edited goal is acted on in under a second. The pulse lock stays
+answer or an edited goal is acted on in under a second. On a shared backend
+(etcd) the asks, answers and approvals are records every host writes: their
+names are polled there too, once a second (three keys-only reads), so an answer
+given on another host is acted on within about a second. The pulse lock stays
 the single-instance guard for beats, so cron and `up` never beat at once; a
 second `up` for the same work dir is refused by its own lock. `looop down`
 sends SIGTERM and waits: the beat in progress ends cleanly.
@@ -22,12 +25,13 @@ from collections.abc import Callable
 
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatResult
-from looop_py.errors import Busy, UsageError
+from looop_py.errors import Busy, LooopError, UsageError
 from looop_py.locks import PulseLock
-from looop_py.workdir import journal
+from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths
 
 POLL_S = 0.2  # how often the watched files are looked at between beats
+SHARED_POLL_S = 1.0  # how often the shared records are (each look is a round trip to etcd)
 DOWN_WAIT_S = 30.0
 
 
@@ -37,6 +41,9 @@ def _up_lock(paths: Paths) -> PulseLock:
 
 def _pid_file(paths: Paths) -> os.PathLike[str]:
     return paths.state / "up.pid"
+
+
+SHARED_KINDS = ("asks", "answers", "approved")  # what humans write, on a shared backend
 
 
 def watched_signature(paths: Paths) -> tuple[tuple[str, int, int], ...]:
@@ -60,6 +67,19 @@ def watched_signature(paths: Paths) -> tuple[tuple[str, int, int], ...]:
     return tuple(found)
 
 
+def shared_signature(paths: Paths) -> tuple[tuple[str, ...], ...] | None:
+    """The names of the asks, answers and approvals on a shared backend; None on files, or
+    when it cannot be read (a looop.toml half edited, etcd out of reach: the next timed
+    beat says so)."""
+    try:
+        box = shelf.of(paths)
+        if not box.shared:
+            return None
+        return tuple(tuple(box.names(kind)) for kind in SHARED_KINDS)
+    except LooopError:
+        return None
+
+
 def run(
     paths: Paths,
     *,
@@ -81,12 +101,18 @@ def run(
         on_beat(beat(paths, clock=clock))
         beats += 1
         seen = watched_signature(paths)  # the beat itself may write asks/, answers/
+        shared = shared_signature(paths)
+        shared_due = time.monotonic() + SHARED_POLL_S
         deadline = time.monotonic() + interval_s
         while not stop.is_set() and time.monotonic() < deadline:
             stop.wait(min(POLL_S, max(0.0, deadline - time.monotonic())))
-            now_seen = watched_signature(paths)
-            if now_seen != seen:
+            if watched_signature(paths) != seen:
                 break  # a human changed something: beat now
+            if shared is not None and time.monotonic() >= shared_due:
+                shared_due = time.monotonic() + SHARED_POLL_S
+                now_shared = shared_signature(paths)
+                if now_shared is not None and now_shared != shared:
+                    break  # a human answered or approved on another host
     return beats
 
 
