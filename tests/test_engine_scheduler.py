@@ -24,9 +24,8 @@ from looop_py.engine.rounds import Phase
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import UsageError
 from looop_py.loops.schedule import (
-    BookFile,
+    ShelfBook,
     due_loops,
-    load_book,
     mark_fired,
     schedules_snapshot,
 )
@@ -36,6 +35,11 @@ from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 
 T0 = 1_800_000_000.0  # a fixed "now"; every test passes time explicitly
+
+
+def book_in(root: Path) -> ShelfBook:
+    """The schedule book of a work dir at `root` (state/loop-schedule.json)."""
+    return ShelfBook(FilesShelf(Paths(root)))
 
 
 class Sink:
@@ -96,24 +100,23 @@ def test_changed_cadence_is_rescheduled_and_removed_loops_forgotten() -> None:
 
 
 def test_book_survives_a_damaged_entry_and_a_corrupt_file(tmp_path: Path) -> None:
-    path = tmp_path / "schedules.json"
+    path = tmp_path / "state" / "loop-schedule.json"
+    path.parent.mkdir()
     damaged = {"a": {"cadence": "every 1m"}, "b": {"cadence": "every 1m", "next_at": 5}}
     path.write_text(json.dumps({"v": 1, "loops": damaged}))
-    assert set(load_book(path).loops) == {"b"}
+    assert set(book_in(tmp_path).load().loops) == {"b"}
     path.write_text("{not json")
-    assert load_book(path) == ScheduleBook()
+    assert book_in(tmp_path).load() == ScheduleBook()
 
 
 # -- the scheduler ------------------------------------------------------------------------
 
 
 def test_scheduler_persists_so_a_restart_does_not_refire(tmp_path: Path) -> None:
-    state = tmp_path / "state" / "schedules.json"
-
     def scheduler() -> tuple[LoopScheduler, Sink, InProcessWorkers]:
         sink = Sink()
         eng, workers = make_engine("tick", "every 60s")
-        return LoopScheduler(BookFile(state), sink=sink).register(eng), sink, workers
+        return LoopScheduler(book_in(tmp_path), sink=sink).register(eng), sink, workers
 
     sched, sink, _ = scheduler()
     assert sched.tick_once(T0) == 0  # first sight: waits for the first slot
@@ -129,7 +132,7 @@ def test_scheduler_persists_so_a_restart_does_not_refire(tmp_path: Path) -> None
 
 def test_fire_new_runs_a_new_loop_at_once_like_the_reference(tmp_path: Path) -> None:
     eng, _ = make_engine("daily", "daily 09:00")
-    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=Sink(), fire_new=True).register(eng)
+    sched = LoopScheduler(book_in(tmp_path), sink=Sink(), fire_new=True).register(eng)
     assert sched.tick_once(T0) == 1 and sched.tick_once(T0 + 1) == 0
 
 
@@ -153,7 +156,7 @@ def test_a_loop_never_has_two_live_rounds(tmp_path: Path) -> None:
     eng, workers = make_engine(
         "assisted", "every 60s", LoopLevel.L2_ASSISTED, store=store, escalations=escalations
     )
-    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, fire_new=True).register(eng)
+    sched = LoopScheduler(book_in(tmp_path), sink=sink, fire_new=True).register(eng)
     assert sched.tick_once(T0) == 1
     (live,) = store.live()
     assert live.phase is Phase.AWAITING_APPROVAL
@@ -173,7 +176,7 @@ def test_non_blocking_ticks_advance_rounds_across_ticks(tmp_path: Path) -> None:
     store = RoundFiles(FilesShelf(Paths(tmp_path)))
     eng, _ = make_engine("slow", "every 1h", store=store, polls=2)
     sink = Sink()
-    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, fire_new=True).register(eng)
+    sched = LoopScheduler(book_in(tmp_path), sink=sink, fire_new=True).register(eng)
     assert sched.tick_once(T0, blocking=False) == 1
     phases = [store.live()[0].phase]
     for i in range(1, 6):
@@ -200,7 +203,7 @@ def test_register_rejects_bad_cadences_and_duplicates() -> None:
 def test_spawned_scheduler_runs_until_stopped(tmp_path: Path) -> None:
     sink = Sink()
     eng, _ = make_engine("bg", "every 1h")
-    sched = LoopScheduler(BookFile(tmp_path / "s.json"), sink=sink, tick_s=0.05, fire_new=True)
+    sched = LoopScheduler(book_in(tmp_path), sink=sink, tick_s=0.05, fire_new=True)
     thread, stop = sched.register(eng).spawn(time.time)
     assert sink.got.wait(5)
     stop.set()
@@ -212,22 +215,22 @@ def test_spawned_scheduler_runs_until_stopped(tmp_path: Path) -> None:
 
 
 def test_schedule_signal_changes_only_when_a_loop_falls_due_or_fires(tmp_path: Path) -> None:
-    path = tmp_path / "schedules.json"
+    path = book_in(tmp_path)
     cadences = {"a": "every 60s", "broken": "every 0s"}
-    first = schedules_snapshot(BookFile(path), cadences, T0)
+    first = schedules_snapshot(path, cadences, T0)
     assert first["signal"] == {"a": {"due": False, "fired": 0}, "broken": "invalid"}
     assert "positive" in first["detail"]["broken"]["error"]
-    assert schedules_snapshot(BookFile(path), cadences, T0 + 30)["signal"] == first["signal"]
+    assert schedules_snapshot(path, cadences, T0 + 30)["signal"] == first["signal"]
     assert first["detail"]["a"]["due_in_s"] == 60
 
-    assert due_loops(BookFile(path), cadences, T0 + 60) == ["a"]
-    assert schedules_snapshot(BookFile(path), cadences, T0 + 60)["signal"]["a"] == {
+    assert due_loops(path, cadences, T0 + 60) == ["a"]
+    assert schedules_snapshot(path, cadences, T0 + 60)["signal"]["a"] == {
         "due": True,
         "fired": 0,
     }
-    mark_fired(BookFile(path), "a", "every 60s", T0 + 61)
-    assert due_loops(BookFile(path), cadences, T0 + 62) == []
-    assert schedules_snapshot(BookFile(path), cadences, T0 + 62)["signal"]["a"] == {
+    mark_fired(path, "a", "every 60s", T0 + 61)
+    assert due_loops(path, cadences, T0 + 62) == []
+    assert schedules_snapshot(path, cadences, T0 + 62)["signal"]["a"] == {
         "due": False,
         "fired": 1,
     }

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from looop_py import jsonio
 from looop_py.engine.cadence import Schedule
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import CorruptFile, UsageError
@@ -36,36 +34,11 @@ if TYPE_CHECKING:
 BOOK = "loop-schedule"  # its name among the shelf's `state` records
 
 
-def load_book(path: Path) -> ScheduleBook:
-    """The book saved at `path`; an unreadable one is rebuilt from the cadences (at
-    worst each loop waits one slot)."""
-    try:
-        return ScheduleBook.from_dict(jsonio.read_json(path, None))
-    except CorruptFile:
-        return ScheduleBook()
-
-
-def save_book(path: Path, book: ScheduleBook) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    jsonio.write_json(path, book.to_dict())
-
-
-@dataclass(frozen=True)
-class BookFile:
-    """A ScheduleBook kept in one file: the engine's BookStore (`looop up`'s scheduler, tests)."""
-
-    path: Path
-
-    def load(self) -> ScheduleBook:
-        return load_book(self.path)
-
-    def save(self, book: ScheduleBook) -> None:
-        save_book(self.path, book)
-
-
 @dataclass(frozen=True)
 class ShelfBook:
-    """The work dir's book, on its shelf (files: state/loop-schedule.json)."""
+    """The work dir's book, on its shelf (files: state/loop-schedule.json): the engine's
+    BookStore. An unreadable book is rebuilt from the cadences (at worst each loop waits
+    one slot)."""
 
     shelf: Shelf
 
