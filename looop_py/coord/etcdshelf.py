@@ -78,7 +78,7 @@ class EtcdShelf:
             return ok
         name, token = fence
         epoch_key, claim_key = self.coord.key("epochs", name), self.coord.key("claims", name)
-        guard = [cmp(epoch_key, "VALUE", "EQUAL", token), cmp(claim_key, "VERSION", "GREATER", 0)]
+        guard = self.coord.fence_guard(name, token)
         ok, responses = self.client.txn(
             [*guard, *compare], success, [rng(epoch_key), rng(claim_key)]
         )

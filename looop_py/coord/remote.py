@@ -224,16 +224,19 @@ class EtcdCoordinator:
 
     # -- fenced writes -----------------------------------------------------------------
 
-    def fenced_put(self, name: str, epoch: int, key: str, value: bytes) -> bool:
-        """One transaction: the name's epoch is still `epoch` and its claim still exists."""
+    def fence_guard(self, name: str, epoch: int) -> list[dict[str, Any]]:
+        """A transaction's compares for "`epoch` is still the current holder's token of
+        `name`": its epoch counter is unchanged and its claim still exists."""
         check_segment(name, "claim name")
-        ok, _ = self.client.txn(
-            [
-                cmp(self.key("epochs", name), "VALUE", "EQUAL", epoch),
-                cmp(self.key("claims", name), "VERSION", "GREATER", 0),
-            ],
-            [put(self.key("data", check_key(key)), value)],
-        )
+        return [
+            cmp(self.key("epochs", name), "VALUE", "EQUAL", epoch),
+            cmp(self.key("claims", name), "VERSION", "GREATER", 0),
+        ]
+
+    def fenced_put(self, name: str, epoch: int, key: str, value: bytes) -> bool:
+        """One transaction: the value is stored only while the fence guard holds."""
+        guard = self.fence_guard(name, epoch)
+        ok, _ = self.client.txn(guard, [put(self.key("data", check_key(key)), value)])
         return ok
 
     def read(self, key: str) -> bytes | None:
