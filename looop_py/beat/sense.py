@@ -152,11 +152,11 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def commit(
-    paths: Paths, seen: World, now: float, action: str | None, next_wake: float | None
-) -> Committed:
-    """Write the world as committed by this decision; returns what load_committed reads back."""
-    record = {
+def committed_record(
+    seen: World, now: float, action: str | None, next_wake: float | None
+) -> dict[str, Any]:
+    """The committed world as stored (state/last-world.json, or a shared backend's key)."""
+    return {
         "v": 1,
         "hash": seen.hash,
         "items": seen.items,
@@ -164,5 +164,11 @@ def commit(
         "action": action,
         "next_wake": next_wake,
     }
-    jsonio.write_json(paths.last_world, record)
+
+
+def commit(
+    paths: Paths, seen: World, now: float, action: str | None, next_wake: float | None
+) -> Committed:
+    """Write the world as committed by this decision; returns what load_committed reads back."""
+    jsonio.write_json(paths.last_world, committed_record(seen, now, action, next_wake))
     return Committed(seen.hash, dict(seen.items), now, action, next_wake)

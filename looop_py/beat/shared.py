@@ -20,7 +20,7 @@ from functools import partial
 
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.beat.sense import Committed, World, load_committed, parse_committed
+from looop_py.beat.sense import Committed, World, committed_record, parse_committed
 from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, LooopError, Unavailable
@@ -64,7 +64,7 @@ class Fence:
         if data is None:
             return Committed()  # nothing committed on this prefix yet: every item is new
         jsonio.atomic_write(self.paths.last_world, data, durable=False)
-        return load_committed(self.paths)
+        return _committed(data)
 
     def scope(self, world: World, last: Committed) -> World:
         """The world as every host can agree on it: this host's local readings become items
@@ -82,16 +82,8 @@ class Fence:
 
     def commit(self, world: World, now: float, action: str | None, next_wake: float | None) -> bool:
         """Write the world (as beat/sense.py's commit does, plus host and token) if still held."""
-        record = {
-            "v": 1,
-            "hash": world.hash,
-            "items": world.items,
-            "committed_at": now,
-            "action": action,
-            "next_wake": next_wake,
-            "host": self.coord.host,
-            "epoch": self.token,
-        }
+        record = committed_record(world, now, action, next_wake)
+        record.update(host=self.coord.host, epoch=self.token)
         data = jsonio.dumps(record, pretty=True) + b"\n"
         if not self.coord.fenced_put(PULSE, self.token, WORLD, data):
             return False
@@ -139,18 +131,23 @@ def standing(paths: Paths, cfg: Config) -> Standing | None:
     except LooopError as exc:
         return Standing(c.backend, host, error=exc.message)
     held = pulse.claim if pulse is not None and pulse.live else None
-    try:
-        committed = parse_committed(jsonio.loads_bounded(data)) if data else Committed()
-    except ValueError:  # not JSON, or too deep: as a damaged local copy reads
-        committed = Committed()
     return Standing(
         c.backend,
         host,
         held.host if held else None,
         held.epoch if held else None,
-        committed,
+        _committed(data),
         claims,
     )
+
+
+def _committed(data: bytes | None) -> Committed:
+    """The shared committed world's bytes, read as load_committed reads the local copy: a
+    value that does not fit (not JSON, too deep, the wrong shape) is nothing committed."""
+    try:
+        return parse_committed(jsonio.loads_bounded(data)) if data else Committed()
+    except ValueError:
+        return Committed()
 
 
 def beat_shared(
