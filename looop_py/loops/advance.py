@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
     from looop_py.engine.spec import LoopSpec
+    from looop_py.workdir.shelf import Shelf
 
 
 def engine_for(
@@ -128,7 +129,7 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
             continue
         if new.phase != state.phase:
             events.append(_round_event(new))
-            _note_if_reported(paths, new)
+            _note_if_reported(rounds.shelf, new)
     store.archive_done(rounds.shelf, now)
     due_loops = cadences(index(paths))
     if due_loops:
@@ -178,12 +179,12 @@ def _worker_elsewhere(
     return bool(view and view.live)
 
 
-def _note_if_reported(paths: Paths, state: RoundState) -> None:
+def _note_if_reported(shelf: Shelf, state: RoundState) -> None:
     """A round that just ended with something to report is the one change that wakes the
     decider (sys-rounds); its progress up to then never does."""
     outcome = state.outcome.value if state.outcome else None
     if not state.live and outcome in store.REPORTED:
-        store.note_report(store.rounds_of(paths).shelf, state.loop, state.id)
+        store.note_report(shelf, state.loop, state.id)
 
 
 def _round_event(state: RoundState) -> dict[str, Any]:
