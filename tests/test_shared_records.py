@@ -242,22 +242,28 @@ def test_an_ask_filed_on_one_host_is_answered_from_the_other(two: Hosts) -> None
     assert not (a.asks.exists() and list(a.asks.iterdir()))  # nothing on host a's disk
 
 
+def sweep_hosts(two: Hosts, command: str) -> tuple[Paths, Paths]:
+    """Hosts a and b on one prefix with the rules decider and an L2 loop `sweep`, whose
+    approved action runs `command`."""
+    dirs = []
+    for host in ("a", "b"):
+        wd = two.workdir(host)
+        setup(wd, f'[actions.apply-patch]\ncommand = "{command}"\n')
+        use_etcd(wd.config, two.cluster.endpoints, two.prefix, TTL)  # type: ignore[union-attr]
+        with wd.config.open("a") as f:
+            f.write(f'host_id = "{host}"\n')
+        loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
+        dirs.append(wd)
+    return dirs[0], dirs[1]
+
+
 @pytest.mark.etcd
 @pytest.mark.timeout(120)
 def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
     two: Hosts, tmp_path: Path
 ) -> None:
     marker = tmp_path / "applied"
-    dirs = []
-    for host in ("a", "b"):
-        wd = two.workdir(host)
-        setup(wd, f'[actions.apply-patch]\ncommand = "touch {marker}"\n')
-        use_etcd(wd.config, two.cluster.endpoints, two.prefix, TTL)  # type: ignore[union-attr]
-        with wd.config.open("a") as f:
-            f.write(f'host_id = "{host}"\n')
-        loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
-        dirs.append(wd)
-    a, b = dirs
+    a, b = sweep_hosts(two, f"touch {marker}")
     shared = shelf.of(a)
 
     def waiting() -> bool:
@@ -652,17 +658,7 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
     loop round escalates and a human approves it on one of them: one round, its action run
     once, every beat decided, skipped or locked, never failed."""
     marker = tmp_path / "applied"
-    action = f'[actions.apply-patch]\ncommand = "echo ran >> {marker}"\n'
-    dirs = []
-    for host in ("a", "b"):
-        wd = two.workdir(host)
-        setup(wd, action)
-        use_etcd(wd.config, two.cluster.endpoints, two.prefix, TTL)  # type: ignore[union-attr]
-        with wd.config.open("a") as f:
-            f.write(f'host_id = "{host}"\n')
-        loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
-        dirs.append(wd)
-    a, b = dirs
+    dirs = a, b = sweep_hosts(two, f"echo ran >> {marker}")
     until = time.time() + 60
     env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
     loops = [
