@@ -89,9 +89,15 @@ def main() -> None:
     from looop_py.cli.pulse import pulse_command
 
     def pulse() -> int:
+        from looop_py.coord.choose import open_workdir  # past the quiet attempt only
+
         paths = output.resolve(workdir)
         os.chdir(paths.root)  # sensors start in the work dir: posix_spawn, no subprocess
-        return pulse_command(paths, handover=handover, **opts)
+        wd = open_workdir(paths)
+        try:
+            return pulse_command(wd, handover=handover, **opts)
+        finally:
+            wd.close()
 
     leave(guarded(pulse, workdir, as_json=opts["as_json"]))
 
@@ -121,7 +127,17 @@ def claim_door(argv: list[str]) -> bool:
     if opts is None:
         return False
     run = plainclaim.claim_command if rest[0] == "claim" else plainclaim.unclaim_command
-    leave(guarded(lambda: run(output.resolve(workdir), **opts), workdir, as_json=opts["as_json"]))
+
+    def claim() -> int | None:
+        from looop_py.coord.choose import open_workdir  # a plain claim line: no click
+
+        wd = open_workdir(output.resolve(workdir))
+        try:
+            return run(wd, **opts)
+        finally:
+            wd.close()
+
+    leave(guarded(claim, workdir, as_json=opts["as_json"]))
     return True
 
 

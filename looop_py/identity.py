@@ -11,6 +11,7 @@ importing psutil would cost more than the check.
 
 from __future__ import annotations
 
+import functools  # loaded already: site imports it at start-up
 import os
 import sys
 
@@ -50,21 +51,18 @@ def _identity(pid: int) -> tuple[bool, float] | None:
 
 
 _PROC = sys.platform.startswith("linux") and os.path.exists("/proc/self/stat")
-_cache: dict[str, float] = {}
 
 
+@functools.cache  # a fact of this boot of this machine
 def _clock_ticks() -> float:
-    if "tck" not in _cache:
-        _cache["tck"] = float(os.sysconf("SC_CLK_TCK"))
-    return _cache["tck"]
+    return float(os.sysconf("SC_CLK_TCK"))
 
 
+@functools.cache  # a fact of this boot of this machine
 def _boot_time() -> float:
-    if "btime" not in _cache:
-        with open("/proc/stat", "rb") as f:
-            line = next(x for x in f if x.startswith(b"btime"))
-        _cache["btime"] = float(line.split()[1])
-    return _cache["btime"]
+    with open("/proc/stat", "rb") as f:
+        line = next(x for x in f if x.startswith(b"btime"))
+    return float(line.split()[1])
 
 
 def create_time(pid: int) -> float | None:

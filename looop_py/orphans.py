@@ -9,6 +9,7 @@ daemon.
 
 from __future__ import annotations
 
+import functools  # loaded already: site imports it at start-up
 import os
 import time
 
@@ -21,7 +22,13 @@ if TYPE_CHECKING:
 
 PR_SET_CHILD_SUBREAPER = 36
 _SWEEP_S = 2.0  # the most time spent ending what was adopted
-_prctl: list[object] = []  # the resolved libc prctl, once per process
+
+
+@functools.cache  # libc's prctl, resolved once per process
+def _prctl() -> object:
+    import _ctypes  # only while sensors run (see _set_subreaper)
+
+    return _ctypes.dlsym(_ctypes.dlopen(None), "prctl")  # type: ignore[arg-type]
 
 
 def _set_subreaper(on: bool) -> bool:
@@ -30,10 +37,8 @@ def _set_subreaper(on: bool) -> bool:
     try:
         import _ctypes  # only while sensors run; a third of what `import ctypes` costs
 
-        if not _prctl:
-            _prctl.append(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"))  # type: ignore[arg-type]
         call = getattr(_ctypes, "call_function")  # noqa: B009 - private, not in the stubs
-        return bool(call(_prctl[0], (PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0)
+        return bool(call(_prctl(), (PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0)
     except (ImportError, AttributeError, OSError, TypeError):
         pass
     try:

@@ -4,11 +4,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from looop_py.coord.choose import open_workdir
+from looop_py.workdir.context import Clock, WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 
@@ -31,6 +33,40 @@ def wd(tmp_path: Path) -> Paths:
     # The foundation tests watch sensing and hashing; deciding is tested on its own.
     (result.root / "looop.toml").write_text('[decider]\nbackend = "noop"\n')
     return Paths(result.root)
+
+
+# The work dirs a test opened, by root and clock: reused while looop.toml is unchanged (a
+# test that edits it between two calls gets a fresh one, as two commands would), all closed
+# when the test ends (an etcd shelf revokes its lease). A forked child opens its own.
+_OPENED: dict[tuple[Path, Clock], tuple[tuple[int, ...], WorkDir]] = {}
+_ALL_OPENED: list[WorkDir] = []
+os.register_at_fork(after_in_child=_OPENED.clear)
+
+
+def open_wd(paths: Paths, clock: Clock = time.time) -> WorkDir:
+    """The work dir as a door opens it: looop.toml loaded, its shelf opened."""
+    st = os.stat(paths.config)
+    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    found = _OPENED.get((paths.root, clock))
+    if found is not None and found[0] == stamp:
+        return found[1]
+    opened = open_workdir(paths, clock=clock)
+    _OPENED[(paths.root, clock)] = (stamp, opened)
+    _ALL_OPENED.append(opened)
+    return opened
+
+
+def close_opened() -> None:
+    """Close every work dir the test opened (what a door does when its command ends)."""
+    _OPENED.clear()
+    while _ALL_OPENED:
+        _ALL_OPENED.pop().close()
+
+
+@pytest.fixture(autouse=True)
+def _close_opened_workdirs() -> Iterator[None]:
+    yield
+    close_opened()
 
 
 def run_looop(

@@ -20,7 +20,7 @@ from looop_py.workdir.config import load
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
 from tests.agentclis import env_for, runtime_toml
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 from tests.fakemodel import FakeModel, Turn
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -49,7 +49,9 @@ def run_worker(
     mp.setattr(environ, "looop_bin", lambda: str(wrapper))
     wd.config.write_text(wd.config.read_text() + runtime_toml(cli))
     cfg = load(wd.config, wd.config_cache)
-    launch.start(wd, cfg, "w1", "Do the task, then report.", runtime=cli, now=time.time(), **kw)
+    launch.start(
+        open_wd(wd), cfg, "w1", "Do the task, then report.", runtime=cli, now=time.time(), **kw
+    )
     d = wd.sessions / "w1"
 
     def ended() -> bool:

@@ -19,15 +19,15 @@ from looop_py.moves import approvals, gate, union
 from looop_py.workdir import journal, mailbox, provenance
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 
 LOOP = "---\nintent: keep ci green\nlevel: L2-assisted\nmaker: make fix\ncadence: every 1h\n---\n"
 
 
 def held(wd: Paths, move: dict[str, Any]) -> mailbox.Ask:
-    admission = gate.admit(wd, Config(), union.parse(move), time.time())
+    admission = gate.admit(open_wd(wd), Config(), union.parse(move), time.time())
     assert admission.held is not None, admission
-    return mailbox.get_ask(wd, admission.held)
+    return mailbox.get_ask(open_wd(wd), admission.held)
 
 
 def test_an_approved_goal_is_written_exactly_as_the_diff_showed(wd: Paths) -> None:
@@ -50,18 +50,18 @@ def test_an_approval_whose_file_changed_meanwhile_is_refused_as_stale(wd: Paths)
     r = run_looop("-C", str(wd.root), "approve", ask.id)
     assert r.returncode == 2 and "stale" in r.stderr and "sensors/ci.sh changed" in r.stderr
     assert (wd.sensors / "ci.sh").read_text() == "#!/bin/sh\necho human\n"
-    answer = mailbox.get_answer(wd, ask.id)
+    answer = mailbox.get_answer(open_wd(wd), ask.id)
     assert answer is not None and answer.verdict == "stale"
     assert "refused as stale" in journal.tail(wd, 1)[0]
-    assert not mailbox.pending(wd)
+    assert not mailbox.pending(open_wd(wd))
 
 
 def test_an_approval_whose_command_changed_meanwhile_is_refused_as_stale(wd: Paths) -> None:
     ask = held(wd, {"action": "run_shell", "cmd": "echo hi"})
     hold = dict(ask.hold)
     hold["move"] = {"action": "run_shell", "cmd": "echo hi; touch x"}  # an edited ask file
-    assert approvals.stale_reason(wd, Config(), hold) is not None
-    assert approvals.stale_reason(wd, Config(), ask.hold) is None
+    assert approvals.stale_reason(open_wd(wd), Config(), hold) is not None
+    assert approvals.stale_reason(open_wd(wd), Config(), ask.hold) is None
 
 
 def test_an_approved_shell_worker_runs_its_prompt(wd: Paths, tmp_path: Path) -> None:
@@ -81,17 +81,17 @@ def test_a_lock_held_too_long_leaves_the_approval_to_the_next_beat(
     lock = PulseLock(wd.pulse_lock)
     assert lock.acquire()
     try:
-        got = approvals.approve(wd, ask.id, now=time.time())
+        got = approvals.approve(open_wd(wd), ask.id, now=time.time())
     finally:
         lock.release()
     assert got.note == approvals.QUEUED and not marker.exists()
     assert "queued for the next beat" in journal.tail(wd, 1)[0]
     with pytest.raises(Exception, match="already"):
-        approvals.approve(wd, ask.id, now=time.time())
-    beat(wd)
-    beat(wd, force=True)
+        approvals.approve(open_wd(wd), ask.id, now=time.time())
+    beat(open_wd(wd))
+    beat(open_wd(wd), force=True)
     assert marker.read_text() == "x\n"  # once
-    answer = mailbox.get_answer(wd, ask.id)
+    answer = mailbox.get_answer(open_wd(wd), ask.id)
     assert answer is not None and answer.note == "ran: exit 0"
 
 
@@ -112,7 +112,7 @@ def test_killing_approve_while_it_waits_for_the_lock_still_runs_it_once(
     try:
 
         def waiting() -> bool:
-            got = mailbox.get_answer(wd, ask.id)
+            got = mailbox.get_answer(open_wd(wd), ask.id)
             return got is not None and got.note == approvals.WAITING
 
         wait_for(waiting, 20, "approve to record the approval and wait for the lock")
@@ -141,10 +141,10 @@ def test_an_approval_interrupted_mid_run_is_reported_never_rerun(wd: Paths, tmp_
     wd.approved.mkdir(parents=True, exist_ok=True)
     intent = {"v": 1, "ask": ask.id, "hold": ask.hold, "state": "running", "pid": 1}
     jsonio.write_json(wd.approved / f"{ask.id}.json", intent)  # its actor died mid-move
-    beat(wd)
+    beat(open_wd(wd))
     assert not marker.exists()
     assert any(f"approved {ask.id}" in ln and "interrupted" in ln for ln in journal.tail(wd, 5))
-    answer = mailbox.get_answer(wd, ask.id)
+    answer = mailbox.get_answer(open_wd(wd), ask.id)
     assert answer is not None and (answer.note or "").startswith("interrupted")
 
 
@@ -154,6 +154,6 @@ def test_a_denial_racing_an_approval_wins_and_nothing_runs(wd: Paths, tmp_path: 
     wd.approved.mkdir(parents=True, exist_ok=True)
     intent = {"v": 1, "ask": ask.id, "hold": ask.hold, "state": "approved"}
     jsonio.write_json(wd.approved / f"{ask.id}.json", intent)  # approve died before answering
-    mailbox.answer(wd, ask.id, "denied", now=time.time(), verdict="denied")
-    beat(wd)
+    mailbox.answer(open_wd(wd), ask.id, "denied", now=time.time(), verdict="denied")
+    beat(open_wd(wd))
     assert not marker.exists() and not list(wd.approved.glob("*.json"))

@@ -14,7 +14,7 @@ import pytest
 from looop_py import jsonio
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 
 def pulse(wd: Paths, *args: str) -> dict:
@@ -36,7 +36,7 @@ def test_script_backend_replays_moves_through_pulse(wd: Paths) -> None:
     assert (wd.goals / "from-script.md").read_text() == "# Scripted\n"
     second = pulse(wd)  # the new goal changed the world
     assert second["move"]["action"] == "ask_human"
-    assert [a.prompt for a in mailbox.pending(wd)] == ["Is the staging DB free?"]
+    assert [a.prompt for a in mailbox.pending(open_wd(wd))] == ["Is the staging DB free?"]
     third = pulse(wd)  # the new ask wakes the loop once
     assert third["move"] == {"action": "noop", "reason": "nothing else"}
     assert pulse(wd)["outcome"] == "skipped"
@@ -125,10 +125,10 @@ def test_ask_from_inside_a_worker_blocks_until_answered(wd: Paths) -> None:
     r = run_looop("-C", str(wd.root), "worker", "start", "painter", script, "--runtime", "shell")
     assert r.returncode == 0, r.stderr
     deadline = time.monotonic() + 20
-    while not mailbox.pending(wd):
+    while not mailbox.pending(open_wd(wd)):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    (ask,) = mailbox.pending(wd)
+    (ask,) = mailbox.pending(open_wd(wd))
     assert ask.asker == "painter"
     health = jsonio.loads(run_looop("-C", str(wd.root), "workers", "--json").stdout)
     assert health["workers"][0]["health"] == "waiting-ask"

@@ -16,7 +16,7 @@ from looop_py.errors import CorruptFile
 from looop_py.workdir import goals as goals_mod
 from looop_py.workdir.goals import GoalError, frontmatter, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 DEEP = 300  # orjson parses it, but cannot write it back (its limit is 254 levels)
 
@@ -54,14 +54,14 @@ def test_a_deep_sensor_does_not_stop_the_beat_or_the_other_sensors(wd: Paths) ->
     write_sensor(wd, "deep", f"echo '{_deep_list(DEEP)}'")
     write_sensor(wd, "deepdetail", f"""echo '{{"signal": 1, "detail": {_deep_list(DEEP)}}}'""")
     write_sensor(wd, "fine", "echo ok")
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert result.outcome in ("decided", "skipped")
     by_stem = {r.stem: r.snapshot for r in result.readings}
     assert by_stem["sensor-fine"]["signal"] == "ok"
     for stem in ("sensor-deep", "sensor-deepdetail"):
         assert by_stem[stem]["signal"]["error"] == "too-deep"
         assert json.loads(wd.snapshot(stem).read_text())["signal"]["error"] == "too-deep"
-    again = beat(wd)
+    again = beat(open_wd(wd))
     assert again.outcome == "skipped"  # the error signal is stable: it woke the loop once
 
 
@@ -108,9 +108,9 @@ def test_frontmatter_too_deep_or_too_big_is_a_goal_error(text: str, needle: str)
 def test_a_deep_goal_is_an_error_naming_it_and_the_beat_goes_on(wd: Paths) -> None:
     wd.goal("deep").write_text(f"---\ncadence: every 1h\nbudget: {_deep_list(5000)}\n---\nx\n")
     wd.goal("bomb").write_text(BOMB)
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert result.outcome in ("decided", "skipped")
-    assert beat(wd).outcome == "skipped"
+    assert beat(open_wd(wd)).outcome == "skipped"
     out = run_looop("-C", str(wd.root), "loops", "--json")
     assert out.returncode == 0, out.stderr
     errors = json.loads(out.stdout)["errors"]
@@ -149,13 +149,13 @@ def test_a_hostile_playbook_is_named_in_the_prompt_and_the_beat_goes_on(
 ) -> None:
     wd.playbook.unlink()
     _hostile(wd.playbook, kind)
-    body = read_playbook(wd)
+    body = read_playbook(open_wd(wd))
     assert body is not None
     if kind != "binary":
         assert body.startswith(b"(looop could not read PLAYBOOK.md: ")
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert result.outcome == "decided", result
-    assert beat(wd).outcome == "skipped"  # the notice is stable, so it wakes the loop once
+    assert beat(open_wd(wd)).outcome == "skipped"  # the notice is stable, so it wakes the loop once
     prompt = max(wd.runs.iterdir()).joinpath("prompt.md").read_text()
     if kind != "binary":
         assert "looop could not read PLAYBOOK.md" in prompt
@@ -165,14 +165,14 @@ def test_a_hostile_playbook_is_named_in_the_prompt_and_the_beat_goes_on(
 def test_a_hostile_goal_is_an_error_naming_it_and_the_others_are_read(wd: Paths, kind: str) -> None:
     wd.goal("fine").write_text("# a fine goal\n")
     _hostile(wd.goals / "bad.md", kind)
-    found = {g.id: g for g in read_goals(wd)}
+    found = {g.id: g for g in read_goals(open_wd(wd))}
     assert found["fine"].error is None and found["fine"].body == b"# a fine goal\n"
     if kind == "dangling":
         assert "bad" not in found  # nothing there: no goal
     elif kind != "binary":
         assert found["bad"].error and "goals/bad.md" in found["bad"].body.decode()
-    assert beat(wd).outcome == "decided"
-    assert beat(wd).outcome == "skipped"
+    assert beat(open_wd(wd)).outcome == "decided"
+    assert beat(open_wd(wd)).outcome == "skipped"
     out = run_looop("-C", str(wd.root), "loops")
     assert out.returncode == 0, out.stderr
     assert run_looop("-C", str(wd.root), "status").returncode == 0
@@ -184,7 +184,7 @@ def test_goals_together_are_capped(wd: Paths, monkeypatch: pytest.MonkeyPatch) -
         old.unlink()
     for i in range(5):
         wd.goal(f"g{i}").write_text("x" * 1000)
-    found = read_goals(wd)
+    found = read_goals(open_wd(wd))
     ok = [g.id for g in found if g.error is None]
     over = [g for g in found if g.error]
     assert len(ok) == 3 and len(over) == 2

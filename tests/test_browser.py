@@ -25,7 +25,7 @@ from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, wait_for, write_sensor
+from tests.conftest import open_wd, run_looop, wait_for, write_sensor
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -85,9 +85,9 @@ def held(wd: Paths, move: dict[str, Any]) -> mailbox.Ask:
     from looop_py.moves import gate, union
     from looop_py.workdir.config import Config
 
-    admission = gate.admit(wd, Config(), union.parse(move), time.time())
+    admission = gate.admit(open_wd(wd), Config(), union.parse(move), time.time())
     assert admission.held is not None
-    return mailbox.get_ask(wd, admission.held)
+    return mailbox.get_ask(open_wd(wd), admission.held)
 
 
 def _free_port() -> int:
@@ -136,16 +136,19 @@ def _shot(drv: Any, name: str) -> Path:
 def _world(wd: Paths, marker: Path) -> None:
     write_sensor(wd, "disk", 'echo "{\\"signal\\": \\"ok\\"}"')
     write_sensor(wd, "flaky", "echo broken >&2; exit 3")
-    beat(wd)
-    beat(wd)
+    beat(open_wd(wd))
+    beat(open_wd(wd))
     held(wd, {"action": "run_shell", "cmd": f"echo approved-by-click >> {marker}"})
     mailbox.open_ask(
-        wd, prompt="Which database should the migration use?", asker="human", now=time.time()
+        open_wd(wd),
+        prompt="Which database should the migration use?",
+        asker="human",
+        now=time.time(),
     )
     script = 'for i in $(seq 1 300); do echo "step $i"; sleep 0.2; done\n'
     r = run_looop("-C", str(wd.root), "worker", "start", "builder", "-", input=script)
     assert r.returncode == 0, r.stderr
-    beat(wd, force=True)
+    beat(open_wd(wd), force=True)
 
 
 def test_every_page_in_a_real_browser_then_answer_and_approve_by_clicking(
@@ -211,7 +214,7 @@ def test_report_html_draws_its_charts_in_a_real_browser(
 
     write_sensor(wd, "s", "echo 1")
     for _ in range(3):
-        beat(wd, force=True)
+        beat(open_wd(wd), force=True)
     out = tmp_path / "report.html"
     assert run_looop("-C", str(wd.root), "report", "--html", str(out)).returncode == 0
     driver.get(out.as_uri())
@@ -251,6 +254,6 @@ def test_a_real_post_without_the_token_or_from_another_origin_changes_nothing(
     assert post({**cookie, "Origin": base}, data=b"csrf=forged") == 403
     assert post({**cookie, "Origin": base}, data=b"") == 403
     assert security.token_path(wd).read_text().strip() == token
-    assert not marker.exists() and mailbox.get_answer(wd, ask.id) is None
+    assert not marker.exists() and mailbox.get_answer(open_wd(wd), ask.id) is None
     assert post({**cookie, "Origin": base}) == 200  # the same POST done right does run
     assert marker.exists()

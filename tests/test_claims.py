@@ -31,7 +31,7 @@ from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 from looop_py.workdir.template import init
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 
 PROCS, NAMES, ROUNDS = 32, ("alpha", "beta", "gamma", "delta"), 100
 
@@ -202,7 +202,9 @@ def test_recycled_pid_is_dead(wd: Paths) -> None:
     assert not identity.is_alive(ghost.pid, ghost.create_time)
     claims.claim(wd, "repo", ghost, now=time.time())
     assert [v.live for v in reaper.list_claims(wd, time.time())] == [False]
-    assert probes.claims(probes.Seen(wd, time.time(), ()))["signal"] == []  # only the live set
+    assert (
+        probes.claims(probes.Seen(open_wd(wd), time.time(), ()))["signal"] == []
+    )  # only the live set
     taken = claims.claim(wd, "repo", me, now=time.time())
     assert taken.action == "acquired" and taken.claim.epoch == 2
 
@@ -249,7 +251,7 @@ def test_sigkilled_holder_loses_its_claim_on_the_next_beat(wd: Paths) -> None:
         epoch = wd.root / "epoch"
         wait_for(lambda: epoch.exists() and epoch.read_text().strip(), what="the claim")
         assert (wd.root / "epoch").read_text().strip() == "1"
-        assert probes.claims(probes.Seen(wd, time.time(), ()))["signal"] == [
+        assert probes.claims(probes.Seen(open_wd(wd), time.time(), ()))["signal"] == [
             {"name": "repo", "session": None}
         ]
         refused = run_looop("-C", str(wd.root), "claim", "repo")
@@ -258,7 +260,7 @@ def test_sigkilled_holder_loses_its_claim_on_the_next_beat(wd: Paths) -> None:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
     assert claims_on_disk(wd) == ["repo"]
-    beat(wd, decider=Noop())
+    beat(open_wd(wd), decider=Noop())
     assert claims_on_disk(wd) == []
     reaped = [e for e in journal.recent_events(wd) if e["event"] == "claim_reaped"]
     assert reaped and reaped[0]["name"] == "repo" and reaped[0]["reason"] == "holder-dead"
@@ -277,7 +279,7 @@ def test_a_rounds_claim_lives_as_long_as_its_round(wd: Paths) -> None:
     jsonio.write_json(wd.rounds / "r1.json", {"phase": "work"})
     assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd))) == []
     jsonio.write_json(wd.rounds / "r1.json", {"phase": "done"})
-    housekeep(wd, config.load(wd.config, wd.config_cache), time.time())  # the beat's step
+    housekeep(open_wd(wd), config.load(wd.config, wd.config_cache), time.time())  # the beat's step
     assert claims_on_disk(wd) == []
     reaped = [e for e in journal.recent_events(wd) if e["event"] == "claim_reaped"]
     assert [(e["name"], e["reason"]) for e in reaped] == [("repo", "round-ended")]

@@ -14,8 +14,11 @@ from looop_py.beat.sensors import Reading
 from looop_py.cli import render, summary
 from looop_py.cli.output import Note, show
 from looop_py.cli.pulse import pulse_command
+from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
+from tests.memshelf import MemoryShelf
 
 OK = Reading("sensor-disk", {"signal": "ok", "detail": {}}, 0.004)
 BROKEN = Reading("sensor-ci", {"signal": {"error": True, "exit_code": 3}, "detail": {}}, 0.002)
@@ -90,7 +93,8 @@ def _door(
     )
     monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
     opts = {"as_json": False, "force": False, "verbose": False, "quiet": False, **flags}
-    code = pulse_command(Paths(Path("/nonexistent")), **opts)
+    nowhere = Paths(Path("/nonexistent"))  # the beat is replaced: nothing is read
+    code = pulse_command(WorkDir(nowhere, Config(), MemoryShelf()), **opts)
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -17,6 +17,7 @@ from looop_py.cli.manual import PAGES
 from looop_py.moves import timers
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 
 
 def looop(wd: Paths | None, *args: str, input: str | None = None) -> Result:
@@ -162,7 +163,7 @@ def test_reporting_commands_answer_in_json(wd: Paths, tmp_path: Path) -> None:
 
 def test_answer_approve_and_deny_answer_in_json(wd: Paths) -> None:
     now = time.time()
-    question = mailbox.open_ask(wd, prompt="Which DB?", asker="w1", now=now)
+    question = mailbox.open_ask(open_wd(wd), prompt="Which DB?", asker="w1", now=now)
     answered = as_json(looop(wd, "answer", question.id, "staging", "--json"))
     assert answered["id"] == question.id and answered["answer"] == "staging"
 
@@ -172,7 +173,7 @@ def test_answer_approve_and_deny_answer_in_json(wd: Paths) -> None:
         from looop_py.workdir.config import Config
 
         move = union.parse({"action": "run_shell", "cmd": cmd})
-        held = gate.admit(wd, Config(), move, now).held
+        held = gate.admit(open_wd(wd), Config(), move, now).held
         assert held is not None
         return held
 
@@ -196,8 +197,8 @@ def test_answer_approve_and_deny_answer_in_json(wd: Paths) -> None:
 def test_schedules_lists_timers_and_drop_removes_one(wd: Paths) -> None:
     assert looop(wd, "schedules").stdout == "no schedules\n"
     now = time.time()
-    timers.write(wd, "nightly", now=now, cron="0 3 * * *")
-    timers.write(wd, "soon", now=now, in_s=600)
+    timers.write(open_wd(wd), "nightly", now=now, cron="0 3 * * *")
+    timers.write(open_wd(wd), "soon", now=now, in_s=600)
     listed = as_json(looop(wd, "schedules", "--json"))["schedules"]
     assert [(s["name"], s["kind"]) for s in listed] == [("nightly", "cron"), ("soon", "once")]
     assert listed[1]["signal"] == "pending" and 590 <= listed[1]["due_in_s"] <= 600

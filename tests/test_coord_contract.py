@@ -34,7 +34,7 @@ from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import write_sensor
+from tests.conftest import close_opened, open_wd, write_sensor
 from tests.etcdserver import Cluster, use_etcd
 
 TTL = 2.0  # the etcd lease TTL these tests use (the shortest looop.toml allows)
@@ -94,7 +94,7 @@ class Backend:
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     cluster = request.getfixturevalue("etcd") if request.param == "etcd" else None
     yield Backend(request.param, tmp_path, cluster)
-    choose.forget()
+    close_opened()
 
 
 def _ledger(fd: int, line: str) -> None:
@@ -107,7 +107,7 @@ def _ledger(fd: int, line: str) -> None:
 
 def _contender(root: str, ledger: str, seed: int, attempts: int, names: tuple[str, ...]) -> None:
     rng = random.Random(seed)
-    coord = choose.coordinator(Paths(Path(root)))
+    coord = choose.coordinator(open_wd(Paths(Path(root))))
     holder = holders.own_holder(f"p{os.getpid()}")
     fd = os.open(ledger, os.O_WRONLY | os.O_APPEND)
     for _ in range(attempts):
@@ -134,7 +134,7 @@ def test_exclusive_under_contention_and_epochs_grow_by_one(
     wd = backend.workdir()
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
-    choose.coordinator(wd)  # import the backend here once, not in each forked child
+    choose.coordinator(open_wd(wd))  # import the backend here once, not in each forked child
     ctx = multiprocessing.get_context("fork")
     workers = [
         ctx.Process(target=_contender, args=(str(wd.root), str(ledger), i, attempts, names))
@@ -165,12 +165,12 @@ def test_exclusive_under_contention_and_epochs_grow_by_one(
     assert grants + refused == procs * attempts
     assert refused > 0 and grants > 100  # contended, and progress was made
     print(f"{backend.name}: {grants} grants, {refused} refused, 0 double grants")
-    views = choose.coordinator(wd).list_claims(time.time())
+    views = choose.coordinator(open_wd(wd)).list_claims(time.time())
     assert [v.name for v in views if v.live] == []
 
 
 def test_tokens_strictly_increase_and_never_go_back(backend: Backend) -> None:
-    coord = choose.coordinator(backend.workdir())
+    coord = choose.coordinator(open_wd(backend.workdir()))
     me, other = holders.own_holder("me"), holders.own_holder("other")
     seen = []
     for who in (me, other, me, other):
@@ -191,9 +191,9 @@ import os, sys, time
 sys.path[:0] = [{path!r}]
 from pathlib import Path
 from looop_py.claims import holders
-from looop_py.coord.choose import coordinator
+from looop_py.coord.choose import coordinator, open_workdir
 from looop_py.workdir.paths import Paths
-coord = coordinator(Paths(Path({root!r})))
+coord = coordinator(open_workdir(Paths(Path({root!r}))))
 got = coord.claim({name!r}, holders.own_holder("doomed"), now=time.time())
 print(got.claim.epoch, flush=True)
 time.sleep(120)
@@ -223,7 +223,7 @@ def test_a_dead_hosts_claim_goes_when_its_lease_expires(etcd: Cluster, tmp_path:
     try:
         _death_then_release(Backend("etcd", tmp_path, etcd), "other-host")
     finally:
-        choose.forget()
+        close_opened()
 
 
 def _death_then_release(backend: Backend, where: str) -> None:
@@ -231,7 +231,7 @@ def _death_then_release(backend: Backend, where: str) -> None:
     # On this host a claimant sees the dead process at once; from another host only the
     # lease can tell, so the claim goes when its TTL runs out.
     proc, epoch = _holder(wd, "repo", "far-away" if where == "other-host" else "")
-    coord = choose.coordinator(wd)
+    coord = choose.coordinator(open_wd(wd))
     me = holders.own_holder("next")
     with pytest.raises(ClaimHeld, match="doomed"):
         coord.claim("repo", me, now=time.time())
@@ -252,7 +252,7 @@ def _death_then_release(backend: Backend, where: str) -> None:
 
 
 def test_a_stale_token_writes_nothing(backend: Backend) -> None:
-    coord = choose.coordinator(backend.workdir())
+    coord = choose.coordinator(open_wd(backend.workdir()))
     a, b = holders.own_holder("a"), holders.own_holder("b")
     first = coord.claim("deploy", a, now=time.time()).claim.epoch
     assert coord.fenced_put("deploy", first, "deploy/state", b"one")
@@ -274,7 +274,7 @@ def test_a_paused_holder_past_its_ttl_writes_nothing(etcd: Cluster, tmp_path: Pa
     proc, epoch = _holder(wd, "deploy")
     try:
         os.kill(proc.pid, signal.SIGSTOP)  # paused: its lease keeper thread stops too
-        coord = choose.coordinator(wd)
+        coord = choose.coordinator(open_wd(wd))
         me = holders.own_holder("next")
         deadline = time.monotonic() + TTL + 5
         while True:
@@ -292,14 +292,14 @@ def test_a_paused_holder_past_its_ttl_writes_nothing(etcd: Cluster, tmp_path: Pa
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        choose.forget()
+        close_opened()
 
 
 def _pulse_host(root: str, host: str, attempts: int, out: str) -> None:
     os.environ[HOST_ENV] = host
     outcomes: dict[str, int] = defaultdict(int)
     for _ in range(attempts):
-        result = beat(Paths(Path(root)), force=True, decider=Noop())
+        result = beat(open_wd(Paths(Path(root))), force=True, decider=Noop())
         outcomes[result.outcome.value] += 1
         time.sleep(random.uniform(0, 0.01))
     Path(out).write_text(" ".join(f"{k}={v}" for k, v in sorted(outcomes.items())))
@@ -321,7 +321,7 @@ def test_one_pulse_at_a_time_across_two_hosts(backend: Backend, tmp_path: Path) 
         wd = backend.workdir(host)
         write_sensor(wd, "overlap", sensor)
         roots.append(str(wd.root))
-    choose.coordinator(backend.workdir(0))  # load the backend once, before forking
+    choose.coordinator(open_wd(backend.workdir(0)))  # load the backend once, before forking
     ctx = multiprocessing.get_context("fork")
     attempts = 110  # per host: 220 contended attempts in all
     procs = [
@@ -364,11 +364,11 @@ def test_a_killed_pulse_holder_is_replaced_within_the_ttl(backend: Backend, tmp_
             time.sleep(0.02)
         os.environ[HOST_ENV] = "host-b"
         try:
-            assert beat(b, decider=Noop()).outcome is BeatOutcome.LOCKED
+            assert beat(open_wd(b), decider=Noop()).outcome is BeatOutcome.LOCKED
             os.killpg(holder.pid, signal.SIGKILL)
             holder.wait()
             killed = time.monotonic()
-            while (result := beat(b, decider=Noop())).outcome is BeatOutcome.LOCKED:
+            while (result := beat(open_wd(b), decider=Noop())).outcome is BeatOutcome.LOCKED:
                 assert time.monotonic() - killed < backend.release_within_s + 5
                 time.sleep(0.05)
         finally:

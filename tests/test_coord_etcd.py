@@ -24,7 +24,7 @@ from looop_py.errors import ClaimHeld, ConfigError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, wait_for, write_sensor
+from tests.conftest import close_opened, open_wd, run_looop, wait_for, write_sensor
 from tests.etcdserver import Cluster, use_etcd
 from tests.test_cli_process import _loaded_after_plain_pulse
 from tests.test_coord_contract import TTL, Noop
@@ -46,7 +46,7 @@ def cluster3() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
-        choose.forget()
+        close_opened()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -58,7 +58,7 @@ def single() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
-        choose.forget()
+        close_opened()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -71,7 +71,7 @@ def _on(wd: Paths, cluster: Cluster) -> Paths:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_claims_and_tokens_survive_a_leader_kill(cluster3: Cluster, wd: Paths) -> None:
-    coord = choose.coordinator(_on(wd, cluster3))
+    coord = choose.coordinator(open_wd(_on(wd, cluster3)))
     me, other = holders.own_holder("me"), holders.own_holder("other")
     held = coord.claim("repo", me, now=time.time()).claim.epoch
     for _ in range(3):
@@ -111,11 +111,11 @@ def _answers(coord: choose.Coordinator) -> bool:
 def test_lost_quorum_skips_the_beat_and_never_falls_back(single: Cluster, wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     _on(wd, single)
-    assert beat(wd, force=True, decider=Noop()).outcome is BeatOutcome.DECIDED
+    assert beat(open_wd(wd), force=True, decider=Noop()).outcome is BeatOutcome.DECIDED
     committed = jsonio.read_json(wd.last_world)
     assert committed["host"] and committed["epoch"] == 1  # the pulse token it committed under
     single.stop()
-    result = beat(wd, force=True, decider=Noop())
+    result = beat(open_wd(wd), force=True, decider=Noop())
     assert result.outcome is BeatOutcome.SKIPPED
     assert result.reason and "coordination unavailable" in result.reason
     assert "coordination unavailable, beat skipped" in wd.journal.read_text()
@@ -142,16 +142,16 @@ def test_a_second_host_continues_from_the_shared_committed_world(
         use_etcd(root / "looop.toml", single.endpoints, prefix, TTL)
         write_sensor(Paths(root), "s", "echo same")
         dirs.append(Paths(root))
-    first = beat(dirs[0], decider=Noop())
+    first = beat(open_wd(dirs[0]), decider=Noop())
     assert first.outcome is BeatOutcome.DECIDED
     # The other host sees the same world already committed: nothing new, no decide.
-    second = beat(dirs[1], decider=Noop())
+    second = beat(open_wd(dirs[1]), decider=Noop())
     assert second.outcome is BeatOutcome.SKIPPED and second.prev_hash == first.world_hash
     # No quiet seal on etcd: the next beat takes the pulse and reads the shared world again.
     from looop_py.beat import seal
 
     assert not any((d.root / seal.SEAL).exists() for d in dirs)
-    assert beat(dirs[0], decider=Noop()).prev_hash == first.world_hash
+    assert beat(open_wd(dirs[0]), decider=Noop()).prev_hash == first.world_hash
 
 
 @pytest.mark.etcd
@@ -268,9 +268,9 @@ def test_a_good_etcd_table_loads(wd: Paths) -> None:
 @pytest.mark.etcd
 def test_the_decider_sees_the_claims_every_host_holds_on_etcd(single: Cluster, wd: Paths) -> None:
     _on(wd, single)
-    coord = choose.coordinator(wd)
+    coord = choose.coordinator(open_wd(wd))
     coord.claim("repo", holders.own_holder("s-other-host"), now=time.time())
-    assert beat(wd, decider=Noop()).outcome is BeatOutcome.DECIDED
+    assert beat(open_wd(wd), decider=Noop()).outcome is BeatOutcome.DECIDED
     snap = jsonio.read_json(wd.snapshot("sys-claims"))
     assert snap["signal"] == [{"name": "repo", "session": "s-other-host"}]  # not `pulse`
     assert snap["detail"]["claims"]["repo"]["epoch"] >= 1

@@ -11,7 +11,7 @@ from looop_py.deciders.base import DecideRequest, Decision, Usage
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
-from tests.conftest import run_looop, wait_for, write_sensor
+from tests.conftest import open_wd, run_looop, wait_for, write_sensor
 
 
 class Seq:
@@ -39,17 +39,17 @@ def test_rules_asks_once_when_a_sensor_breaks(wd: Paths) -> None:
     flag = wd.root / "ok"
     flag.write_text("1")
     write_sensor(wd, "probe", f"[ -s {flag} ] && echo fine || {{ echo dead >&2; exit 3; }}")
-    beat(wd)  # baseline: healthy
+    beat(open_wd(wd))  # baseline: healthy
     flag.write_text("")
-    first = beat(wd)
+    first = beat(open_wd(wd))
     assert first.move["action"] == "ask_human"
-    (ask,) = mailbox.pending(wd)
+    (ask,) = mailbox.pending(open_wd(wd))
     assert "sensors/probe.sh" in ask.prompt and "dead" in ask.prompt
     # The new ask changes sys-asks once; after that the broken sensor is old news.
-    second = beat(wd)
+    second = beat(open_wd(wd))
     assert second.outcome == "decided" and second.move["action"] == "noop"
-    assert beat(wd).outcome == "skipped"
-    assert len(mailbox.pending(wd)) == 1
+    assert beat(open_wd(wd)).outcome == "skipped"
+    assert len(mailbox.pending(open_wd(wd))) == 1
 
 
 def test_rules_start_the_goal_whose_sensor_changed(wd: Paths) -> None:
@@ -63,18 +63,20 @@ def test_rules_start_the_goal_whose_sensor_changed(wd: Paths) -> None:
     )
     (wd.goals / "docs.md").write_text("---\non: [other]\n---\nDocs\n")
     (wd.goals / "welcome.md").unlink()
-    first = beat(wd)  # both triggered on the first beat: least recently acted first
+    first = beat(open_wd(wd))  # both triggered on the first beat: least recently acted first
     assert first.move["action"] == "start_worker"
     assert first.move.get("next_interval_s") == 5
     started = {first.move["id"]}
-    second = beat(wd, clock=lambda: time.time() + 6)  # the follow-up wakes the rest
+    second = beat(open_wd(wd, clock=lambda: time.time() + 6))  # the follow-up wakes the rest
     assert second.move["action"] == "start_worker"
     started.add(second.move["id"])
     assert started == {"docs", "fix-ci"}
     # A goal whose worker still runs waits its turn; let the first fix-ci worker end.
-    wait_for(lambda: not records.get(wd, "fix-ci", time.time()).alive, what="fix-ci to end")
+    wait_for(
+        lambda: not records.get(open_wd(wd), "fix-ci", time.time()).alive, what="fix-ci to end"
+    )
     flag.write_text("b")
-    third = beat(wd, clock=lambda: time.time() + 12)
+    third = beat(open_wd(wd, clock=lambda: time.time() + 12))
     assert third.move == {
         "action": "start_worker",
         "id": "fix-ci",
@@ -89,41 +91,41 @@ def test_rules_start_a_round_for_a_loop_goal(wd: Paths) -> None:
     write_sensor(wd, "ci", "echo red")
     (wd.goals / "sweep.md").write_text("---\non: [ci]\nlevel: L2-assisted\n---\nSweep\n")
     (wd.goals / "welcome.md").unlink()
-    broken = beat(wd)  # a loop without an intent cannot start: a clear, journaled failure
+    broken = beat(open_wd(wd))  # a loop without an intent cannot start: a clear, journaled failure
     assert broken.outcome == "failed" and "no intent" in (broken.reason or "")
     (wd.goals / "sweep.md").write_text(
         "---\non: [ci]\nintent: keep ci green\nlevel: L2-assisted\nmaker: echo hi\n---\nSweep\n"
     )
     write_sensor(wd, "ci", "echo redder")
-    started = beat(wd, clock=lambda: time.time() + 61)  # past the failure backoff
+    started = beat(open_wd(wd, clock=lambda: time.time() + 61))  # past the failure backoff
     assert started.move["action"] == "start_round", started.reason
     assert "round sweep-" in (started.journal or "")
 
 
 def test_next_interval_is_durable_across_processes(wd: Paths) -> None:
     t0 = time.time()
-    beat(wd, decider=Seq({"action": "noop", "next_interval_s": 30}), clock=lambda: t0)
+    beat(open_wd(wd, clock=lambda: t0), decider=Seq({"action": "noop", "next_interval_s": 30}))
     assert load_committed(wd).next_wake == t0 + 30
     d = Seq()
-    assert beat(wd, decider=d, clock=lambda: t0 + 10).outcome == "skipped"
-    woke = beat(wd, decider=d, clock=lambda: t0 + 31)
+    assert beat(open_wd(wd, clock=lambda: t0 + 10), decider=d).outcome == "skipped"
+    woke = beat(open_wd(wd, clock=lambda: t0 + 31), decider=d)
     assert woke.outcome == "decided" and woke.forced_by == "next-interval"
     assert "forced: next-interval" in d.calls[0].prompt
-    assert beat(wd, decider=d, clock=lambda: t0 + 40).outcome == "skipped"
+    assert beat(open_wd(wd, clock=lambda: t0 + 40), decider=d).outcome == "skipped"
 
 
 def test_noop_is_revisited_after_its_ttl(wd: Paths) -> None:
     t0 = time.time()
-    beat(wd, decider=Seq(), clock=lambda: t0)
-    assert beat(wd, decider=Seq(), clock=lambda: t0 + 3600).outcome == "skipped"
-    late = beat(wd, decider=Seq(), clock=lambda: t0 + 6 * 3600 + 1)
+    beat(open_wd(wd, clock=lambda: t0), decider=Seq())
+    assert beat(open_wd(wd, clock=lambda: t0 + 3600), decider=Seq()).outcome == "skipped"
+    late = beat(open_wd(wd, clock=lambda: t0 + 6 * 3600 + 1), decider=Seq())
     assert late.outcome == "decided" and late.forced_by == "noop-ttl"
 
 
 def test_every_decide_is_archived_and_old_runs_pruned(wd: Paths) -> None:
     wd.config.write_text('[decider]\nbackend = "noop"\n[limits]\nruns_keep = 3\n')
     for i in range(5):
-        beat(wd, decider=Seq({"action": "noop", "reason": str(i)}), force=True)
+        beat(open_wd(wd), decider=Seq({"action": "noop", "reason": str(i)}), force=True)
     runs = sorted(p for p in wd.runs.iterdir())
     assert len(runs) == 3
     last = runs[-1]
@@ -137,7 +139,7 @@ def test_interrupted_move_is_reported_not_rerun(wd: Paths, tmp_path: Any) -> Non
     record = {"move": {"action": "run_shell", "cmd": f"touch {marker}"}, "started_at": 1.0}
     jsonio.write_json(wd.state / "wal.json", record)
     d = Seq()
-    result = beat(wd, decider=d)
+    result = beat(open_wd(wd), decider=d)
     assert not marker.exists()
     assert "interrupted: a run_shell move" in wd.journal.read_text()
     assert "LAST FAILURE" in d.calls[0].prompt and "interrupted" in d.calls[0].prompt
@@ -149,10 +151,10 @@ def test_interrupted_move_is_reported_not_rerun(wd: Paths, tmp_path: Any) -> Non
 
 def test_run_shell_output_is_shown_to_the_next_decide_once(wd: Paths) -> None:
     wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["echo *"]\n')
-    beat(wd, decider=Seq({"action": "run_shell", "cmd": "echo hello-from-shell"}))
+    beat(open_wd(wd), decider=Seq({"action": "run_shell", "cmd": "echo hello-from-shell"}))
     d = Seq()
-    beat(wd, decider=d, force=True)
-    beat(wd, decider=d, force=True)
+    beat(open_wd(wd), decider=d, force=True)
+    beat(open_wd(wd), decider=d, force=True)
     assert "RUN_SHELL OUTPUT" in d.calls[0].prompt
     assert "$ echo hello-from-shell\nexit 0\nhello-from-shell" in d.calls[0].prompt
     assert "RUN_SHELL OUTPUT" not in d.calls[1].prompt
@@ -161,16 +163,16 @@ def test_run_shell_output_is_shown_to_the_next_decide_once(wd: Paths) -> None:
 def test_limits_hold_the_decider_and_show_in_why(wd: Paths) -> None:
     wd.config.write_text('[decider]\nbackend = "noop"\n[limits]\ndecides_per_hour = 2\n')
     d = Seq()
-    beat(wd, decider=d, force=True)
-    beat(wd, decider=d, force=True)
-    held = beat(wd, decider=d, force=True)
+    beat(open_wd(wd), decider=d, force=True)
+    beat(open_wd(wd), decider=d, force=True)
+    held = beat(open_wd(wd), decider=d, force=True)
     assert held.outcome == "held" and "decide cap" in (held.reason or "") and len(d.calls) == 2
     why = run_looop("-C", str(wd.root), "why").stdout
     assert "decide cap" in why
 
 
 def test_tokens_and_cost_reach_events(wd: Paths) -> None:
-    beat(wd, decider=Seq(usage=Usage(120, 30, 0.002)))
+    beat(open_wd(wd), decider=Seq(usage=Usage(120, 30, 0.002)))
     (b,) = [e for e in journal.recent_events(wd) if e.get("outcome") == "decided"]
     assert b["decide"]["input_tokens"] == 120 and b["decide"]["cost_usd"] == 0.002
     assert b["decide"]["ms"] >= 0 and b["decide"]["backend"] == "seq"
@@ -178,13 +180,13 @@ def test_tokens_and_cost_reach_events(wd: Paths) -> None:
 
 def test_a_new_ask_wakes_the_loop_once(wd: Paths) -> None:
     d = Seq()
-    beat(wd, decider=d)
-    mailbox.open_ask(wd, prompt="help", asker="w1", now=time.time())
-    woke = beat(wd, decider=d)
+    beat(open_wd(wd), decider=d)
+    mailbox.open_ask(open_wd(wd), prompt="help", asker="w1", now=time.time())
+    woke = beat(open_wd(wd), decider=d)
     assert woke.outcome == "decided"
     assert any(c.item == "snap:sys-asks" for c in woke.changed)
     assert "PENDING ASKS" in d.calls[-1].prompt and "help" in d.calls[-1].prompt
-    assert beat(wd, decider=d).outcome == "skipped"
+    assert beat(open_wd(wd), decider=d).outcome == "skipped"
 
 
 def test_write_moves_change_files_atomically_and_keep_history(wd: Paths) -> None:
@@ -200,7 +202,7 @@ def test_write_moves_change_files_atomically_and_keep_history(wd: Paths) -> None
     ]
     t = time.time()
     for i, m in enumerate(moves):
-        r = beat(wd, decider=Seq(m), force=True, clock=lambda i=i: t + i)
+        r = beat(open_wd(wd, clock=lambda i=i: t + i), decider=Seq(m), force=True)
         assert r.outcome == "decided", r.reason
     assert (
         not (wd.goals / "g1.md").exists() and (wd.goals_archive / "g1.md").read_text() == "# G1\n"

@@ -16,7 +16,7 @@ from looop_py.deciders.command import CommandDecider, render
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import open_wd, run_looop
 
 NOOP = {"action": "noop", "reason": "from the fake cli"}
 PROMPT = "THE PROMPT\nwith 'quotes' and $(not a command) and ünïcode\n"
@@ -193,7 +193,7 @@ def test_a_pulse_through_a_claude_json_cli(wd: Paths, tmp_path: Path) -> None:
     out.write_text(json.dumps(envelope))
     cli = fake_cli(tmp_path, "claude", f"cat >/dev/null\ncat {out}\n")
     wd.config.write_text(f'[decider]\nbackend = "command"\ncommand = "{cli} -p"\ntimeout_s = 10\n')
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert result.outcome == "decided", result.reason
     assert result.move == NOOP
     # And the real CLI, as cron runs it:

@@ -15,6 +15,7 @@ from looop_py.errors import ConfigError
 from looop_py.moves import union
 from looop_py.workdir.config import DeciderConfig
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 from tests.fakeapi import FakeAPI, Reply, openai_completion
 
 MOVE = {"action": "noop", "reason": "all quiet"}
@@ -283,7 +284,7 @@ def test_a_pulse_decides_through_the_openai_backend(wd: Paths, key: str) -> None
             'api_key_env = "LOOOP_TEST_OPENAI_KEY"\n'
             "timeout_s = 2\n"
         )
-        result = beat(wd)
+        result = beat(open_wd(wd))
     assert result.outcome == "decided", result.reason
     assert result.move == MOVE
     assert len(api.requests) == 1

@@ -24,6 +24,7 @@ from looop_py.engine.spec import LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.loops.specs import spec_from_goal
 from looop_py.workdir.goals import GoalError, frontmatter
+from tests.conftest import open_wd
 
 # -- levels ------------------------------------------------------------------------
 
@@ -316,13 +317,14 @@ def test_load_loops_lists_loops_and_names_broken_ones(tmp_path: Path) -> None:
     from looop_py.workdir.paths import Paths
 
     paths = Paths(tmp_path)
+    paths.config.write_text("")  # every default
     paths.goals.mkdir()
     (paths.goals / "plain.md").write_text("---\ngoal: not a loop\non: [disk]\n---\n")
     (paths.goals / "ci.md").write_text(GOAL)
     (paths.goals / "bad.md").write_text("---\ngoal: g\ncadence: every 0s\n---\n")
     (paths.goals / "dup.md").write_text("---\nname: ci\ngoal: g\nlevel: L1\n---\n")
     (paths.goals / "torn.md").write_text("---\ngoal: [\n---\n")
-    specs, errors = load_loops(paths)
+    specs, errors = load_loops(open_wd(paths))
     assert [s.name for s in specs] == ["ci"]
     assert set(errors) == {"bad", "dup", "torn"}
     assert "positive" in errors["bad"] and "already used" in errors["dup"]

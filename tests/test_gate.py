@@ -13,6 +13,7 @@ from looop_py.moves.gate import Power
 from looop_py.workdir import mailbox, provenance
 from looop_py.workdir.config import Config, GatesConfig, RuntimeConfig
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 
 LOOP = "---\nintent: keep ci green\nlevel: L2-assisted\nmaker: make fix\ncadence: every 1h\n---\n"
 
@@ -173,9 +174,9 @@ def test_admit_holds_code_with_what_would_run_and_the_files_fingerprint(wd: Path
     move = union.parse(
         {"action": "write_goal", "id": "g", "body": LOOP.replace("L2-assisted", "L3-unattended")}
     )
-    admission = gate.admit(wd, Config(), move, time.time())
+    admission = gate.admit(open_wd(wd), Config(), move, time.time())
     assert not admission.run and admission.held
-    (ask,) = mailbox.pending(wd)
+    (ask,) = mailbox.pending(open_wd(wd))
     assert ask.hold["fingerprint"] == provenance.fingerprint(old.read_bytes())
     assert "-level: L2-assisted" in ask.prompt and "+level: L3-unattended" in ask.prompt
     assert ask.hold["file"] == "goals/g.md" and ask.hold["move"] == move.to_json()
@@ -188,11 +189,11 @@ def test_a_goal_a_model_wrote_is_no_humans_rule(wd: Paths) -> None:
     move = union.parse(
         {"action": "start_worker", "id": "g", "prompt": "make test", "runtime": "shell"}
     )
-    assert gate.judge(wd, Config(), move)[0].allowed_by
+    assert gate.judge(open_wd(wd), Config(), move)[0].allowed_by
     provenance.record(wd, "goals/g.md", goal.encode(), approved=False, now=time.time())
-    assert gate.judge(wd, Config(), move)[0].needs_approval
+    assert gate.judge(open_wd(wd), Config(), move)[0].needs_approval
     provenance.record(wd, "goals/g.md", goal.encode(), approved=True, now=time.time())
-    assert gate.judge(wd, Config(), move)[0].allowed_by
+    assert gate.judge(open_wd(wd), Config(), move)[0].allowed_by
 
 
 def test_the_readme_safety_table_names_every_move() -> None:

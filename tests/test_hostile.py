@@ -13,6 +13,7 @@ from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 
 CANARY = "/tmp/looop-hostile-canary"
 
@@ -101,7 +102,7 @@ def test_hostile_decision_is_rejected_and_journaled(wd: Paths, value: Any, needl
         os.unlink(CANARY)
     before = _snapshot_tree(wd.root)
     playbook = wd.playbook.read_bytes()
-    result = beat(wd, decider=Replay(value), clock=time.time)
+    result = beat(open_wd(wd, clock=time.time), decider=Replay(value))
     assert result.outcome == "failed", result
     assert needle in (result.reason or ""), result.reason
     last = journal.tail(wd, 1)[0]
@@ -120,10 +121,10 @@ def test_there_are_at_least_forty_hostile_cases() -> None:
 
 def test_shell_command_not_allowlisted_is_held_not_run(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    result = beat(wd, decider=Replay({"action": "run_shell", "cmd": f"touch {marker}"}))
+    result = beat(open_wd(wd), decider=Replay({"action": "run_shell", "cmd": f"touch {marker}"}))
     assert result.outcome == "decided"
     assert not marker.exists()
-    held = mailbox.pending(wd)
+    held = mailbox.pending(open_wd(wd))
     assert len(held) == 1 and held[0].kind == "approval"
     assert "held for approval as decider-1" in journal.tail(wd, 1)[0]
 
@@ -131,14 +132,13 @@ def test_shell_command_not_allowlisted_is_held_not_run(wd: Paths, tmp_path: Path
 def test_allowlisted_simple_command_runs_without_a_shell(wd: Paths, tmp_path: Path) -> None:
     wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nshell_allow = ["touch *"]\n')
     marker = tmp_path / "ran"
-    result = beat(wd, decider=Replay({"action": "run_shell", "cmd": f"touch {marker}"}))
+    result = beat(open_wd(wd), decider=Replay({"action": "run_shell", "cmd": f"touch {marker}"}))
     assert result.outcome == "decided" and marker.exists()
     # The same prefix with shell syntax is not a simple command: held, not run.
     other = tmp_path / "other"
     beat(
-        wd,
+        open_wd(wd, clock=lambda: time.time() + 1),
         decider=Replay({"action": "run_shell", "cmd": f"touch {marker} && touch {other}"}),
-        clock=lambda: time.time() + 1,
     )
     assert not other.exists()
 
@@ -157,7 +157,15 @@ def test_forged_sections_in_goals_and_sensors_cannot_reach_column_zero(wd: Paths
         wd,
         Config(),
         now=time.time(),
-        seen=World({}, "", (), snaps, Seen(wd, time.time(), ()), None, tuple(read_goals(wd))),
+        seen=World(
+            {},
+            "",
+            (),
+            snaps,
+            Seen(open_wd(wd), time.time(), ()),
+            None,
+            tuple(read_goals(open_wd(wd))),
+        ),
         changed=(),
         forced_by="force",
         flapping=[],

@@ -26,7 +26,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 PAYLOADS = [
     "touch {m}",
@@ -232,14 +232,14 @@ def test_hostile_decisions_run_nothing_without_a_human(wd: Paths, tmp_path: Path
     code = [
         i
         for i, mv in enumerate(table)
-        if gate.judge(wd, cfg, union.parse(mv))[0].power is gate.Power.CODE
+        if gate.judge(open_wd(wd), cfg, union.parse(mv))[0].power is gate.Power.CODE
     ]
     t0 = time.time()
     clock = {"t": t0}
 
     def pulse(force: bool = True) -> Any:
         clock["t"] += 400  # past any backoff, and every cadence falls due
-        return beat(wd, force=force, clock=lambda: clock["t"])
+        return beat(open_wd(wd, clock=lambda: clock["t"]), force=force)
 
     outcomes = [pulse() for _ in table]
     for _ in range(3):  # written sensors would run, due loops would fire, verifies would run
@@ -249,7 +249,7 @@ def test_hostile_decisions_run_nothing_without_a_human(wd: Paths, tmp_path: Path
         (wd.root / "tick.txt").write_text(str(i + 1))
         pulse(force=False)
     deadline = time.monotonic() + 30
-    while any(v.alive for v in records.list_sessions(wd, time.time())):
+    while any(v.alive for v in records.list_sessions(open_wd(wd), time.time())):
         assert time.monotonic() < deadline, "workers still running"
         time.sleep(0.1)
     pulse()  # settle: verifies of ended workers run here
@@ -258,7 +258,7 @@ def test_hostile_decisions_run_nothing_without_a_human(wd: Paths, tmp_path: Path
     outside_after = _tree(tmp_path, wd.root)
     assert outside_after == outside_before  # 0 writes outside the work dir
     assert all(o.outcome in ("decided", "failed") for o in outcomes)
-    asks = [a for a in mailbox.pending(wd) if a.kind == "approval"]
+    asks = [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
     held = {json.dumps(a.hold["move"], sort_keys=True) for a in asks}
     for i in code:
         move = union.parse(table[i]).to_json()
@@ -286,4 +286,4 @@ def test_a_sample_replayed_by_looop_pulse_processes(wd: Paths, tmp_path: Path) -
         r = run_looop("-C", str(wd.root), "pulse", "--force", "--json")
         assert r.returncode in (0, 1), r.stderr
     assert list(out.iterdir()) == []
-    assert len([a for a in mailbox.pending(wd) if a.kind == "approval"]) == len(sample)
+    assert len([a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]) == len(sample)

@@ -9,7 +9,7 @@ import time
 from looop_py import jsonio
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 
 
 def test_wait_only_asks_returns_within_a_second_of_a_new_ask(wd: Paths) -> None:
@@ -23,7 +23,7 @@ def test_wait_only_asks_returns_within_a_second_of_a_new_ask(wd: Paths) -> None:
         time.sleep(1.5)  # well started and polling
         assert proc.poll() is None  # nothing needs a human yet
         asked = time.monotonic()
-        mailbox.open_ask(wd, prompt="deploy now?", asker="human", now=time.time())
+        mailbox.open_ask(open_wd(wd), prompt="deploy now?", asker="human", now=time.time())
         out, err = proc.communicate(timeout=10)
         took = time.monotonic() - asked
     finally:

@@ -9,7 +9,7 @@ from looop_py import jsonio
 from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
-from tests.conftest import wait_for
+from tests.conftest import open_wd, wait_for
 
 
 def test_an_l1_shell_worker_writes_only_into_a_copy_that_is_discarded(
@@ -25,7 +25,7 @@ def test_an_l1_shell_worker_writes_only_into_a_copy_that_is_discarded(
         '"$LOOOP_BIN" done --status done --summary "wrote in a copy"\n'
     )
     cfg = config.load(wd.config)
-    launch.start(wd, cfg, "w1", script, cwd=ws, read_only=True, now=time.time())
+    launch.start(open_wd(wd), cfg, "w1", script, cwd=ws, read_only=True, now=time.time())
     d = wd.sessions / "w1"
 
     def ended() -> bool:

@@ -20,7 +20,7 @@ from looop_py.loops.adapters import SessionWorkers
 from looop_py.workdir import config, ledger
 from looop_py.workdir.paths import Paths
 from looop_py.workers import reap, records
-from tests.conftest import run_looop
+from tests.conftest import open_wd, run_looop
 
 NOW = 1_800_000_000.0
 # A worker's CLI stream: 10 fresh prompt tokens, 400 read from the cache, 190 out, $0.01.
@@ -83,7 +83,7 @@ def test_worker_sources() -> None:
 def _charge_many(root: str, start: int) -> None:
     paths = Paths(Path(root))
     for i in range(start, start + 40):
-        ledger.record_charge(paths, NOW, ledger.Charge(f"k{i}", "workers", 1))
+        ledger.record_charge(open_wd(paths), NOW, ledger.Charge(f"k{i}", "workers", 1))
 
 
 def test_concurrent_chargers_lose_nothing(wd: Paths) -> None:
@@ -93,7 +93,7 @@ def test_concurrent_chargers_lose_nothing(wd: Paths) -> None:
         p.start()
     for p in procs:
         p.join(30)
-    assert ledger.load(wd).tokens == 160
+    assert ledger.load(open_wd(wd)).tokens == 160
 
 
 def test_each_past_day_keeps_its_totals_by_source_for_a_month() -> None:
@@ -155,18 +155,18 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     _loop(wd)
     base = time.mktime((*time.localtime()[:3], 10, 0, 0, 0, 0, -1))  # 10:00 today
     clock = [base]
-    beat(wd, clock=lambda: clock[0])  # the book learns the cadence: due at 11:00
+    beat(open_wd(wd, clock=lambda: clock[0]))  # the book learns the cadence: due at 11:00
     clock[0] = base + 3601
     deadline = time.monotonic() + 60
     while not any(r["phase"] == "done" for r in _rounds(wd)):
         assert time.monotonic() < deadline, _rounds(wd)
-        beat(wd, clock=lambda: clock[0])
+        beat(open_wd(wd, clock=lambda: clock[0]))
         clock[0] += 1
         time.sleep(0.05)
     [first] = _rounds(wd)
     assert first["outcome"] == "reported"
 
-    spend = ledger.load(wd)
+    spend = ledger.load(open_wd(wd))
     assert spend.by_source["loop:tidy"]["tokens"] == 1200  # maker and checker, 600 each
     assert spend.by_source["loop:tidy"]["usd"] == pytest.approx(0.02)
     assert spend.tokens >= 1000  # the budget is spent
@@ -177,25 +177,27 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
         status = records.read_record(wd.sessions / sid / records.STATUS)
         status.pop("finalized_at", None)
         jsonio.write_json(wd.sessions / sid / records.STATUS, status)
-        SessionWorkers(wd, config.load(wd.config), lambda: clock[0]).poll(sid)
-    reap.housekeeping(wd, config.load(wd.config), clock[0])
-    assert ledger.load(wd).tokens == spend.tokens
+        SessionWorkers(open_wd(wd), config.load(wd.config), lambda: clock[0]).poll(sid)
+    reap.housekeeping(open_wd(wd), config.load(wd.config), clock[0])
+    assert ledger.load(open_wd(wd)).tokens == spend.tokens
 
     clock[0] = base + 3 * 3600 + 5  # the next slot (and then some) falls due
     for _ in range(3):
-        beat(wd, clock=lambda: clock[0])
+        beat(open_wd(wd, clock=lambda: clock[0]))
         clock[0] += 60
     assert len(_rounds(wd)) == 1  # no new round
-    [row] = loop_views.overview(wd, clock[0]).loops
+    [row] = loop_views.overview(open_wd(wd), clock[0]).loops
     assert row.held == "budget"
-    assert "held: budget" in render.loops_lines(loop_views.overview(wd, clock[0]))[0]
+    assert "held: budget" in render.loops_lines(loop_views.overview(open_wd(wd), clock[0]))[0]
     with pytest.raises(advance.BudgetHeld, match="daily token budget spent"):
-        advance.start_round(wd, config.load(wd.config), "tidy", now=clock[0], trigger="move")
+        advance.start_round(
+            open_wd(wd), config.load(wd.config), "tidy", now=clock[0], trigger="move"
+        )
     if ledger.local_day(time.time()) == ledger.local_day(clock[0]):  # `looop run` reads the clock
         with pytest.raises(advance.BudgetHeld, match="loop tidy is held"):
-            advance.run(wd, config.load(wd.config), "tidy")
+            advance.run(open_wd(wd), config.load(wd.config), "tidy")
 
-    lim = views.limits_now(wd, clock[0])
+    lim = views.limits_now(open_wd(wd), clock[0])
     assert lim.by_source["loop:tidy"] == {"tokens": 1200, "usd": pytest.approx(0.02)}
     assert lim.cache_hit_ratio == pytest.approx(800 / 820, abs=1e-4)
     assert lim.to_json()["by_source"]["loop:tidy"]["tokens"] == 1200
@@ -212,7 +214,7 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     wd.config.write_text(
         wd.config.read_text().replace("daily_tokens = 1000", "daily_tokens = 9000")
     )
-    beat(wd, clock=lambda: clock[0])
+    beat(open_wd(wd, clock=lambda: clock[0]))
     assert len(_rounds(wd)) == 2
 
 
@@ -221,16 +223,18 @@ def test_a_worker_a_decide_started_is_charged_to_workers(wd: Paths) -> None:
 
     wd.config.write_text('[decider]\nbackend = "noop"\n[runtimes.shell]\nusage = "claude"\n')
     cfg = config.load(wd.config)
-    launch.start(wd, cfg, "w1", f"echo '{json.dumps(RESULT)}'\n", runtime="shell", now=NOW)
+    launch.start(open_wd(wd), cfg, "w1", f"echo '{json.dumps(RESULT)}'\n", runtime="shell", now=NOW)
     deadline = time.monotonic() + 30
-    while records.get(wd, "w1", time.time()).alive or not records.read_record(
+    while records.get(open_wd(wd), "w1", time.time()).alive or not records.read_record(
         wd.sessions / "w1" / records.STATUS
     ).get("ended_at"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    reap.housekeeping(wd, cfg, NOW)
-    reap.housekeeping(wd, cfg, NOW + 1)  # finalized once; and a second look charges nothing
-    spend = ledger.load(wd)
+    reap.housekeeping(open_wd(wd), cfg, NOW)
+    reap.housekeeping(
+        open_wd(wd), cfg, NOW + 1
+    )  # finalized once; and a second look charges nothing
+    spend = ledger.load(open_wd(wd))
     assert spend.by_source == {
         "workers": {
             "tokens": 600,

@@ -13,6 +13,7 @@ from looop_py.engine.spec import LoopSpecError
 from looop_py.loops.index import index
 from looop_py.loops.specs import load_spec
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 
 SECRET = "TOPSECRET-outside-the-work-dir"
 
@@ -50,7 +51,7 @@ def linked(wd: Paths, tmp_path: Path) -> Path:
 
 def test_links_out_of_the_work_dir_are_not_followed(wd: Paths, linked: Path) -> None:
     d = Recorder()
-    result = beat(wd, decider=d)
+    result = beat(open_wd(wd), decider=d)
     assert result.outcome == "decided"
     prompt = d.prompts[0]
     assert SECRET not in prompt
@@ -61,14 +62,14 @@ def test_links_out_of_the_work_dir_are_not_followed(wd: Paths, linked: Path) -> 
     assert snap["signal"] == {"error": "outside-link"}
     assert "sensors/evil.sh is a symlink to" in snap["detail"]["message"]
     assert "allow_outside_links" in snap["detail"]["message"]
-    assert "evil" not in index(wd)
+    assert "evil" not in index(open_wd(wd))
     with pytest.raises(LoopSpecError, match="outside the work dir"):
-        load_spec(wd, "evil")
+        load_spec(open_wd(wd), "evil")
 
 
 def test_looop_toml_can_allow_them(wd: Paths, linked: Path) -> None:
     wd.config.write_text('[decider]\nbackend = "noop"\n[gates]\nallow_outside_links = true\n')
     d = Recorder()
-    beat(wd, decider=d)
+    beat(open_wd(wd), decider=d)
     assert SECRET in d.prompts[0] and (linked / "sensed").exists()
-    assert load_spec(wd, "evil").intent == SECRET
+    assert load_spec(open_wd(wd), "evil").intent == SECRET

@@ -11,7 +11,7 @@ from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 TRIGGER = "kick"
 
@@ -50,7 +50,7 @@ def beat_until(wd: Paths, done: object, limit_s: float = 30.0) -> None:
     deadline = time.monotonic() + limit_s
     while not done():  # type: ignore[operator]
         assert time.monotonic() < deadline, rounds_of(wd)
-        beat(wd)
+        beat(open_wd(wd))
         time.sleep(0.05)
 
 
@@ -70,7 +70,7 @@ def test_l1_round_reports_and_records_memory(wd: Paths) -> None:
         f'echo looking; {DONE} "3 stale branches"',
         f'{DONE} "all 3 are real"',
     )
-    first = beat(wd)  # the trigger sensor appears: the rules decider starts the round
+    first = beat(open_wd(wd))  # the trigger sensor appears: the rules decider starts the round
     assert first.move["action"] == "start_round"
     beat_until(wd, finished(wd))
     (r,) = rounds_of(wd)
@@ -97,7 +97,7 @@ def test_l2_round_escalates_is_approved_and_proceeds(wd: Paths, tmp_path: Path) 
         action="apply-patch",
     )
     beat_until(wd, lambda: any(r["phase"] == "awaiting-approval" for r in rounds_of(wd)))
-    (ask,) = [a for a in mailbox.pending(wd) if a.kind == "approval"]
+    (ask,) = [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
     assert "sweep" in ask.prompt and "apply-patch" in ask.prompt
     assert not marker.exists()
     r = run_looop("-C", str(wd.root), "approve", ask.id)
@@ -112,7 +112,7 @@ def test_l2_denied_round_writes_the_refusal_to_memory(wd: Paths, tmp_path: Path)
     setup(wd, f'[actions.apply-patch]\ncommand = "touch {marker}"\n')
     loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
     beat_until(wd, lambda: any(r["phase"] == "awaiting-approval" for r in rounds_of(wd)))
-    (ask,) = [a for a in mailbox.pending(wd) if a.kind == "approval"]
+    (ask,) = [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
     run_looop("-C", str(wd.root), "deny", ask.id, "--reason", "too risky on a Friday")
     assert not marker.exists()
     memory = (wd.memory / "sweep.jsonl").read_text()
@@ -134,7 +134,7 @@ def test_l3_allowlisted_verified_round_proceeds_without_a_human(wd: Paths, tmp_p
     beat_until(wd, finished(wd))
     (r,) = rounds_of(wd)
     assert r["outcome"] == "proceeded" and marker.exists()
-    assert not [a for a in mailbox.pending(wd) if a.kind == "approval"]
+    assert not [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
 
 
 def test_l3_unverified_work_escalates(wd: Paths, tmp_path: Path) -> None:
@@ -221,11 +221,11 @@ def test_a_due_cadence_starts_a_round_without_a_decider(wd: Paths) -> None:
     text = (wd.goals / "often.md").read_text().replace("cadence: daily 03:00", "cadence: every 1m")
     (wd.goals / "often.md").write_text(text)
     t0 = time.time()
-    beat(wd, clock=lambda: t0)  # registers the loop; the first slot is a minute away
+    beat(open_wd(wd, clock=lambda: t0))  # registers the loop; the first slot is a minute away
     assert rounds_of(wd) == []
-    beat(wd, clock=lambda: t0 + 61)
+    beat(open_wd(wd, clock=lambda: t0 + 61))
     (r,) = rounds_of(wd)
     assert r["trigger"] == "cadence"
     # A restart (a fresh process) does not fire it again in the same slot.
-    beat(wd, clock=lambda: t0 + 70)
+    beat(open_wd(wd, clock=lambda: t0 + 70))
     assert len(rounds_of(wd)) == 1

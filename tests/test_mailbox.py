@@ -14,7 +14,7 @@ from looop_py import jsonio
 from looop_py.errors import UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 
 
 def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None:
@@ -26,10 +26,10 @@ def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None
         env={**__import__("os").environ, "LOOOP_SESSION_ID": "w7"},
     )
     deadline = time.monotonic() + 20
-    while not mailbox.pending(wd):
+    while not mailbox.pending(open_wd(wd)):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
-    (ask,) = mailbox.pending(wd)
+    (ask,) = mailbox.pending(open_wd(wd))
     assert ask.id == "w7-1" and ask.asker == "w7"
     time.sleep(0.3)
     assert proc.poll() is None  # still blocked
@@ -42,26 +42,28 @@ def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None
 
 
 def test_answer_from_stdin_and_only_once(wd: Paths) -> None:
-    ask = mailbox.open_ask(wd, prompt="q", asker="human", now=time.time())
+    ask = mailbox.open_ask(open_wd(wd), prompt="q", asker="human", now=time.time())
     assert (
         run_looop("-C", str(wd.root), "answer", ask.id, "-", input="from stdin\n").returncode == 0
     )
-    assert mailbox.get_answer(wd, ask.id).text == "from stdin"  # type: ignore[union-attr]
+    assert mailbox.get_answer(open_wd(wd), ask.id).text == "from stdin"  # type: ignore[union-attr]
     again = run_looop("-C", str(wd.root), "answer", ask.id, "other")
     assert again.returncode == 2 and "already answered" in again.stderr
     assert run_looop("-C", str(wd.root), "answer", ask.id, "other", "--force").returncode == 0
 
 
 def test_options_are_enforced(wd: Paths) -> None:
-    ask = mailbox.open_ask(wd, prompt="q", asker="human", now=time.time(), options=("a", "b"))
+    ask = mailbox.open_ask(
+        open_wd(wd), prompt="q", asker="human", now=time.time(), options=("a", "b")
+    )
     with pytest.raises(UsageError, match="one of: a, b"):
-        mailbox.answer(wd, ask.id, "c", now=time.time())
+        mailbox.answer(open_wd(wd), ask.id, "c", now=time.time())
 
 
 def test_ask_times_out_with_exit_4_and_stays_pending(wd: Paths) -> None:
     r = run_looop("-C", str(wd.root), "ask", "--prompt", "anyone?", "--timeout", "0.3")
     assert r.returncode == 4 and r.stdout == ""
-    assert [a.id for a in mailbox.pending(wd)] == ["human-1"]
+    assert [a.id for a in mailbox.pending(open_wd(wd))] == ["human-1"]
 
 
 def test_concurrent_askers_get_distinct_ids(wd: Paths) -> None:
@@ -69,7 +71,7 @@ def test_concurrent_askers_get_distinct_ids(wd: Paths) -> None:
     lock = threading.Lock()
 
     def one() -> None:
-        a = mailbox.open_ask(wd, prompt="q", asker="w", now=time.time())
+        a = mailbox.open_ask(open_wd(wd), prompt="q", asker="w", now=time.time())
         with lock:
             ids.append(a.id)
 
@@ -86,9 +88,9 @@ def held(wd: Paths, move: dict) -> mailbox.Ask:
     from looop_py.moves import gate, union
     from looop_py.workdir.config import Config
 
-    admission = gate.admit(wd, Config(), union.parse(move), time.time())
+    admission = gate.admit(open_wd(wd), Config(), union.parse(move), time.time())
     assert admission.held is not None
-    return mailbox.get_ask(wd, admission.held)
+    return mailbox.get_ask(open_wd(wd), admission.held)
 
 
 def test_approve_runs_the_held_move_once(wd: Paths, tmp_path: Path) -> None:
@@ -116,10 +118,10 @@ def test_deny_runs_nothing(wd: Paths, tmp_path: Path) -> None:
 
 
 def test_a_question_cannot_be_approved_and_an_approval_cannot_be_answered(wd: Paths) -> None:
-    q = mailbox.open_ask(wd, prompt="q", asker="human", now=time.time())
+    q = mailbox.open_ask(open_wd(wd), prompt="q", asker="human", now=time.time())
     assert "is a question" in run_looop("-C", str(wd.root), "approve", q.id).stderr
     a = mailbox.open_ask(
-        wd,
+        open_wd(wd),
         prompt="run?",
         asker="decider",
         now=time.time(),
@@ -130,7 +132,7 @@ def test_a_question_cannot_be_approved_and_an_approval_cannot_be_answered(wd: Pa
 
 
 def test_asks_lists_pending_as_json(wd: Paths) -> None:
-    mailbox.open_ask(wd, prompt="first", asker="w1", now=time.time())
+    mailbox.open_ask(open_wd(wd), prompt="first", asker="w1", now=time.time())
     listed = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
     assert [a["id"] for a in listed["asks"]] == ["w1-1"]
 
@@ -142,10 +144,10 @@ def test_asks_shows_a_stranded_ask_and_withdraw_removes_it(wd: Paths) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for(lambda: mailbox.pending(wd), what="the ask to be filed")
+    wait_for(lambda: mailbox.pending(open_wd(wd)), what="the ask to be filed")
     proc.kill()
     proc.wait()
-    (filed,) = mailbox.pending(wd)
+    (filed,) = mailbox.pending(open_wd(wd))
     listed = run_looop("-C", str(wd.root), "asks")
     assert f"looop withdraw {filed.id}" in listed.stdout and "stranded" in listed.stdout
     as_json = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
@@ -170,5 +172,5 @@ def test_an_ask_names_its_waiting_process_from_the_moment_it_exists(wd: Paths) -
     finally:
         proc.kill()
         proc.wait()
-    (view,) = mailbox.listing(wd)
+    (view,) = mailbox.listing(open_wd(wd))
     assert view.state is mailbox.AskState.STRANDED

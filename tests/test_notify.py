@@ -12,7 +12,7 @@ from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import write_sensor
+from tests.conftest import open_wd, write_sensor
 
 
 def _hook(wd: Paths, command: str, extra: str = "") -> None:
@@ -24,38 +24,38 @@ def test_a_new_ask_is_notified_exactly_once_across_many_beats(wd: Paths, tmp_pat
     log = tmp_path / "hook.log"
     _hook(wd, f'cat >> {log}; echo "$LOOOP_EVENT_KIND $LOOOP_EVENT_ID" >> {log}.env')
     write_sensor(wd, "s", "echo 1")
-    beat(wd)
+    beat(open_wd(wd))
     assert not log.exists()  # nothing to hear about yet
-    mailbox.open_ask(wd, prompt="merge PR 12?", asker="human", now=time.time())
+    mailbox.open_ask(open_wd(wd), prompt="merge PR 12?", asker="human", now=time.time())
     for _ in range(5):
-        beat(wd)
-        beat(wd, force=True)
+        beat(open_wd(wd))
+        beat(open_wd(wd), force=True)
     events = [jsonio.loads(line) for line in log.read_text().splitlines()]
     assert len(events) == 1
     assert events[0]["kind"] == "ask" and events[0]["id"] == "human-1"
     assert "merge PR 12?" in events[0]["text"]
     assert (tmp_path / "hook.log.env").read_text() == "ask human-1\n"
-    mailbox.open_ask(wd, prompt="and PR 13?", asker="human", now=time.time())
-    beat(wd)
-    beat(wd)
+    mailbox.open_ask(open_wd(wd), prompt="and PR 13?", asker="human", now=time.time())
+    beat(open_wd(wd))
+    beat(open_wd(wd))
     assert len(log.read_text().splitlines()) == 2
 
 
 def test_a_failing_or_hanging_hook_never_fails_a_beat(wd: Paths) -> None:
     _hook(wd, "echo boom >&2; exit 3")
     write_sensor(wd, "s", "echo 1")
-    mailbox.open_ask(wd, prompt="q1", asker="human", now=time.time())
-    first = beat(wd)
+    mailbox.open_ask(open_wd(wd), prompt="q1", asker="human", now=time.time())
+    first = beat(open_wd(wd))
     assert first.outcome is BeatOutcome.DECIDED
     assert "notify hook failed for ask" in wd.journal.read_text()
     assert "exit 3: boom" in wd.journal.read_text()
-    assert beat(wd).outcome is BeatOutcome.SKIPPED
+    assert beat(open_wd(wd)).outcome is BeatOutcome.SKIPPED
     assert wd.journal.read_text().count("notify hook failed") == 1  # once, not every beat
     wd.config.write_text('[decider]\nbackend = "noop"\n')
     _hook(wd, "sleep 30", "timeout_s = 0.5\n")
-    mailbox.open_ask(wd, prompt="q2", asker="human", now=time.time())
+    mailbox.open_ask(open_wd(wd), prompt="q2", asker="human", now=time.time())
     started = time.monotonic()
-    assert beat(wd).outcome is BeatOutcome.DECIDED
+    assert beat(open_wd(wd)).outcome is BeatOutcome.DECIDED
     assert time.monotonic() - started < 10
     assert "timed out after 0.5 s" in wd.journal.read_text()
 
@@ -66,7 +66,7 @@ def test_failing_beats_in_a_row_are_one_event(wd: Paths, tmp_path: Path) -> None
     backoff = "[limits]\nbackoff_base_s = 0.001\nbackoff_max_s = 0.001\n"
     _hook(wd, f"cat >> {log}", "fail_streak = 2\n" + backoff)
     write_sensor(wd, "s", "echo 1")
-    outcomes = [beat(wd).outcome for _ in range(5)]
+    outcomes = [beat(open_wd(wd)).outcome for _ in range(5)]
     assert outcomes == [BeatOutcome.FAILED] * 5
     events = [jsonio.loads(line) for line in log.read_text().splitlines()]
     assert [e["kind"] for e in events] == ["beat-failing"]
@@ -83,7 +83,7 @@ def test_a_worker_that_ends_badly_is_one_event(wd: Paths, tmp_path: Path) -> Non
     wait_for((wd.sessions / "w1" / "status.json").exists, 10, "the worker's status")
     wait_for(lambda: jsonio.read_json(wd.sessions / "w1" / "status.json")["state"] != "running")
     for _ in range(3):
-        beat(wd)
+        beat(open_wd(wd))
     events = [jsonio.loads(line) for line in log.read_text().splitlines()]
     assert [(e["kind"], e["id"]) for e in events] == [("worker-dead", "w1")]
     assert "exit 3" in events[0]["text"]
@@ -100,6 +100,6 @@ def test_the_hook_gets_secrets_only_when_named(
         f'echo "${{NTFY_TOKEN:-none}} ${{OTHER_TOKEN:-none}}" >> {out}',
         'env = ["NTFY_TOKEN"]\n',
     )
-    mailbox.open_ask(wd, prompt="q", asker="human", now=time.time())
-    beat(wd)
+    mailbox.open_ask(open_wd(wd), prompt="q", asker="human", now=time.time())
+    beat(open_wd(wd))
     assert out.read_text() == "tk-123456 none\n"

@@ -18,7 +18,7 @@ from looop_py.ops.doctor import Verdict
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import open_wd, run_looop
 
 CRONTAB = shutil.which("crontab")
 needs_crontab = pytest.mark.skipif(
@@ -58,11 +58,11 @@ def test_config_check(wd: Paths) -> None:
 
 def test_decider_check(wd: Paths) -> None:
     cfg = config_mod.load(wd.config)
-    assert doctor.decider(wd, cfg, offline=False, now=time.time()).verdict is Verdict.OK
+    assert doctor.decider(open_wd(wd), cfg, offline=False, now=time.time()).verdict is Verdict.OK
     wd.config.write_text('[decider]\nbackend = "command"\ncommand = "echo not a move"\n')
     cfg = config_mod.load(wd.config)
-    assert doctor.decider(wd, cfg, offline=True, now=time.time()).verdict is Verdict.OK
-    failed = doctor.decider(wd, cfg, offline=False, now=time.time())
+    assert doctor.decider(open_wd(wd), cfg, offline=True, now=time.time()).verdict is Verdict.OK
+    failed = doctor.decider(open_wd(wd), cfg, offline=False, now=time.time())
     assert failed.verdict is Verdict.FAIL and failed.message.startswith("command:")
 
 
@@ -111,7 +111,7 @@ def test_pulse_lock_check(wd: Paths) -> None:
         while not PulseLock(wd.pulse_lock).held_elsewhere() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert doctor.pulse_lock(wd, cfg, now).verdict is Verdict.OK  # no beat yet: running
-        journal.emit(wd, "beat", now - 3 * 3600, outcome="skipped")
+        journal.emit(open_wd(wd), "beat", now - 3 * 3600, outcome="skipped")
         hung = doctor.pulse_lock(wd, cfg, now)
         assert hung.verdict is Verdict.FAIL and "pgrep" in (hung.fix or "")
     finally:
@@ -167,7 +167,7 @@ def test_cron_cli_asks_unless_yes_and_doctor_sees_the_line(wd: Paths, crontab: A
     shown = run_looop("-C", str(wd.root), "cron", "show")
     assert "installed:" in shown.stdout and str(wd.root) in shown.stdout
     assert by_name(doctor.diagnose(wd, offline=True))["schedule"].verdict is Verdict.OK
-    journal.emit(wd, "beat", time.time() - 3600, outcome="skipped")
+    journal.emit(open_wd(wd), "beat", time.time() - 3600, outcome="skipped")
     stale = by_name(doctor.diagnose(wd, offline=True))["schedule"]
     assert stale.verdict is Verdict.FAIL and "60 min ago" in stale.message
     removed = run_looop("-C", str(wd.root), "cron", "remove", "--yes")

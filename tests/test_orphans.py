@@ -9,7 +9,7 @@ from pathlib import Path
 from looop_py import orphans, procs
 from looop_py.beat.pulse import beat
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 
 def _alive(pid: int) -> bool:
@@ -50,7 +50,7 @@ echo started
 
 def test_setsid_daemons_a_sensor_leaves_are_ended_after_the_beat(wd: Paths) -> None:
     write_sensor(wd, "daemons", DAEMONS)
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert result.outcome == "decided"
     pids = _pids(wd.root / "pids")
     assert len(pids) >= 3 + 16, pids
@@ -67,7 +67,7 @@ def test_what_a_timed_out_sensor_left_in_another_session_is_ended(wd: Paths) -> 
 sleep 100
 """,
     )
-    result = beat(wd)
+    result = beat(open_wd(wd))
     snap = {r.stem: r.snapshot for r in result.readings}["sensor-slow"]
     assert snap["signal"] == {"error": True, "exit_code": 124}
     pids = _pids(wd.root / "pids")

@@ -7,10 +7,11 @@ from looop_py.beat.probes import Seen, claims, goals, run_probes, sessions
 from looop_py.claims.holders import own_holder
 from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 
 
 def seen(wd: Paths, now: float) -> Seen:
-    return Seen(wd, now, tuple(g.id for g in read_goals(wd)))
+    return Seen(open_wd(wd), now, tuple(g.id for g in read_goals(open_wd(wd))))
 
 
 def test_empty_states(wd: Paths) -> None:
@@ -69,7 +70,7 @@ def test_live_workers_and_pending_asks_hold_still_between_beats(wd: Paths) -> No
         wd.sessions / "w" / "meta.json",
         {"id": "w", "pid": me.pid, "create_time": me.create_time, "started_at": time.time() - 5},
     )
-    mailbox.open_ask(wd, prompt="which branch?", asker="w", now=time.time())
+    mailbox.open_ask(open_wd(wd), prompt="which branch?", asker="w", now=time.time())
     now = time.time()
     first = (sessions(seen(wd, now)), asks(seen(wd, now)))
     later = (sessions(seen(wd, now + 120)), asks(seen(wd, now + 120)))
@@ -83,7 +84,7 @@ def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
     (wd.sessions / "x").mkdir()
     (wd.sessions / "x" / "status.json").write_text("nope")
     wd.goal_activity.write_text("[")
-    out = dict(run_probes(wd, time.time(), goals=read_goals(wd))[0])
+    out = dict(run_probes(open_wd(wd), time.time(), goals=read_goals(open_wd(wd)))[0])
     assert out["sys-claims"]["signal"] == [{"name": "torn", "session": None}]
     assert out["sys-sessions"]["signal"][0]["state"] == "unreadable"
     assert out["sys-goals"]["signal"] == {}
@@ -101,9 +102,9 @@ def test_probes_hand_their_findings_on_typed(wd: Paths) -> None:
     )
     (wd.sessions / "w2").mkdir()
     jsonio.write_json(wd.sessions / "w2" / "status.json", {"state": "exited", "exit_code": 0})
-    ask = mailbox.open_ask(wd, prompt="Deploy?", asker="w1", now=time.time())
+    ask = mailbox.open_ask(open_wd(wd), prompt="Deploy?", asker="w1", now=time.time())
     jsonio.write_json(wd.goal_activity, {"goals": {"welcome": 123.0}})
-    _, found = run_probes(wd, time.time(), goals=read_goals(wd))
+    _, found = run_probes(open_wd(wd), time.time(), goals=read_goals(open_wd(wd)))
     assert found.live_workers == {"w1"} and found.ended_workers == {"w2"}
     assert [a.id for a in found.asks] == [ask.id]
     assert found.last_acted == {"welcome": 123.0}

@@ -15,7 +15,7 @@ from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 
 class Counting:
@@ -41,10 +41,10 @@ def events(wd: Paths) -> list[dict[str, Any]]:
 def test_first_beat_decides_then_unchanged_world_skips(wd: Paths) -> None:
     write_sensor(wd, "steady", "echo steady")
     d = Counting()
-    first = beat(wd, decider=d)
+    first = beat(open_wd(wd), decider=d)
     assert first.outcome == "decided" and len(d.calls) == 1
     journal_before = wd.journal.read_text()
-    second = beat(wd, decider=d)
+    second = beat(open_wd(wd), decider=d)
     assert second.outcome == "skipped" and len(d.calls) == 1
     assert second.world_hash == first.world_hash
     assert wd.journal.read_text() == journal_before  # a skip writes no journal line
@@ -54,8 +54,8 @@ def test_first_beat_decides_then_unchanged_world_skips(wd: Paths) -> None:
 
 def test_force_decides_on_an_unchanged_world(wd: Paths) -> None:
     d = Counting()
-    beat(wd, decider=d)
-    forced = beat(wd, decider=d, force=True)
+    beat(open_wd(wd), decider=d)
+    forced = beat(open_wd(wd), decider=d, force=True)
     assert forced.outcome == "decided" and forced.forced and len(d.calls) == 2
     assert d.calls[1].forced and d.calls[1].changed == ()
 
@@ -71,7 +71,7 @@ def test_wake_rule_detail_never_wakes_signal_always_does(wd: Paths) -> None:
     )
     d = Counting()
     for _ in range(100):
-        beat(wd, decider=d)
+        beat(open_wd(wd), decider=d)
     # n runs 1..100; n // 10 takes values 0..10: the first beat plus 10 changes.
     assert len(d.calls) == 11
 
@@ -80,14 +80,14 @@ def test_failed_decide_does_not_commit_so_a_later_beat_retries(wd: Paths) -> Non
     write_sensor(wd, "s", "echo 1")
     t0 = time.time()
     broken = Counting(fail=True)
-    result = beat(wd, decider=broken, clock=lambda: t0)
+    result = beat(open_wd(wd, clock=lambda: t0), decider=broken)
     assert result.outcome == "failed" and "backend exploded" in (result.reason or "")
     assert load_committed(wd).hash is None
     assert "✗ decider counting failed: backend exploded" in wd.journal.read_text()
     ok = Counting()
-    held = beat(wd, decider=ok, clock=lambda: t0 + 10)  # inside the 60 s backoff
+    held = beat(open_wd(wd, clock=lambda: t0 + 10), decider=ok)  # inside the 60 s backoff
     assert held.outcome == "held" and "backoff" in (held.reason or "") and ok.calls == []
-    assert beat(wd, decider=ok, clock=lambda: t0 + 61).outcome == "decided"
+    assert beat(open_wd(wd, clock=lambda: t0 + 61), decider=ok).outcome == "decided"
     assert load_committed(wd).hash is not None
 
 
@@ -98,7 +98,7 @@ def test_garbage_move_is_a_failed_beat(wd: Paths) -> None:
         def decide(self, request: DecideRequest) -> Decision:
             return Decision(move=["not", "a", "move"])
 
-    result = beat(wd, decider=Garbage())
+    result = beat(open_wd(wd), decider=Garbage())
     assert result.outcome == "failed"
     assert load_committed(wd).hash is None
 
@@ -107,11 +107,11 @@ def test_changed_items_name_old_and_new(wd: Paths) -> None:
     flag = wd.root / "flag"
     flag.write_text("a")
     write_sensor(wd, "flag", f"cat {flag}")
-    beat(wd, decider=Counting())
+    beat(open_wd(wd), decider=Counting())
     flag.write_text("b")
     (wd.goals / "new.md").write_text("# new goal\n")
     d = Counting()
-    result = beat(wd, decider=d)
+    result = beat(open_wd(wd), decider=d)
     changes = {c.item: (c.old, c.new) for c in result.changed}
     assert changes["snap:sensor-flag"] == ('"a"', '"b"')
     assert changes["goal:new"][0] is None
@@ -120,26 +120,26 @@ def test_changed_items_name_old_and_new(wd: Paths) -> None:
 
 def test_playbook_and_goal_edits_wake_but_archive_does_not(wd: Paths) -> None:
     d = Counting()
-    beat(wd, decider=d)
+    beat(open_wd(wd), decider=d)
     (wd.goals_archive / "old.md").write_text("archived")
-    assert beat(wd, decider=d).outcome == "skipped"
+    assert beat(open_wd(wd), decider=d).outcome == "skipped"
     wd.playbook.write_text(wd.playbook.read_text() + "\nmore policy\n")
-    assert beat(wd, decider=d).outcome == "decided"
+    assert beat(open_wd(wd), decider=d).outcome == "decided"
 
 
 def test_sensor_script_edit_alone_does_not_wake(wd: Paths) -> None:
     script = write_sensor(wd, "s", "echo 1\n")
     d = Counting()
-    beat(wd, decider=d)
+    beat(open_wd(wd), decider=d)
     script.write_text(script.read_text() + "# a comment\n")
-    assert beat(wd, decider=d).outcome == "skipped"
+    assert beat(open_wd(wd), decider=d).outcome == "skipped"
 
 
 def test_broken_sensor_wakes_once_and_stderr_churn_does_not(wd: Paths) -> None:
     write_sensor(wd, "flaky", 'echo "noise $RANDOM" >&2; exit 2')
     d = Counting()
-    assert beat(wd, decider=d).outcome == "decided"
-    assert beat(wd, decider=d).outcome == "skipped"
+    assert beat(open_wd(wd), decider=d).outcome == "decided"
+    assert beat(open_wd(wd), decider=d).outcome == "skipped"
 
 
 def test_locked_beat_steps_aside(wd: Paths) -> None:
@@ -150,7 +150,7 @@ def test_locked_beat_steps_aside(wd: Paths) -> None:
     assert holder.acquire()
     try:
         d = Counting()
-        result = beat(wd, decider=d)
+        result = beat(open_wd(wd), decider=d)
         assert result.outcome == "locked" and d.calls == []
     finally:
         holder.release()
@@ -233,18 +233,18 @@ def test_many_goals_hash_each_one(wd: Paths, n_goals: int) -> None:
     for i in range(n_goals):
         (wd.goals / f"g{i:03}.md").write_text(f"goal {i}\n")
     d = Counting()
-    result = beat(wd, decider=d)
+    result = beat(open_wd(wd), decider=d)
     assert sum(1 for c in result.changed if c.item.startswith("goal:")) == n_goals + 1
     (wd.goals / "g050.md").write_text("goal 50, edited\n")
-    again = beat(wd, decider=d)
+    again = beat(open_wd(wd), decider=d)
     assert [c.item for c in again.changed] == ["goal:g050"]
 
 
 def test_the_beat_event_names_only_sensors_that_changed_or_failed(wd: Paths) -> None:
     write_sensor(wd, "steady", "echo steady")
     write_sensor(wd, "broken", "exit 3")
-    beat(wd, decider=Counting())
-    beat(wd, decider=Counting())
+    beat(open_wd(wd), decider=Counting())
+    beat(open_wd(wd), decider=Counting())
     first, second = [e for e in events(wd) if e["event"] == "beat"]
     assert set(first["sensors"]) == {"steady", "broken"} and first["sensors_steady"] == 0
     assert set(second["sensors"]) == {"broken"} and second["sensors_steady"] == 1

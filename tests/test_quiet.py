@@ -24,7 +24,7 @@ from looop_py import jsonio
 from looop_py.beat import probes, quiet, seal, survey
 from looop_py.beat.sense import Committed
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 
 def _events(wd: Paths) -> list[dict[str, object]]:
@@ -77,7 +77,7 @@ def test_the_seal_names_the_files_paths_names(wd: Paths) -> None:
 
 
 def test_quiet_probe_values_are_what_the_probes_say_of_an_empty_work_dir(wd: Paths) -> None:
-    found, _ = probes.run_probes(wd, 1_700_000_000.0, goals=[], persist=False)
+    found, _ = probes.run_probes(open_wd(wd), 1_700_000_000.0, goals=[], persist=False)
     said = {f"snap:{stem}": jsonio.canonical(snap["signal"]).decode() for stem, snap in found}
     assert said == seal.QUIET_PROBES
 

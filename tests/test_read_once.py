@@ -12,10 +12,12 @@ from looop_py.beat import pulse
 from looop_py.beat.decide import gather_prompt
 from looop_py.beat.preview import preview
 from looop_py.beat.sense import sense
+from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
+from tests.conftest import open_wd
 
 LOOP_GOAL = """---
 intent: Say hello on a cadence.
@@ -32,7 +34,7 @@ checker: |
 
 def test_the_prompt_shows_the_goal_text_that_was_hashed(wd: Paths) -> None:
     (wd.goals / "tidy.md").write_text("# Tidy\nthe version that was hashed\n")
-    seen = sense(wd, Config(), time.time())
+    seen = sense(open_wd(wd), Config(), time.time())
     (wd.goals / "tidy.md").write_text("# Tidy\nan edit made after SENSE\n")  # mid-beat edit
     text = gather_prompt(
         wd,
@@ -64,7 +66,7 @@ class Recorder:
 def test_the_decider_gets_the_goals_of_the_beat_and_no_work_dir_object(wd: Paths) -> None:
     (wd.goals / "tidy.md").write_text("# Tidy\n")
     backend = Recorder()
-    result = pulse.beat(wd, decider=backend)
+    result = pulse.beat(open_wd(wd), decider=backend)
     assert result.outcome == "decided"
     (request,) = backend.requests
     assert {g.id for g in request.goals} == {"tidy", "welcome"}
@@ -87,13 +89,13 @@ def test_looop_sense_writes_nothing_under_state(wd: Paths) -> None:
     wd.state.mkdir(exist_ok=True)
     (wd.state / "pulse.lock").touch()  # the lock file is the one thing a sense may need
     before = _state_files(wd)
-    view = preview(wd)
+    view = preview(open_workdir(wd, write_cache=False))  # as `looop sense` opens it
     assert view.would_wake is True
     assert "sys-schedules" in view.world.snapshots
     assert _state_files(wd) == before  # no config cache, loop index or schedule book
 
     # The pulse, by contrast, keeps its caches there.
-    pulse.beat(wd)
+    pulse.beat(open_wd(wd))
     after = _state_files(wd)
     assert {"config-cache.json", "loops-index.json", "loop-schedule.json"} <= set(after)
 
@@ -118,6 +120,6 @@ def test_a_beat_lists_goals_and_builds_the_loop_index_once(
 
     monkeypatch.setattr(goals, "_scan_now", scan)
     monkeypatch.setattr(loopindex, "_index", index)
-    pulse.beat(wd, clock=lambda: 1_700_000_000.0)
+    pulse.beat(open_wd(wd, clock=lambda: 1_700_000_000.0))
     assert calls == {"scan": 1, "index": 1}
-    assert loopindex.index(wd) and calls["index"] == 2  # outside a beat: worked out afresh
+    assert loopindex.index(open_wd(wd)) and calls["index"] == 2  # outside a beat: worked out afresh

@@ -15,7 +15,7 @@ from looop_py import jsonio
 from looop_py.ops import resident
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 
 
 def beats(paths: Paths) -> int:
@@ -55,10 +55,10 @@ def test_up_reacts_within_a_second_idles_cheaply_and_down_stops_it(wd: Paths) ->
         assert beats(wd) == 1  # an hour's interval: nothing else beat
 
         # A human's answer is acted on in well under a second, not at the next minute.
-        ask = mailbox.open_ask(wd, prompt="Deploy?", asker="human", now=time.time())
+        ask = mailbox.open_ask(open_wd(wd), prompt="Deploy?", asker="human", now=time.time())
         wait_for(lambda: beats(wd) >= 2, timeout=2, what="the beat the new ask causes")
         start = time.monotonic()
-        mailbox.answer(wd, ask.id, "yes", now=time.time())
+        mailbox.answer(open_wd(wd), ask.id, "yes", now=time.time())
         wait_for(lambda: beats(wd) >= 3, timeout=2, what="a beat after the answer")
         reacted = time.monotonic() - start
         assert reacted < 1.0, f"reacted in {reacted:.2f} s"

@@ -14,6 +14,7 @@ from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.loops.advance import start_round
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 from tests.test_loops_e2e import DONE, finished, loop_goal, rounds_of
 
 MAKER = f'echo looking; {DONE} "found 2 things"'
@@ -35,18 +36,18 @@ def run_round(wd: Paths, level: str, **extra: str) -> Counting:
     (wd.goals / "welcome.md").unlink()
     loop_goal(wd, "sweep", level, MAKER, CHECKER, **extra)
     decider = Counting()
-    beat(wd, decider=decider)  # the world as it starts: one wake, before any round
+    beat(open_wd(wd), decider=decider)  # the world as it starts: one wake, before any round
     assert len(decider.wakes) == 1
     decider.wakes.clear()
-    start_round(wd, config_mod.load(wd.config), "sweep", now=time.time(), trigger="test")
+    start_round(open_wd(wd), config_mod.load(wd.config), "sweep", now=time.time(), trigger="test")
     deadline = time.monotonic() + 30
     while not finished(wd)():
         assert time.monotonic() < deadline, rounds_of(wd)
-        result = beat(wd, decider=decider)
+        result = beat(open_wd(wd), decider=decider)
         assert result.outcome in (BeatOutcome.SKIPPED, BeatOutcome.DECIDED)
         time.sleep(0.05)
     for _ in range(3):  # the round is over: nothing more to hear
-        beat(wd, decider=decider)
+        beat(open_wd(wd), decider=decider)
     return decider
 
 

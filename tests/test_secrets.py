@@ -15,7 +15,7 @@ from looop_py.moves import act, union
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import environ, journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import wait_for, write_sensor
+from tests.conftest import open_wd, wait_for, write_sensor
 
 KEY = "sk-live-decider-0123456789abcdef"  # named by [decider] api_key_env
 SECRETS = {
@@ -58,10 +58,10 @@ def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -
     out.mkdir()
     write_sensor(wd, "dump", f"env > {out}/sensor.txt; echo ok")
     now = time.time()
-    beat(wd)  # the sensor
+    beat(open_wd(wd))  # the sensor
     # run_shell (an approved command, through bash), a worker with a verify command
     shell = union.parse({"action": "run_shell", "cmd": f"env > {out}/shell.txt"})
-    assert act.execute(wd, cfg, shell, now, approved=True).ok
+    assert act.execute(open_wd(wd), cfg, shell, now, approved=True).ok
     worker = union.parse(
         {
             "action": "start_worker",
@@ -71,7 +71,7 @@ def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -
             "verify": f"env > {out}/verify.txt",
         }
     )
-    assert act.execute(wd, cfg, worker, now, approved=True).ok
+    assert act.execute(open_wd(wd), cfg, worker, now, approved=True).ok
     keyed = union.parse(
         {
             "action": "start_worker",
@@ -80,12 +80,12 @@ def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -
             "runtime": "keyed",
         }
     )
-    assert act.execute(wd, cfg, keyed, now).ok
+    assert act.execute(open_wd(wd), cfg, keyed, now).ok
     wait_for(lambda: (out / "worker.txt").exists() and (out / "keyed.txt").exists(), 20)
-    wait_for(lambda: beat(wd, force=True) and (out / "verify.txt").exists(), 20, "verify")
+    wait_for(lambda: beat(open_wd(wd), force=True) and (out / "verify.txt").exists(), 20, "verify")
     # the loop action executor gets the same scrubbed environment
     (wd.goals / "ship.md").write_text(LOOP)
-    engine = advance.engine_for(wd, cfg, load_spec(wd, "ship"))
+    engine = advance.engine_for(open_wd(wd), cfg, load_spec(open_wd(wd), "ship"))
     action_env = engine.executor.env  # type: ignore[attr-defined]
     for where in ("sensor", "shell", "worker", "verify", "keyed"):
         env = _seen(out / f"{where}.txt")
@@ -123,10 +123,10 @@ class Leaky:
 
 def test_an_echoed_key_never_lands_in_a_file(wd: Paths, secrets: dict[str, str]) -> None:
     _config(wd)
-    failed = beat(wd, decider=Leaky(fail=True))
+    failed = beat(open_wd(wd), decider=Leaky(fail=True))
     assert failed.outcome == "failed" and environ.REDACTED in (failed.reason or "")
     assert KEY not in (failed.reason or "")
-    ok = beat(wd, decider=Leaky(fail=False), clock=lambda: time.time() + 400)
+    ok = beat(open_wd(wd, clock=lambda: time.time() + 400), decider=Leaky(fail=False))
     assert ok.outcome == "decided", ok.reason
     assert environ.REDACTED in journal.tail(wd, 1)[0]
     for path in wd.root.rglob("*"):

@@ -11,6 +11,7 @@ import pytest
 
 from looop_py import jsonio
 from looop_py.beat.sensors import Reading, discover, sense
+from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from tests.conftest import write_sensor
@@ -23,7 +24,7 @@ def run_all(
     readings = sense(
         wd,
         found,
-        env=child_env(wd),
+        env=child_env(wd, config=Config()),
         cap=cap,
         concurrency=8,
         now=time.time() if now is None else now,

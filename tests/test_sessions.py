@@ -26,7 +26,7 @@ from looop_py.workdir import config, journal, ledger
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 from looop_py.workers import kill, launch, reap, records
-from tests.conftest import run_looop, wait_for
+from tests.conftest import open_wd, run_looop, wait_for
 
 
 class Noop:
@@ -41,7 +41,7 @@ def wwd(wd: Paths) -> Iterator[Paths]:
     """A work dir for workers: a short kill grace; every worker still alive is killed after."""
     wd.config.write_text("[workers]\nkill_grace_s = 0.3\n")
     yield wd
-    for view in records.list_sessions(wd, time.time()):
+    for view in records.list_sessions(open_wd(wd), time.time()):
         if view.alive:
             kill.kill(wd, view.id)
 
@@ -51,7 +51,7 @@ def cfg(wd: Paths) -> config.Config:
 
 
 def start(wd: Paths, sid: str, prompt: str, **kw: Any) -> records.Session:
-    return launch.start(wd, cfg(wd), sid, prompt, now=time.time(), **kw)
+    return launch.start(open_wd(wd), cfg(wd), sid, prompt, now=time.time(), **kw)
 
 
 def status(wd: Paths, sid: str) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def test_worker_outlives_the_looop_process_that_started_it(wwd: Paths) -> None:
     assert (wwd.sessions / "w1" / "prompt.md").read_text().startswith("# LOOOP WORKER CONTRACT")
     ended = wait_ended(wwd, "w1")
     assert ended["state"] == "exited" and ended["exit_code"] == 7 and ended["ended_at"]
-    view = records.get(wwd, "w1", time.time())
+    view = records.get(open_wd(wwd), "w1", time.time())
     assert (view.alive, view.health, view.exit_code) == (False, "dead", 7)
 
 
@@ -164,7 +164,7 @@ def test_fleet_cap_live_ids_and_reusing_a_dead_id(wwd: Paths) -> None:
     wait_for(lambda: "second" in (wwd.sessions / "a" / "output.log").read_text())
     assert "first-generation" not in (wwd.sessions / "a" / "output.log").read_text()
     assert not (wwd.sessions / "a" / "kill.json").exists()
-    assert records.live_count(wwd, time.time()) == 2
+    assert records.live_count(open_wd(wwd), time.time()) == 2
 
 
 def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) -> None:
@@ -177,13 +177,13 @@ def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) ->
     )
     jsonio.write_json(d / "status.json", {"state": "running", "exit_code": None})
     now = time.time()
-    view = records.get(wwd, "ghost", now)
+    view = records.get(open_wd(wwd), "ghost", now)
     assert (view.alive, view.health, view.state, view.lost) == (False, "dead", "exited", True)
-    events = reap.housekeeping(wwd, cfg(wwd), now)
+    events = reap.housekeeping(open_wd(wwd), cfg(wwd), now)
     assert [e["event"] for e in events] == ["worker_lost", "worker_ended"]
     assert status(wwd, "ghost")["lost"] is True and status(wwd, "ghost")["finalized_at"] == now
-    assert reap.housekeeping(wwd, cfg(wwd), now + 60) == []  # settled once only
-    pruned = reap.housekeeping(wwd, cfg(wwd), now + 3 * 86400 + 1)
+    assert reap.housekeeping(open_wd(wwd), cfg(wwd), now + 60) == []  # settled once only
+    pruned = reap.housekeeping(open_wd(wwd), cfg(wwd), now + 3 * 86400 + 1)
     assert pruned == [{"event": "session_pruned", "id": "ghost"}]
     assert not d.exists()
 
@@ -191,14 +191,14 @@ def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) ->
 def test_health_busy_stuck_waiting_ask(wwd: Paths) -> None:
     start(wwd, "slow", "sleep 30")
     now = time.time()
-    assert records.get(wwd, "slow", now).health == "busy"
+    assert records.get(open_wd(wwd), "slow", now).health == "busy"
     log = wwd.sessions / "slow" / "output.log"
     os.utime(log, (now - 901, now - 901))  # no output for 15 minutes
-    assert records.get(wwd, "slow", now).health == "stuck"
+    assert records.get(open_wd(wwd), "slow", now).health == "stuck"
     jsonio.write_json(wwd.asks / "slow-1.json", {"id": "slow-1", "asker": "slow", "prompt": "?"})
-    assert records.get(wwd, "slow", now).health == "waiting-ask"
+    assert records.get(open_wd(wwd), "slow", now).health == "waiting-ask"
     jsonio.write_json(wwd.answers / "slow-1.json", {"id": "slow-1", "answer": "yes"})
-    assert records.get(wwd, "slow", now).health == "stuck"
+    assert records.get(open_wd(wwd), "slow", now).health == "stuck"
     listed = jsonio.loads(run_looop("-C", str(wwd.root), "workers", "--json").stdout)
     assert [(w["id"], w["alive"]) for w in listed["workers"]] == [("slow", True)]
     assert listed["live"] == 1 and listed["max_live"] == 8
@@ -211,10 +211,10 @@ def test_verify_verdict_reaches_sys_sessions_and_wakes_the_loop(wwd: Paths) -> N
     wait_ended(wwd, "bad")
     # A beat with no verify time left: the workers' ends are committed, verdicts not yet.
     wwd.config.write_text("[workers]\nverify_budget_s = 0\n")
-    assert beat(wwd, decider=Noop()).outcome == "decided"
+    assert beat(open_wd(wwd), decider=Noop()).outcome == "decided"
     assert not (wwd.sessions / "good" / "verify.json").exists()
     wwd.config.write_text("[workers]\n")
-    second = beat(wwd, decider=Noop())
+    second = beat(open_wd(wwd), decider=Noop())
     # The verdicts alone woke the loop.
     assert second.outcome == "decided"
     assert [c.item for c in second.changed] == ["snap:sys-sessions"]
@@ -227,7 +227,7 @@ def test_verify_verdict_reaches_sys_sessions_and_wakes_the_loop(wwd: Paths) -> N
         ("bad", "fail", 3),
         ("good", "pass", 0),
     ]
-    assert beat(wwd, decider=Noop()).outcome == "skipped"  # verify ran once; nothing new
+    assert beat(open_wd(wwd), decider=Noop()).outcome == "skipped"  # verify ran once; nothing new
 
 
 def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
@@ -245,7 +245,7 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
     start(wwd, "reporter", script)
     wait_ended(wwd, "metered")
     wait_ended(wwd, "reporter")
-    events = reap.housekeeping(wwd, cfg(wwd), time.time())
+    events = reap.housekeeping(open_wd(wwd), cfg(wwd), time.time())
     metered = next(e for e in events if e["id"] == "metered")
     assert metered["usage"] == {
         "input_tokens": 105,
@@ -256,11 +256,11 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
         "cost_usd": 0.25,
         "source": "stream",
     }
-    view = records.get(wwd, "reporter", time.time())
+    view = records.get(open_wd(wwd), "reporter", time.time())
     assert view.result is not None and view.result["status"] == "done-with-concerns"
     assert view.usage == {"total_tokens": 500, "cost_usd": None, "source": "worker"}
     # Both are other workers' spend on the one ledger; the worker's own count is charged too.
-    by_source = ledger.load(wwd).by_source
+    by_source = ledger.load(open_wd(wwd)).by_source
     assert by_source["workers"]["tokens"] == 125 + 500
     assert by_source["workers"]["usd"] == 0.25
     outside = run_looop("-C", str(wwd.root), "done", env={"LOOOP_SESSION_ID": ""})
@@ -286,7 +286,7 @@ def test_git_worktree_kept_when_it_holds_commits_else_removed(wwd: Paths, tmp_pa
     wait_ended(wwd, "keep")
     wait_ended(wwd, "drop")
     assert (wwd.reports / "keep.txt").read_text().strip() == str(wt_root / "keep")
-    events = {e["id"]: e for e in reap.housekeeping(wwd, cfg(wwd), time.time())}
+    events = {e["id"]: e for e in reap.housekeeping(open_wd(wwd), cfg(wwd), time.time())}
     assert events["keep"]["worktree"] == "kept" and events["drop"]["worktree"] == "removed"
     assert (wt_root / "keep").is_dir() and not (wt_root / "drop").exists()
     branches = subprocess.run(

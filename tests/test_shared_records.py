@@ -36,7 +36,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import mailbox, shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import run_looop, wait_for
+from tests.conftest import close_opened, open_wd, run_looop, wait_for
 from tests.etcdserver import Cluster, use_etcd
 from tests.test_coord_contract import TTL, Noop
 from tests.test_coord_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
@@ -71,20 +71,20 @@ class Hosts:
 def hosts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hosts]:
     cluster = request.getfixturevalue("etcd") if request.param == "etcd" else None
     yield Hosts(request.param, tmp_path, cluster)
-    choose.forget()
+    close_opened()
 
 
 @pytest.fixture
 def two(etcd: Cluster, tmp_path: Path) -> Iterator[Hosts]:
     yield Hosts("etcd", tmp_path, etcd)
-    choose.forget()
+    close_opened()
 
 
 # -- the contract, on both backends ------------------------------------------------------------
 
 
 def test_records_are_whole_and_kinds_are_apart(hosts: Hosts) -> None:
-    box = shelf.of(hosts.workdir())
+    box = open_wd(hosts.workdir()).shelf
     assert box.shared is (hosts.name == "etcd")
     assert box.empty("timers") and box.get("timers", "t") is None and box.names("timers") == []
     box.put("timers", "t", b'{"v": 1}\n')
@@ -105,7 +105,7 @@ def test_records_are_whole_and_kinds_are_apart(hosts: Hosts) -> None:
 
 def test_a_damaged_record_is_seen_and_named(hosts: Hosts) -> None:
     wd = hosts.workdir()
-    box = shelf.of(wd)
+    box = open_wd(wd).shelf
     box.put("rounds", "broken", b"{")
     with pytest.raises(CorruptFile, match="broken"):
         shelf.read_json(box, "rounds", "broken")
@@ -116,13 +116,16 @@ def test_a_damaged_record_is_seen_and_named(hosts: Hosts) -> None:
 
 
 def _open_asks(root: str, n: int, out: str) -> None:
-    ids = [mailbox.open_ask(Paths(Path(root)), prompt="?", asker="w", now=1.0).id for _ in range(n)]
+    ids = [
+        mailbox.open_ask(open_wd(Paths(Path(root))), prompt="?", asker="w", now=1.0).id
+        for _ in range(n)
+    ]
     Path(out).write_text("\n".join(ids))
 
 
 def _answer(root: str, ask_id: str, text: str, out: str) -> None:
     try:
-        mailbox.answer(Paths(Path(root)), ask_id, text, now=2.0)
+        mailbox.answer(open_wd(Paths(Path(root))), ask_id, text, now=2.0)
         Path(out).write_text("won")
     except UsageError:
         Path(out).write_text("lost")
@@ -132,7 +135,7 @@ def _answer(root: str, ask_id: str, text: str, out: str) -> None:
 @pytest.mark.timeout(120)
 def test_ask_ids_and_answers_are_exclusive_across_processes(hosts: Hosts, tmp_path: Path) -> None:
     wd = hosts.workdir()
-    shelf.of(wd)  # open the backend once here, not in every forked child
+    open_wd(wd)  # open the backend once here, not in every forked child
     ctx = multiprocessing.get_context("fork")
     procs, each = 6, 8
     jobs = [
@@ -146,7 +149,7 @@ def test_ask_ids_and_answers_are_exclusive_across_processes(hosts: Hosts, tmp_pa
         assert j.exitcode == 0
     ids = [i for k in range(procs) for i in (tmp_path / f"ids{k}").read_text().split()]
     assert len(ids) == len(set(ids)) == procs * each  # no id handed out twice
-    assert {a.id for a in mailbox.pending(wd)} == set(ids)
+    assert {a.id for a in mailbox.pending(open_wd(wd))} == set(ids)
     # Everyone answers the same ask at once: exactly one answer is recorded.
     target = ids[0]
     racers = [
@@ -159,13 +162,13 @@ def test_ask_ids_and_answers_are_exclusive_across_processes(hosts: Hosts, tmp_pa
         r.join(60)
     results = sorted((tmp_path / f"a{i}").read_text() for i in range(procs))
     assert results.count("won") == 1, results
-    got = mailbox.get_answer(wd, target)
+    got = mailbox.get_answer(open_wd(wd), target)
     assert got is not None and got.text.startswith("r")
-    assert target not in {a.id for a in mailbox.pending(wd)}
+    assert target not in {a.id for a in mailbox.pending(open_wd(wd))}
 
 
 def test_archiving_moves_each_ended_round_once(hosts: Hosts) -> None:
-    box = shelf.of(hosts.workdir())
+    box = open_wd(hosts.workdir()).shelf
     ended = {"id": "r1", "phase": "done", "ended_at": 100.0, "started_at": 50.0}
     shelf.write_json(box, "rounds", "r1", ended)
     shelf.write_json(box, "rounds", "r2", {**ended, "id": "r2", "ended_at": 5000.0})
@@ -173,14 +176,14 @@ def test_archiving_moves_each_ended_round_once(hosts: Hosts) -> None:
     assert store.archive_done(box, 4000.0) == []
     assert box.names("rounds") == ["r2"] and box.names("rounds-done") == ["r1"]
     assert [r.id for r in store.rows(box, include_done=True)] == ["r1", "r2"]
-    assert store.rounds_of(hosts.workdir()).new_id("x", 0.0) != "r1"
+    assert store.rounds_of(open_wd(hosts.workdir())).new_id("x", 0.0) != "r1"
 
 
 def test_the_files_backend_keeps_the_work_dir_layout(tmp_path: Path) -> None:
     wd = Hosts("files", tmp_path, None).workdir()
-    ask = mailbox.open_ask(wd, prompt="ok?", asker="decider", now=1.0)
-    mailbox.answer(wd, ask.id, "yes", now=2.0)
-    timers.write(wd, "nightly", now=1.0, every_s=3600)
+    ask = mailbox.open_ask(open_wd(wd), prompt="ok?", asker="decider", now=1.0)
+    mailbox.answer(open_wd(wd), ask.id, "yes", now=2.0)
+    timers.write(open_wd(wd), "nightly", now=1.0, every_s=3600)
     assert (wd.asks / f"{ask.id}.json").exists() and (wd.answers / f"{ask.id}.json").exists()
     assert jsonio.read_json(wd.timers / "nightly.json")["every_s"] == 3600
     assert "host" not in jsonio.read_json(wd.asks / f"{ask.id}.json")
@@ -192,26 +195,28 @@ def test_the_files_backend_keeps_the_work_dir_layout(tmp_path: Path) -> None:
 @pytest.mark.etcd
 def test_a_paused_ex_leader_writes_nothing(two: Hosts) -> None:
     a, b = two.workdir("a"), two.workdir("b")
-    coord_a, coord_b = choose.coordinator(a), choose.coordinator(b)
+    coord_a, coord_b = choose.coordinator(open_wd(a)), choose.coordinator(open_wd(b))
     with coord_a.pulse() as token_a:
         assert token_a is not None
-        with shelf.of(a).fenced(PULSE, token_a):
-            first = mailbox.open_ask(a, prompt="before the pause", asker="decider", now=1.0)
+        with open_wd(a).shelf.fenced(PULSE, token_a):
+            first = mailbox.open_ask(
+                open_wd(a), prompt="before the pause", asker="decider", now=1.0
+            )
             # A pauses; its pulse claim lapses (deleted here as its lease would) and B beats.
             coord_a.unclaim(PULSE, holders.own_holder("pulse.a"), now=time.time())
             with coord_b.pulse() as token_b:
                 assert token_b == token_a + 1
                 with pytest.raises(FenceLost, match="pulse"):
-                    mailbox.open_ask(a, prompt="after the pause", asker="decider", now=2.0)
+                    mailbox.open_ask(open_wd(a), prompt="after the pause", asker="decider", now=2.0)
                 with pytest.raises(FenceLost):
-                    timers.write(a, "late", now=2.0, in_s=60)
+                    timers.write(open_wd(a), "late", now=2.0, in_s=60)
                 with pytest.raises(FenceLost):
-                    shelf.of(a).delete("asks", first.id)
+                    open_wd(a).shelf.delete("asks", first.id)
                 with pytest.raises(FenceLost):
-                    mailbox.answer(a, first.id, "x", now=2.0)
+                    mailbox.answer(open_wd(a), first.id, "x", now=2.0)
     # Nothing of the paused leader's landed; what it wrote while it led is there.
-    assert [x.id for x in mailbox.pending(b)] == [first.id]
-    assert timers.load_all(b) == {}
+    assert [x.id for x in mailbox.pending(open_wd(b))] == [first.id]
+    assert timers.load_all(open_wd(b)) == {}
 
 
 @pytest.mark.etcd
@@ -227,8 +232,8 @@ def test_an_ask_filed_on_one_host_is_answered_from_the_other(two: Hosts) -> None
         text=True,
     )
     try:
-        wait_for(lambda: mailbox.pending(b), timeout=20, what="the ask on host b")
-        (ask,) = mailbox.pending(b)
+        wait_for(lambda: mailbox.pending(open_wd(b)), timeout=20, what="the ask on host b")
+        (ask,) = mailbox.pending(open_wd(b))
         assert ask.host == "a" and ask.prompt == "ship it?"
         listed = run_looop("-C", str(b.root), "asks", "--json")
         assert ask.id in listed.stdout, listed.stderr
@@ -264,7 +269,7 @@ def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
 ) -> None:
     marker = tmp_path / "applied"
     a, b = sweep_hosts(two, f"touch {marker}")
-    shared = shelf.of(a)
+    shared = open_wd(a).shelf
 
     def waiting() -> bool:
         return any(r.phase == "awaiting-approval" for r in store.rows(shared, include_done=False))
@@ -272,23 +277,23 @@ def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
     deadline = time.monotonic() + 60
     while not waiting():  # host a beats: its maker and checker run here, then it escalates
         assert time.monotonic() < deadline, store.rows(shared, include_done=True)
-        beat(a)
+        beat(open_wd(a))
         time.sleep(0.05)
     (row,) = store.rows(shared, include_done=False)
     assert row.host == "a" and (a.sessions / f"{row.id}.maker").is_dir()
-    (ask,) = [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL]
+    (ask,) = [x for x in mailbox.pending(open_wd(b)) if x.kind is mailbox.AskKind.APPROVAL]
     approved = run_looop("-C", str(b.root), "approve", ask.id, "--json")
     assert approved.returncode == 0, approved.stderr
     assert not marker.exists()  # shared: the next beat, on whichever host, carries it on
-    beat(b)
-    (done,) = store.rows(shelf.of(b), include_done=True)
+    beat(open_wd(b))
+    (done,) = store.rows(open_wd(b).shelf, include_done=True)
     assert done.phase == "done" and done.outcome == "proceeded" and done.host == "b"
     assert marker.exists()
     # What the round learned is recalled on host a too (its full history stays on b).
-    (learned,) = store.memory_of(a).recall("sweep", 5)
+    (learned,) = store.memory_of(open_wd(a)).recall("sweep", 5)
     assert learned.round_id == done.id and (b.memory / "sweep.jsonl").exists()
     # Host a's next beat starts no second round: the cadence slot and the trigger are shared.
-    beat(a)
+    beat(open_wd(a))
     assert len(store.rows(shared, include_done=True)) == 1
     assert not list(a.rounds.glob("*.json")) and not list(b.rounds.glob("*.json"))
 
@@ -313,41 +318,45 @@ def test_a_round_whose_worker_runs_on_another_host_is_left_to_it_while_it_lives(
         updated_at=1.0,
         maker_handle="r1.maker",
     )
-    store.rounds_of(a).save(state)  # host a stepped it last: its maker runs there
+    store.rounds_of(open_wd(a)).save(state)  # host a stepped it last: its maker runs there
     worker = subprocess.Popen(["sleep", "60"])
     try:
         created = identity.create_time(worker.pid)
         holder = holders.Holder("round.r1", worker.pid, created)
-        choose.coordinator(a).claim(worker_claim("r1.maker"), holder, now=time.time())
-        rounds_b = store.rounds_of(b)
-        assert advance._worker_elsewhere(b, rounds_b, state, time.time())
-        assert not advance._worker_elsewhere(a, store.rounds_of(a), state, time.time())
+        choose.coordinator(open_wd(a)).claim(worker_claim("r1.maker"), holder, now=time.time())
+        rounds_b = store.rounds_of(open_wd(b))
+        assert advance._worker_elsewhere(open_wd(b), rounds_b, state, time.time())
+        assert not advance._worker_elsewhere(
+            open_wd(a), store.rounds_of(open_wd(a)), state, time.time()
+        )
         # The worker (or its whole host) dies: its claim goes, and any host may step the round.
         worker.kill()
         worker.wait()
         wait_for(
-            lambda: not advance._worker_elsewhere(b, rounds_b, state, time.time()),
+            lambda: not advance._worker_elsewhere(open_wd(b), rounds_b, state, time.time()),
             timeout=TTL + 5,
             what="the dead worker's claim to go",
         )
     finally:
         worker.kill()
     # Waiting on a human, the round is anyone's to step.
-    store.rounds_of(a).save(
+    store.rounds_of(open_wd(a)).save(
         state.__class__.from_dict({**state.to_dict(), "phase": "awaiting-approval"})
     )
-    assert not advance._worker_elsewhere(b, rounds_b, store.rounds_of(b).load("r1"), time.time())
+    assert not advance._worker_elsewhere(
+        open_wd(b), rounds_b, store.rounds_of(open_wd(b)).load("r1"), time.time()
+    )
 
 
 @pytest.mark.etcd
 def test_timers_and_the_schedule_book_are_one_for_every_host(two: Hosts) -> None:
     a, b = two.workdir("a"), two.workdir("b")
-    timers.write(a, "nightly", now=time.time(), every_s=3600)
+    timers.write(open_wd(a), "nightly", now=time.time(), every_s=3600)
     listed = run_looop("-C", str(b.root), "schedules", "--json")
     assert listed.returncode == 0 and "nightly" in listed.stdout, listed.stderr
     gone = run_looop("-C", str(b.root), "schedule", "drop", "nightly")
     assert gone.returncode == 0, gone.stderr
-    assert timers.load_all(a) == {}
+    assert timers.load_all(open_wd(a)) == {}
     assert not a.timers.exists() and not b.timers.exists()
 
 
@@ -358,16 +367,21 @@ def test_an_approved_move_runs_once_on_the_next_beat_of_any_host(
     a, b = two.workdir("a"), two.workdir("b")
     hold = {"move": {"action": "noop"}, "runs": "nothing"}
     ask = mailbox.open_ask(
-        a, prompt="run it?", asker="decider", now=1.0, kind=mailbox.AskKind.APPROVAL, hold=hold
+        open_wd(a),
+        prompt="run it?",
+        asker="decider",
+        now=1.0,
+        kind=mailbox.AskKind.APPROVAL,
+        hold=hold,
     )
-    shelf.write_json(shelf.of(a), "approved", ask.id, {"v": 1, "ask": ask.id, "hold": hold})
-    mailbox.answer(b, ask.id, "approved", now=2.0, verdict="approved")
-    events = approvals.carry_out_pending(b, config_mod.load(b.config), 3.0)
+    shelf.write_json(open_wd(a).shelf, "approved", ask.id, {"v": 1, "ask": ask.id, "hold": hold})
+    mailbox.answer(open_wd(b), ask.id, "approved", now=2.0, verdict="approved")
+    events = approvals.carry_out_pending(open_wd(b), config_mod.load(b.config), 3.0)
     assert events == []
-    assert shelf.of(a).names("approved") == []  # carried out once, gone for both hosts
-    got = mailbox.get_answer(a, ask.id)
+    assert open_wd(a).shelf.names("approved") == []  # carried out once, gone for both hosts
+    got = mailbox.get_answer(open_wd(a), ask.id)
     assert got is not None and got.note
-    assert approvals.carry_out_pending(a, config_mod.load(a.config), 4.0) == []
+    assert approvals.carry_out_pending(open_wd(a), config_mod.load(a.config), 4.0) == []
 
 
 class Usurped:
@@ -380,19 +394,23 @@ class Usurped:
         self.a, self.b = a, b
 
     def decide(self, request: DecideRequest) -> Decision:
-        choose.coordinator(self.a).unclaim(PULSE, holders.own_holder("pulse.a"), now=time.time())
-        choose.coordinator(self.b).claim(PULSE, holders.own_holder("pulse.b"), now=time.time())
+        choose.coordinator(open_wd(self.a)).unclaim(
+            PULSE, holders.own_holder("pulse.a"), now=time.time()
+        )
+        choose.coordinator(open_wd(self.b)).claim(
+            PULSE, holders.own_holder("pulse.b"), now=time.time()
+        )
         return Decision(move={"action": "ask_human", "prompt": "merge it?"})
 
 
 @pytest.mark.etcd
 def test_a_beat_that_lost_the_pulse_mid_beat_writes_no_record_and_says_why(two: Hosts) -> None:
     a, b = two.workdir("a"), two.workdir("b")
-    result = beat(a, decider=Usurped(a, b))
+    result = beat(open_wd(a), decider=Usurped(a, b))
     assert result.outcome is BeatOutcome.SKIPPED, (result.reason, result.move, result.journal)
     assert "lost the pulse claim" in (result.reason or "")
-    assert mailbox.pending(b) == [] and shelf.of(b).empty("asks")
-    assert choose.coordinator(b).read("world/committed") is None  # nor the world
+    assert mailbox.pending(open_wd(b)) == [] and open_wd(b).shelf.empty("asks")
+    assert choose.coordinator(open_wd(b)).read("world/committed") is None  # nor the world
     assert "lost the pulse claim" in a.journal.read_text()
 
 
@@ -401,7 +419,7 @@ def test_shared_memory_keeps_the_last_rounds_once_each_for_every_host(two: Hosts
     from looop_py.engine.ports import MemoryEntry
 
     a, b = two.workdir("a"), two.workdir("b")
-    mem_a, mem_b = store.memory_of(a), store.memory_of(b)
+    mem_a, mem_b = store.memory_of(open_wd(a)), store.memory_of(open_wd(b))
     assert isinstance(mem_a, store.SharedMemory)
     for i in range(store.SHARED_KEEP + 5):
         entry = MemoryEntry("x" * (store.SHARED_CONTENT_CAP + 10), round_id=f"r{i}", created=i)
@@ -441,15 +459,17 @@ def test_the_pulse_passing_between_hosts_wakes_no_decider(two: Hosts) -> None:
     from looop_py.workers import kill, launch
 
     a, b = two.workdir("a"), two.workdir("b")
-    launch.start(a, config_mod.load(a.config), "w1", "sleep 60", runtime="shell", now=time.time())
+    launch.start(
+        open_wd(a), config_mod.load(a.config), "w1", "sleep 60", runtime="shell", now=time.time()
+    )
     try:
-        outcomes = [beat(host, decider=Noop()).outcome for host in (a, b, a, b, a, b)]
+        outcomes = [beat(open_wd(host), decider=Noop()).outcome for host in (a, b, a, b, a, b)]
     finally:
         kill.kill(a, "w1")
     decided = outcomes.count(BeatOutcome.DECIDED)
     assert outcomes[:2] == [BeatOutcome.DECIDED, BeatOutcome.DECIDED]  # each host's first
     assert decided == 2, outcomes
-    committed = jsonio.loads(choose.coordinator(a).read("world/committed") or b"{}")
+    committed = jsonio.loads(choose.coordinator(open_wd(a)).read("world/committed") or b"{}")
     assert {"snap:sys-sessions@a", "snap:sys-sessions@b"} <= set(committed["items"])
     assert "snap:sys-sessions" not in committed["items"]
 
@@ -459,12 +479,12 @@ def test_a_stranded_ask_reads_stranded_on_every_host(two: Hosts) -> None:
     a, b = two.workdir("a"), two.workdir("b")
     gone = subprocess.Popen(["true"])
     gone.wait()
-    ask = mailbox.open_ask(a, prompt="still there?", asker="human", now=1.0)
-    mailbox._update(a, ask.id, waiter={"pid": gone.pid, "create_time": 1.0})
-    ((_, b_state, _),) = [(v.id, v.state, v.why) for v in mailbox.listing(b)]
+    ask = mailbox.open_ask(open_wd(a), prompt="still there?", asker="human", now=1.0)
+    mailbox._update(open_wd(a), ask.id, waiter={"pid": gone.pid, "create_time": 1.0})
+    ((_, b_state, _),) = [(v.id, v.state, v.why) for v in mailbox.listing(open_wd(b))]
     assert b_state is mailbox.AskState.PENDING  # only host a can see its waiter is gone
-    beat(a, decider=Noop())  # a's beat finds it stranded and says so in the shared record
-    (seen_b,) = mailbox.listing(b)
+    beat(open_wd(a), decider=Noop())  # a's beat finds it stranded and says so in the shared record
+    (seen_b,) = mailbox.listing(open_wd(b))
     assert seen_b.state is mailbox.AskState.STRANDED and f"pid {gone.pid}" in (seen_b.why or "")
 
 
@@ -477,10 +497,10 @@ def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
     from tests.etcdserver import free_port
 
     a, b = two.workdir("a"), two.workdir("b")
-    free = doctor.coordination(a, config_mod.load(a.config), time.time())
+    free = doctor.coordination(open_wd(a), config_mod.load(a.config), time.time())
     assert free.verdict is doctor.Verdict.OK and "pulse free" in free.message
     assert "host a" in free.message
-    with choose.coordinator(b).pulse() as token:
+    with choose.coordinator(open_wd(b)).pulse() as token:
         held = run_looop("-C", str(a.root), "doctor", "--offline", "--json")
     (check,) = [c for c in jsonio.loads(held.stdout)["checks"] if c["name"] == "coordination"]
     assert check["verdict"] == "ok" and f"pulse held by b (epoch {token})" in check["message"]
@@ -493,9 +513,9 @@ def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
     assert check["verdict"] == "fail" and "cannot be reached" in check["message"]
     assert "never falls back" in check["fix"]
     files = Hosts("files", tmp_path / "f", None).workdir()
-    assert doctor.coordination(files, config_mod.load(files.config), 0.0).message.startswith(
-        "files"
-    )
+    assert doctor.coordination(
+        open_wd(files), config_mod.load(files.config), 0.0
+    ).message.startswith("files")
 
 
 def _charge_many(root: str, start: int) -> None:
@@ -503,7 +523,7 @@ def _charge_many(root: str, start: int) -> None:
 
     paths = Paths(Path(root))
     for i in range(start, start + 25):
-        ledger.record_charge(paths, time.time(), ledger.Charge(f"k{i}", "workers", 1))
+        ledger.record_charge(open_wd(paths), time.time(), ledger.Charge(f"k{i}", "workers", 1))
 
 
 @pytest.mark.etcd
@@ -519,16 +539,20 @@ def test_one_daily_budget_for_every_host(two: Hosts) -> None:
         wd.config.write_text(text)
     limits = config_mod.load(b.config).limits
     now = time.time()
-    ledger.record_charge(a, now, ledger.Charge("worker:w1", "workers", 600))
-    assert ledger.held(b, limits, now) is None
-    ledger.record_charge(b, now, ledger.Charge("worker:w1", "workers", 400))  # b's own w1
-    assert ledger.load(a).tokens == 1000  # two workers named alike on two hosts: both count
-    assert "daily token budget spent: 1000 of 1000" in (ledger.held(a, limits, now) or "")
-    ledger.record_charge(b, now, ledger.Charge("worker:w1", "workers", 400))  # b's again: once
-    assert ledger.load(b).tokens == 1000
+    ledger.record_charge(open_wd(a), now, ledger.Charge("worker:w1", "workers", 600))
+    assert ledger.held(open_wd(b), limits, now) is None
+    ledger.record_charge(open_wd(b), now, ledger.Charge("worker:w1", "workers", 400))  # b's own w1
+    assert (
+        ledger.load(open_wd(a)).tokens == 1000
+    )  # two workers named alike on two hosts: both count
+    assert "daily token budget spent: 1000 of 1000" in (ledger.held(open_wd(a), limits, now) or "")
+    ledger.record_charge(
+        open_wd(b), now, ledger.Charge("worker:w1", "workers", 400)
+    )  # b's again: once
+    assert ledger.load(open_wd(b)).tokens == 1000
     assert not (a.state / "spend.json").exists() and not (b.state / "spend.json").exists()
     # Chargers on both hosts at once lose nothing: each charge swaps the record it read.
-    shelf.of(a), shelf.of(b)
+    open_wd(a).shelf, open_wd(b).shelf
     ctx = multiprocessing.get_context("fork")
     procs = [
         ctx.Process(target=_charge_many, args=(str((a, b)[n % 2].root), n * 25)) for n in range(4)
@@ -538,7 +562,7 @@ def test_one_daily_budget_for_every_host(two: Hosts) -> None:
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert ledger.load(a).tokens == 1100
+    assert ledger.load(open_wd(a)).tokens == 1100
 
 
 class Broken:
@@ -571,20 +595,22 @@ def test_the_hourly_cap_and_the_backoff_hold_for_the_loop_not_each_host(
     def tick() -> None:  # the world every host sees changes
         counter.write_text(str(int(counter.read_text()) + 1))
 
-    first = beat(a, decider=Broken())  # a's decider fails: the loop backs off, on every host
+    first = beat(
+        open_wd(a), decider=Broken()
+    )  # a's decider fails: the loop backs off, on every host
     assert first.outcome is BeatOutcome.FAILED
     tick()
-    held = beat(b, decider=Noop())
+    held = beat(open_wd(b), decider=Noop())
     assert held.outcome is BeatOutcome.HELD and "backoff: 1 failure" in (held.reason or "")
     # The backoff is spent (edited here, as its delay passing would): b decides, then a, and
     # the cap of 2 an hour, counted across hosts, holds the third on b.
-    limits_rec = shelf.of(a).get("state", "backoff")
+    limits_rec = open_wd(a).shelf.get("state", "backoff")
     assert limits_rec is not None and b"the model is down" in limits_rec
-    shelf.of(a).delete("state", "backoff")
+    open_wd(a).shelf.delete("state", "backoff")
     tick()
-    assert beat(b, decider=Noop()).outcome is BeatOutcome.DECIDED
+    assert beat(open_wd(b), decider=Noop()).outcome is BeatOutcome.DECIDED
     tick()
-    capped = beat(a, decider=Noop())
+    capped = beat(open_wd(a), decider=Noop())
     assert capped.outcome is BeatOutcome.HELD, capped
     assert "decide cap: 2 decides in the last hour (limit 2)" in (capped.reason or "")
     assert not (a.state / "decides.json").exists() and not (b.state / "backoff.json").exists()
@@ -596,8 +622,8 @@ def test_when_each_goal_was_last_acted_on_is_the_same_on_every_host(two: Hosts) 
     from looop_py.moves import act
 
     a, b = two.workdir("a"), two.workdir("b")
-    act.stamp_goal(a, "welcome", 1234.0)
-    seen = probes.Seen(b, 2000.0, ("welcome",))
+    act.stamp_goal(open_wd(a), "welcome", 1234.0)
+    seen = probes.Seen(open_wd(b), 2000.0, ("welcome",))
     assert probes.goals(seen)["detail"]["goals"]["welcome"] == {"last_acted": 1234.0}
     assert not (a.goal_activity.exists() or b.goal_activity.exists())
 
@@ -606,10 +632,10 @@ def test_when_each_goal_was_last_acted_on_is_the_same_on_every_host(two: Hosts) 
 @pytest.mark.timeout(60)
 def test_status_on_one_host_shows_the_shared_world_pulse_and_claims(two: Hosts) -> None:
     a, b = two.workdir("a"), two.workdir("b")
-    done = beat(b, decider=Noop())  # host b commits; host a's local mirror knows nothing
+    done = beat(open_wd(b), decider=Noop())  # host b commits; host a's local mirror knows nothing
     assert done.outcome is BeatOutcome.DECIDED
-    choose.coordinator(b).claim("repo", holders.own_holder("me"), now=time.time())
-    with choose.coordinator(b).pulse() as token:
+    choose.coordinator(open_wd(b)).claim("repo", holders.own_holder("me"), now=time.time())
+    with choose.coordinator(open_wd(b)).pulse() as token:
         got = run_looop("-C", str(a.root), "status", "--json")
         text = run_looop("-C", str(a.root), "status")
     assert got.returncode == 0, got.stderr
@@ -677,15 +703,15 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
     ]
     try:
         wait_for(
-            lambda: [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL],
+            lambda: [x for x in mailbox.pending(open_wd(b)) if x.kind is mailbox.AskKind.APPROVAL],
             timeout=45,
             what="the round's approval",
         )
-        (ask,) = [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL]
+        (ask,) = [x for x in mailbox.pending(open_wd(b)) if x.kind is mailbox.AskKind.APPROVAL]
         approved = run_looop("-C", str(b.root), "approve", ask.id)
         assert approved.returncode == 0, approved.stderr
         wait_for(
-            lambda: any(r.phase == "done" for r in store.rows(shelf.of(a), include_done=True)),
+            lambda: any(r.phase == "done" for r in store.rows(open_wd(a).shelf, include_done=True)),
             timeout=30,
             what="the round to finish",
         )
@@ -695,7 +721,7 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
             p.kill()
             p.wait()
     assert marker.read_text().splitlines() == ["ran"]
-    (done,) = store.rows(shelf.of(b), include_done=True)
+    (done,) = store.rows(open_wd(b).shelf, include_done=True)
     assert done.outcome == "proceeded"
     beats = [line for i in range(2) for line in (tmp_path / f"{i}.log").read_text().splitlines()]
     outcomes = {line.split(" ", 1)[1] for line in beats}
@@ -710,7 +736,7 @@ def test_looop_up_acts_on_an_answer_given_on_another_host_at_once(two: Hosts) ->
     from tests.test_resident import beats
 
     a, b = two.workdir("a"), two.workdir("b")
-    ask = mailbox.open_ask(a, prompt="go?", asker="decider", now=time.time())
+    ask = mailbox.open_ask(open_wd(a), prompt="go?", asker="decider", now=time.time())
     env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
     up = subprocess.Popen(
         [sys.executable, "-m", "looop_py", "-C", str(a.root), "up", "--interval", "3600"],
@@ -722,7 +748,9 @@ def test_looop_up_acts_on_an_answer_given_on_another_host_at_once(two: Hosts) ->
         wait_for(lambda: beats(a) >= 1, timeout=20, what="the first beat")
         time.sleep(0.5)
         start = time.monotonic()
-        mailbox.answer(b, ask.id, "yes", now=time.time())  # on host b: a's disk is untouched
+        mailbox.answer(
+            open_wd(b), ask.id, "yes", now=time.time()
+        )  # on host b: a's disk is untouched
         wait_for(lambda: beats(a) >= 2, timeout=5, what="host a's beat after b's answer")
         reacted = time.monotonic() - start
     finally:

@@ -24,7 +24,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import run_looop
+from tests.conftest import open_wd, run_looop
 
 LOOP = """---
 intent: test the state files
@@ -59,20 +59,20 @@ def _rich(root: Path) -> Paths:
     p.goal("lp").write_text(LOOP)
     cfg = config_mod.load(p.config)
     now = time.time()
-    start_round(p, cfg, "lp", now=now, trigger="test")
-    launch.start(p, cfg, "w1", "exit 0", now=now)
+    start_round(open_wd(p), cfg, "lp", now=now, trigger="test")
+    launch.start(open_wd(p), cfg, "w1", "exit 0", now=now)
     lease.claim(p, "tgt", Holder("x", os.getpid(), create_time(os.getpid())), now=now)
-    mailbox.open_ask(p, prompt="q?", asker="human", now=now)
-    answered = mailbox.open_ask(p, prompt="q2?", asker="human", now=now)
-    mailbox.answer(p, answered.id, "yes", now=now)
-    timers.write(p, "tick", now=now, every_s=3600)
-    act.stamp_goal(p, "lp", now)
+    mailbox.open_ask(open_wd(p), prompt="q?", asker="human", now=now)
+    answered = mailbox.open_ask(open_wd(p), prompt="q2?", asker="human", now=now)
+    mailbox.answer(open_wd(p), answered.id, "yes", now=now)
+    timers.write(open_wd(p), "tick", now=now, every_s=3600)
+    act.stamp_goal(open_wd(p), "lp", now)
     deadline = time.monotonic() + 10
-    while records.get(p, "w1", time.time()).alive and time.monotonic() < deadline:
+    while records.get(open_wd(p), "w1", time.time()).alive and time.monotonic() < deadline:
         time.sleep(0.05)
     records.report(p, "w1", status="done", summary="s", tokens=None, cost_usd=None, now=now)
-    assert beat(p).outcome == "decided"
-    assert beat(p, force=True).outcome == "decided"
+    assert beat(open_wd(p)).outcome == "decided"
+    assert beat(open_wd(p), force=True).outcome == "decided"
     for name, body in {
         "rules-pending.json": {"v": 1, "pending": ["lp"]},
         "backoff.json": {"v": 1, "fails": 1, "at": 1.0, "policy": None, "reason": "x"},
@@ -196,14 +196,14 @@ def _views(p: Paths) -> dict[str, Callable[[], object]]:
 
     now = time.time()
     return {
-        "sense": lambda: preview(p),
-        "status": lambda: views.status(p),
-        "why": lambda: views.why(p),
-        "loops": lambda: overview(p, now),
-        "rounds": lambda: list_rounds(p, include_done=True),
-        "workers": lambda: records.list_sessions(p, now),
+        "sense": lambda: preview(open_wd(p)),
+        "status": lambda: views.status(open_wd(p)),
+        "why": lambda: views.why(open_wd(p)),
+        "loops": lambda: overview(open_wd(p), now),
+        "rounds": lambda: list_rounds(open_wd(p), include_done=True),
+        "workers": lambda: records.list_sessions(open_wd(p), now),
         "claims": lambda: reaper.list_claims(p, now),
-        "asks": lambda: mailbox.pending(p),
+        "asks": lambda: mailbox.pending(open_wd(p)),
         "journal": lambda: journal.tail(p, 20),
     }
 
@@ -223,7 +223,7 @@ def test_a_corrupt_state_file_never_crashes_a_command(
         target.write_bytes(CORRUPTIONS[how](target.read_bytes()))
     # The beat never fails because of a state file, and the one after it is clean.
     for _ in range(2):
-        result = beat(p, force=True)
+        result = beat(open_wd(p), force=True)
         assert result.outcome in ("decided", "skipped"), result
     for name, view in _views(p).items():
         try:
@@ -277,7 +277,7 @@ def test_misfit_records_are_moved_aside_with_a_journal_line_and_an_event(
     (p.sessions / "w1" / "meta.json").write_text('{"pid": "not a pid"}')
     next(p.rounds.glob("*.json")).write_text("[1, 2")
     (p.claims / "tgt.json").write_text("[]")
-    assert beat(p).outcome in ("decided", "skipped")
+    assert beat(open_wd(p)).outcome in ("decided", "skipped")
     moved = {e["path"] for e in journal.recent_events(p) if e["event"] == "record_set_aside"}
     assert {"asks/human-1.json", "sessions/w1", "claims/tgt.json"} <= moved
     assert any(m.startswith("rounds/") for m in moved)
@@ -286,7 +286,7 @@ def test_misfit_records_are_moved_aside_with_a_journal_line_and_an_event(
     assert not (p.sessions / "w1").exists()
     lines = journal.tail(p, 20)
     assert any("moved asks/human-1.json aside" in line for line in lines)
-    assert beat(p, force=True).outcome == "decided"  # and the next beat is clean
+    assert beat(open_wd(p), force=True).outcome == "decided"  # and the next beat is clean
 
 
 def test_a_wrongly_shaped_loops_index_is_rebuilt(rich: Paths, tmp_path: Path) -> None:
@@ -295,7 +295,7 @@ def test_a_wrongly_shaped_loops_index_is_rebuilt(rich: Paths, tmp_path: Path) ->
     p = Paths(root)
     for bad in ('{"goals": [1, 2]}', '["x"]', '{"goals": {"lp": 5}}', '{"goals": "lp"}'):
         p.loops_index.write_text(bad)
-        assert beat(p, force=True).outcome == "decided"
+        assert beat(open_wd(p), force=True).outcome == "decided"
         assert json.loads(p.loops_index.read_text())["goals"]["lp"]["loop"] is True
 
 
@@ -305,7 +305,7 @@ def test_missing_record_dirs_do_not_stop_a_beat(rich: Paths, tmp_path: Path) -> 
     p = Paths(root)
     for d in (p.rounds, p.sessions, p.claims, p.asks, p.answers, p.memory, p.snapshots):
         shutil.rmtree(d)
-    assert beat(p, force=True).outcome == "decided"
+    assert beat(open_wd(p), force=True).outcome == "decided"
     events = journal.recent_events(p, 50)
     assert not [e for e in events if str(e.get("event", "")).endswith("_failed")], events
     out = run_looop("-C", str(root), "run", "lp", "--json", timeout=30)

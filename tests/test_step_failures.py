@@ -16,7 +16,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 
 def test_a_step_that_raises_is_logged_named_and_shown_until_a_clean_beat(
@@ -30,7 +30,7 @@ def test_a_step_that_raises_is_logged_named_and_shown_until_a_clean_beat(
         raise RuntimeError("kaboom in advance")
 
     monkeypatch.setattr(advance, "advance", boom)
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert result.outcome == "decided"  # the beat went on
     assert result.failed_steps == ("advance",)
     log = wd.error_log.read_text()
@@ -39,16 +39,16 @@ def test_a_step_that_raises_is_logged_named_and_shown_until_a_clean_beat(
     assert last is not None and last["failed_steps"] == ["advance"]
     failure = [e for e in journal.recent_events(wd) if e["event"] == "advance_failed"]
     assert failure and failure[-1]["step"] == "advance"
-    shown = views.status(wd).failed_steps
+    shown = views.status(open_wd(wd)).failed_steps
     assert shown is not None and shown.steps == ("advance",)
     out = run_looop("-C", str(wd.root), "status", "--json")
     assert json.loads(out.stdout)["failed_steps"]["steps"] == ["advance"]
 
-    assert beat(wd).failed_steps == ("advance",)  # still failing: still shown
-    assert views.status(wd).failed_steps is not None
+    assert beat(open_wd(wd)).failed_steps == ("advance",)  # still failing: still shown
+    assert views.status(open_wd(wd)).failed_steps is not None
     monkeypatch.undo()
-    assert beat(wd).failed_steps == ()
-    assert views.status(wd).failed_steps is None  # a clean beat clears it
+    assert beat(open_wd(wd)).failed_steps == ()
+    assert views.status(open_wd(wd)).failed_steps is None  # a clean beat clears it
 
 
 def test_a_probe_that_raises_is_named_too(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +58,7 @@ def test_a_probe_that_raises_is_named_too(wd: Paths, monkeypatch: pytest.MonkeyP
         raise KeyError("oops")
 
     monkeypatch.setattr(probes, "PROBES", (*probes.PROBES[:-1], ("sys-rounds", broken)))
-    result = beat(wd)
+    result = beat(open_wd(wd))
     assert "probe sys-rounds" in result.failed_steps
     assert "probe sys-rounds failed" in wd.error_log.read_text()
 
@@ -86,7 +86,7 @@ def test_twelve_rounds_whose_workers_exit_0_without_done_end_done_with_concerns(
     cfg = config_mod.load(wd.config)
     outcomes = []
     for _ in range(12):
-        report = run(wd, cfg, "lp")
+        report = run(open_wd(wd), cfg, "lp")
         assert report.maker is not None and report.checker is not None, report.error
         outcomes.append((report.maker.status.value, report.checker.status.value))
     assert outcomes == [("done-with-concerns", "done-with-concerns")] * 12
@@ -99,10 +99,10 @@ def test_a_sensor_breaking_in_the_same_beat_keeps_the_welcome_goals_trigger(
     paths = Paths(init(tmp_path / "wd").root)
     write_sensor(paths, "broken", "exit 1")
     t0 = time.time()
-    first = beat(paths, decider=RulesDecider(), clock=lambda: t0)
+    first = beat(open_wd(paths, clock=lambda: t0), decider=RulesDecider())
     assert first.move is not None and first.move["action"] == "ask_human"
     assert first.move.get("next_interval_s")  # the queued goal starts on the next beat
-    second = beat(paths, decider=RulesDecider(), clock=lambda: t0 + 60)
+    second = beat(open_wd(paths, clock=lambda: t0 + 60), decider=RulesDecider())
     assert second.outcome == "decided", second
     assert second.move == {
         **second.move,

@@ -20,7 +20,7 @@ from looop_py.web import app as web_app
 from looop_py.web import security
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, write_sensor
 
 BASE = "http://127.0.0.1:8765"
 
@@ -30,9 +30,9 @@ def held(wd: Paths, move: dict) -> mailbox.Ask:
     from looop_py.moves import gate, union
     from looop_py.workdir.config import Config
 
-    admission = gate.admit(wd, Config(), union.parse(move), time.time())
+    admission = gate.admit(open_wd(wd), Config(), union.parse(move), time.time())
     assert admission.held is not None
-    return mailbox.get_ask(wd, admission.held)
+    return mailbox.get_ask(open_wd(wd), admission.held)
 
 
 def _approval(wd: Paths, marker: Path) -> mailbox.Ask:
@@ -62,9 +62,11 @@ def test_the_token_file_is_private(wd: Paths) -> None:
 
 def test_every_page_renders_and_has_a_json_twin(wd: Paths, tmp_path: Path) -> None:
     write_sensor(wd, "s", "echo 1")
-    beat(wd)
+    beat(open_wd(wd))
     _approval(wd, tmp_path / "m")
-    mailbox.open_ask(wd, prompt="which db?", asker="human", now=time.time(), options=("a", "b"))
+    mailbox.open_ask(
+        open_wd(wd), prompt="which db?", asker="human", now=time.time(), options=("a", "b")
+    )
     client, _ = _logged_in(wd)
     ts = jsonio.loads(wd.events.read_bytes().splitlines()[-1])["ts"]
     for path in ("/", "/?days=7", "/asks", "/workers", "/loops", "/journal?q=x", f"/beats/{ts}"):
@@ -94,13 +96,13 @@ def test_no_token_gets_401_and_changes_nothing(wd: Paths, tmp_path: Path) -> Non
     assert client.get("/?token=wrong").status_code == 401
     r = client.post(f"/asks/{ask.id}/approve", data={"csrf": csrf})
     assert r.status_code == 401
-    assert not marker.exists() and mailbox.get_answer(wd, ask.id) is None
+    assert not marker.exists() and mailbox.get_answer(open_wd(wd), ask.id) is None
 
 
 def test_post_without_csrf_or_from_another_origin_gets_403(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "m"
     ask = _approval(wd, marker)
-    q = mailbox.open_ask(wd, prompt="ok?", asker="human", now=time.time())
+    q = mailbox.open_ask(open_wd(wd), prompt="ok?", asker="human", now=time.time())
     client, token = _logged_in(wd)
     csrf = security.csrf_for(token)
     url = f"/asks/{ask.id}/approve"
@@ -115,14 +117,19 @@ def test_post_without_csrf_or_from_another_origin_gets_403(wd: Paths, tmp_path: 
     a = client.post(f"/asks/{q.id}/answer", data={"answer": "yes"}, headers=evil)
     assert a.status_code == 403
     assert not marker.exists()
-    assert mailbox.get_answer(wd, ask.id) is None and mailbox.get_answer(wd, q.id) is None
+    assert (
+        mailbox.get_answer(open_wd(wd), ask.id) is None
+        and mailbox.get_answer(open_wd(wd), q.id) is None
+    )
 
 
 def test_answer_approve_and_deny_through_the_page(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "m"
     ask = _approval(wd, marker)
     other = _approval(wd, tmp_path / "never")
-    q = mailbox.open_ask(wd, prompt="ok?", asker="human", now=time.time(), options=("yes", "no"))
+    q = mailbox.open_ask(
+        open_wd(wd), prompt="ok?", asker="human", now=time.time(), options=("yes", "no")
+    )
     client, token = _logged_in(wd)
     csrf = security.csrf_for(token)
     same = {"origin": BASE, "accept": "text/html"}
@@ -137,7 +144,7 @@ def test_answer_approve_and_deny_through_the_page(wd: Paths, tmp_path: Path) -> 
     bad = client.post(f"/asks/{q.id}/answer", data={"csrf": csrf, "answer": "maybe"})
     assert bad.status_code == 409
     got = client.post(f"/asks/{q.id}/answer", data={"csrf": csrf, "answer": "yes"}).json()
-    assert got["answer"] == "yes" and mailbox.get_answer(wd, q.id).text == "yes"
+    assert got["answer"] == "yes" and mailbox.get_answer(open_wd(wd), q.id).text == "yes"
 
 
 def test_read_only_refuses_every_post(wd: Paths, tmp_path: Path) -> None:
@@ -164,7 +171,7 @@ def test_serve_refuses_a_remote_bind_without_the_flag(wd: Paths) -> None:
 
 def test_report_html_is_self_contained(wd: Paths, tmp_path: Path) -> None:
     write_sensor(wd, "s", "echo 1")
-    beat(wd)
+    beat(open_wd(wd))
     out = tmp_path / "r.html"
     r = run_looop("-C", str(wd.root), "report", "--html", str(out))
     assert r.returncode == 0, r.stderr
@@ -224,7 +231,7 @@ def test_kill_and_tell_a_worker_from_the_page(wd: Paths) -> None:
 
 
 def test_withdraw_an_ask_from_the_page(wd: Paths) -> None:
-    q = mailbox.open_ask(wd, prompt="still there?", asker="human", now=time.time())
+    q = mailbox.open_ask(open_wd(wd), prompt="still there?", asker="human", now=time.time())
     client, token = _logged_in(wd)
     assert client.get("/asks?format=json").json()["asks"][0]["state"] == "pending"
     r = client.post(f"/asks/{q.id}/withdraw", data={"csrf": security.csrf_for(token)})
@@ -240,7 +247,7 @@ def test_the_overview_shows_todays_spend_by_source_and_cache_hits(wd: Paths) -> 
         ledger.Charge("decide:r1", "decider", 1000, 0.01, 1000, 600),
         ledger.Charge("worker:tidy-1.maker", "loop:tidy", 5000, 0.05, 4000, 1400),
     ):
-        ledger.record_charge(wd, now, c)
+        ledger.record_charge(open_wd(wd), now, c)
     client, _ = _logged_in(wd)
     page = client.get("/").text
     assert "decider: 1000 tokens · $0.0100" in page and "loop:tidy: 5000 tokens" in page
@@ -253,10 +260,10 @@ def test_the_spend_chart_counts_every_source_as_the_budget_does(wd: Paths) -> No
 
     now = time.time()
     yesterday = now - 86400
-    ledger.record_charge(wd, yesterday, ledger.Charge("worker:w1", "workers", 700, 0.07))
-    ledger.record_charge(wd, now, ledger.Charge("decide:r1", "decider", 100, 0.01))
-    ledger.record_charge(wd, now, ledger.Charge("worker:m", "loop:tidy", 400, 0.04))
-    days = data.spend_by_day(wd, now)
+    ledger.record_charge(open_wd(wd), yesterday, ledger.Charge("worker:w1", "workers", 700, 0.07))
+    ledger.record_charge(open_wd(wd), now, ledger.Charge("decide:r1", "decider", 100, 0.01))
+    ledger.record_charge(open_wd(wd), now, ledger.Charge("worker:m", "loop:tidy", 400, 0.04))
+    days = data.spend_by_day(open_wd(wd), now)
     assert [d["tokens"] for d in days[-2:]] == [700, 500]
     assert days[-1]["sources"] == "all" and days[-1]["by_source"]["loop:tidy"]["usd"] == 0.04
     client, _ = _logged_in(wd)

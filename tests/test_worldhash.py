@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change, build_items, diff, world_hash
+from tests.conftest import open_wd
 
 
 def test_items_order_and_values() -> None:
@@ -48,8 +49,8 @@ def test_world_hash_of_a_fixed_work_dir_is_pinned(wd: Paths) -> None:
     for i in range(5):
         (wd.goals / f"goal-{i}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
     (wd.root / "PLAYBOOK.md").write_text("# Playbook\n\nBe careful.\n")
-    first = beat(wd, clock=lambda: 1_700_000_000.0)
-    second = beat(wd, clock=lambda: 1_700_000_060.0)
+    first = beat(open_wd(wd, clock=lambda: 1_700_000_000.0))
+    second = beat(open_wd(wd, clock=lambda: 1_700_000_060.0))
     assert second.outcome.value == "skipped"
     assert first.world_hash == second.world_hash
     assert first.world_hash == PINNED_WORLD_HASH, first.world_hash

@@ -31,16 +31,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.workdir.context import WorkDir
+
 
 def corrupt_dir(paths: Paths) -> Path:
     return paths.root / "corrupt"
 
 
-def check_records(paths: Paths, now: float) -> list[dict[str, Any]]:
+def check_records(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     """Move every misfit record aside; one event dict (`record_set_aside`) for each."""
     events: list[dict[str, Any]] = []
-    for path, why in list(misfits(paths)):
-        moved = set_aside(paths, path, why, now)
+    for path, why in list(misfits(wd.paths)):
+        moved = set_aside(wd, path, why, now)
         if moved is not None:
             events.append(moved)
     return events
@@ -54,11 +56,11 @@ def misfits(paths: Paths) -> Iterator[tuple[Path, str]]:
     yield from _asks(paths)
 
 
-def set_aside(paths: Paths, path: Path, why: str, now: float) -> dict[str, Any] | None:
+def set_aside(wd: WorkDir, path: Path, why: str, now: float) -> dict[str, Any] | None:
     """Move `path` (a file or a session directory) under corrupt/; None if it vanished."""
-    rel = path.relative_to(paths.root)
+    rel = path.relative_to(wd.paths.root)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
-    dest = corrupt_dir(paths) / rel.parent / f"{rel.name}.{stamp}"
+    dest = corrupt_dir(wd.paths) / rel.parent / f"{rel.name}.{stamp}"
     n = 1
     while dest.exists():
         n += 1
@@ -68,8 +70,8 @@ def set_aside(paths: Paths, path: Path, why: str, now: float) -> dict[str, Any] 
         os.replace(path, dest)
     except FileNotFoundError:
         return None
-    where = str(dest.relative_to(paths.root))
-    journal.write(paths, f"⚠ moved {rel} aside to {where}: {why}; the beat goes on", now)
+    where = str(dest.relative_to(wd.paths.root))
+    journal.write(wd, f"⚠ moved {rel} aside to {where}: {why}; the beat goes on", now)
     return {"event": "record_set_aside", "path": str(rel), "to": where, "why": why}
 
 

@@ -10,7 +10,6 @@ next allowed beat tries again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
 from looop_py.workdir import environ, journal, ledger, runs
 from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
 
@@ -110,35 +110,33 @@ def _with_goal_ages(snapshots: dict[str, Any], ages: dict[str, float | None]) ->
 
 
 def decide_and_act(
-    paths: Paths,
+    wd: WorkDir,
     cfg: Config,
     *,
     seen: World,
     changed: tuple[Change, ...],
     now: float,
-    clock: Callable[[], float],
     backend: Decider,
     forced_by: str | None = None,
     interrupted: str | None = None,
 ) -> Verdict:
     lim = cfg.limits
-    environ.remember(cfg)  # its secret names are redacted from everything written below
-    ledgers = limits.load(paths)
+    ledgers = limits.load(wd)
     items = seen.items
     policy = policy_hash(items)
     block = limits.decide_block(ledgers, now=now, policy=policy, limits=lim)
     if block is not None:
         return Verdict(BeatOutcome.HELD, reason=block)
 
-    flap_state, _ = limits.flap_update(limits.load_flap(paths), items)
-    limits.save_flap(paths, flap_state)
+    flap_state, _ = limits.flap_update(limits.load_flap(wd), items)
+    limits.save_flap(wd, flap_state)
     last_failure = ledgers.backoff.reason if ledgers.backoff.fails else None
     if interrupted:
         last_failure = f"{interrupted}\n{last_failure}" if last_failure else interrupted
 
     started = time.monotonic()
     text = gather_prompt(
-        paths,
+        wd.paths,
         cfg,
         now=now,
         seen=seen,
@@ -147,22 +145,22 @@ def decide_and_act(
         flapping=limits.flapping(flap_state, lim.flap_streak),
         last_failure=last_failure,
     )
-    run = runs.new_run(paths)
-    runs.write(run, "prompt.md", text)
-    limits.save_decide(paths, ledgers, now)  # an attempt counts against the cap, win or lose
+    run = runs.new_run(wd.paths)
+    runs.write(wd, run, "prompt.md", text)
+    limits.save_decide(wd, ledgers, now)  # an attempt counts against the cap, win or lose
     stats: dict[str, Any] = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
 
     def fail(reason: str) -> Verdict:
         reason = environ.redact(reason, cfg)  # a provider's error may echo the key
         fails = ledgers.backoff.fails + 1
-        limits.save_backoff(paths, limits.Backoff(fails, clock(), policy, reason))
-        runs.write(run, "error.txt", reason)
-        journal.write(paths, f"✗ {reason}", clock())
-        runs.prune(paths, lim.runs_keep)
+        limits.save_backoff(wd, limits.Backoff(fails, wd.clock(), policy, reason))
+        runs.write(wd, run, "error.txt", reason)
+        journal.write(wd, f"✗ {reason}", wd.clock())
+        runs.prune(wd.paths, lim.runs_keep)
         return Verdict(BeatOutcome.FAILED, reason=reason, stats=stats)
 
     request = request_in(
-        paths,
+        wd.paths,
         now,
         items=items,
         changed=changed,
@@ -178,7 +176,7 @@ def decide_and_act(
     except DecideError as exc:
         stats["ms"] = round((time.monotonic() - started) * 1000, 1)
         if exc.raw:  # what the backend did say (a CLI's error envelope) goes to runs/ too
-            runs.write(run, "output.txt", exc.raw)
+            runs.write(wd, run, "output.txt", exc.raw)
         return fail(f"decider {backend.name} failed: {exc.message}")
     stats["ms"] = round((time.monotonic() - started) * 1000, 1)
     usage = decision.usage
@@ -205,25 +203,25 @@ def decide_and_act(
                 usage.cache_read_tokens,
                 usage.cache_write_tokens,
             )
-        ledger.record_charge(paths, now, charged, budgeted_usd=lim.daily_usd > 0)
-    runs.write(run, "output.txt", decision.raw)
+        ledger.record_charge(wd, now, charged, budgeted_usd=lim.daily_usd > 0)
+    runs.write(wd, run, "output.txt", decision.raw)
 
     try:
         move = union.parse(decision.move)
     except union.MoveError as exc:
         return fail(f"rejected decision: {exc.message}")
-    runs.write(run, "move.json", move.to_json())
+    runs.write(wd, run, "move.json", move.to_json())
 
-    outcome = act.execute(paths, cfg, move, now)
+    outcome = act.execute(wd, cfg, move, now)
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
-    limits.save_backoff(paths, None)
+    limits.save_backoff(wd, None)
     if outcome.held:
         stats["held_as"] = outcome.held  # the approval ask a human must answer
     text_line = move.journal or move.summary()
     if outcome.note:
         text_line += f" · {outcome.note}"
-    line = journal.write(paths, text_line, clock())
-    runs.prune(paths, lim.runs_keep)
+    line = journal.write(wd, text_line, wd.clock())
+    runs.prune(wd.paths, lim.runs_keep)
     wake = now + move.next_interval_s if move.next_interval_s is not None else None
     return Verdict(BeatOutcome.DECIDED, move.to_json(), line, next_wake=wake, stats=stats)

@@ -25,7 +25,6 @@ from looop_py.workdir import ledger, shelf
 from looop_py.workdir.config import LimitsConfig
 from looop_py.workdir.ledger import Spend, local_day
 from looop_py.workdir.ledger import today as spend_today
-from looop_py.workdir.paths import Paths
 
 __all__ = ["Backoff", "Ledgers", "Spend", "decide_block", "local_day", "spend_today"]
 
@@ -33,6 +32,8 @@ __all__ = ["Backoff", "Ledgers", "Spend", "decide_block", "local_day", "spend_to
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.workdir.context import WorkDir
 
 HOUR = 3600.0
 
@@ -121,9 +122,9 @@ DECIDES, BACKOFF = "decides", "backoff"  # the shelf's `state` records (and shel
 FLAP = shelf.FLAP
 
 
-def _read(paths: Paths, name: str) -> dict[str, Any]:
+def _read(wd: WorkDir, name: str) -> dict[str, Any]:
     try:
-        data = shelf.read_json(shelf.of(paths), "state", name, {})
+        data = shelf.read_json(wd.shelf, "state", name, {})
     except CorruptFile:
         return {}  # a ledger is rebuilt rather than blocking the loop forever
     return data if isinstance(data, dict) else {}
@@ -137,11 +138,11 @@ def _num(data: Mapping[str, Any], key: str) -> float:
     return float(value)
 
 
-def load(paths: Paths) -> Ledgers:
+def load(wd: WorkDir) -> Ledgers:
     """The ledgers; a field of the wrong type reads as its zero, a file that is not an
     object as empty (they are caches of recent history, rebuilt as beats go by)."""
-    d = _read(paths, DECIDES)
-    b = _read(paths, BACKOFF)
+    d = _read(wd, DECIDES)
+    b = _read(wd, BACKOFF)
     ts = d.get("ts")
     policy = b.get("policy")
     return Ledgers(
@@ -150,7 +151,7 @@ def load(paths: Paths) -> Ledgers:
             for t in (ts if isinstance(ts, list) else [])
             if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
         ),
-        spend=ledger.load(paths),
+        spend=ledger.load(wd),
         backoff=Backoff(
             fails=max(0, min(int(_num(b, "fails")), 64)),
             at=_num(b, "at"),
@@ -160,22 +161,22 @@ def load(paths: Paths) -> Ledgers:
     )
 
 
-def save_decide(paths: Paths, ledgers: Ledgers, now: float) -> None:
+def save_decide(wd: WorkDir, ledgers: Ledgers, now: float) -> None:
     recent = [t for t in ledgers.decides if now - t < HOUR] + [now]
-    shelf.write_json(shelf.of(paths), "state", DECIDES, {"v": 1, "ts": recent})
+    shelf.write_json(wd.shelf, "state", DECIDES, {"v": 1, "ts": recent})
 
 
-def save_backoff(paths: Paths, backoff: Backoff | None) -> None:
-    box = shelf.of(paths)
+def save_backoff(wd: WorkDir, backoff: Backoff | None) -> None:
+    box = wd.shelf
     if backoff is None:
         box.delete("state", BACKOFF)
         return
     shelf.write_json(box, "state", BACKOFF, {"v": 1, **backoff.__dict__})
 
 
-def load_flap(paths: Paths) -> dict[str, Any]:
-    return _read(paths, FLAP)
+def load_flap(wd: WorkDir) -> dict[str, Any]:
+    return _read(wd, FLAP)
 
 
-def save_flap(paths: Paths, state: Mapping[str, Any]) -> None:
-    shelf.write_json(shelf.of(paths), "state", FLAP, {"v": 1, **state})
+def save_flap(wd: WorkDir, state: Mapping[str, Any]) -> None:
+    shelf.write_json(wd.shelf, "state", FLAP, {"v": 1, **state})

@@ -23,7 +23,8 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import environ, journal, mailbox, shelf
+from looop_py.workdir import environ, journal, mailbox
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths, has_entries
 
 KEEP_KEYS = 2000  # the notified record keeps this many newest keys
@@ -40,11 +41,11 @@ def _event(kind: str, key: str, text: str, **fields: Any) -> dict[str, Any]:
 
 
 def find_events(
-    paths: Paths, cfg: config_mod.Config, result: BeatResult, now: float
+    wd: WorkDir, cfg: config_mod.Config, result: BeatResult, now: float
 ) -> list[dict[str, Any]]:
     """Every event a human should hear about now (notified or not). Reads only."""
     events: list[dict[str, Any]] = []
-    for ask in mailbox.pending(paths):
+    for ask in mailbox.pending(wd):
         kind = "approval" if ask.kind is mailbox.AskKind.APPROVAL else "ask"
         events.append(
             _event(
@@ -57,9 +58,9 @@ def find_events(
                 hold=ask.hold,
             )
         )
-    streak = failing_streak(paths, result)
+    streak = failing_streak(wd.paths, result)
     if streak >= max(1, cfg.notify.fail_streak):
-        first = streak_start(paths, streak)
+        first = streak_start(wd.paths, streak)
         events.append(
             _event(
                 "beat-failing",
@@ -73,8 +74,8 @@ def find_events(
     if result.outcome is BeatOutcome.HELD and "budget" in reason:
         day = time.strftime("%Y-%m-%d", time.localtime(now))
         events.append(_event("budget-exhausted", f"budget:{day}", f"looop: {reason}"))
-    events += _worker_events(paths, cfg, now)
-    events += _round_events(paths)
+    events += _worker_events(wd, cfg, now)
+    events += _round_events(wd)
     return events
 
 
@@ -103,13 +104,13 @@ def streak_start(paths: Paths, streak: int) -> str:
     return str(earlier[0].get("ts")) if earlier else "now"
 
 
-def _worker_events(paths: Paths, cfg: config_mod.Config, now: float) -> list[dict[str, Any]]:
-    if not has_entries(paths.sessions):
+def _worker_events(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[dict[str, Any]]:
+    if not has_entries(wd.paths.sessions):
         return []
     from looop_py.workers import records  # only when sessions/ has entries
 
     out = []
-    for v in records.list_sessions(paths, now):
+    for v in records.list_sessions(wd, now):
         status = (v.result or {}).get("status")
         if v.health == "stuck":
             text = f"looop: worker {v.id} is stuck (no output for {round(v.idle_s or 0)} s)"
@@ -123,8 +124,8 @@ def _worker_events(paths: Paths, cfg: config_mod.Config, now: float) -> list[dic
     return out
 
 
-def _round_events(paths: Paths) -> list[dict[str, Any]]:
-    box = shelf.of(paths)
+def _round_events(wd: WorkDir) -> list[dict[str, Any]]:
+    box = wd.shelf
     if box.empty("rounds"):
         return []
     from looop_py.loops import store  # only when there are rounds
@@ -139,23 +140,23 @@ def _round_events(paths: Paths) -> list[dict[str, Any]]:
     return out
 
 
-def notify(paths: Paths, cfg: config_mod.Config, result: BeatResult, now: float) -> list[str]:
+def notify(wd: WorkDir, cfg: config_mod.Config, result: BeatResult, now: float) -> list[str]:
     """Send each event not notified yet; the keys sent. Never raises."""
     try:
-        events = find_events(paths, cfg, result, now)
-        record = _load(paths)
+        events = find_events(wd, cfg, result, now)
+        record = _load(wd.paths)
         fresh = [e for e in events if e["key"] not in record][:MAX_PER_BEAT]
         if not fresh:
             return []
         for e in fresh:
             record[e["key"]] = now
         kept = sorted(record.items(), key=lambda kv: kv[1])[-KEEP_KEYS:]
-        jsonio.write_json(record_path(paths), dict(kept))
+        jsonio.write_json(record_path(wd.paths), dict(kept))
     except Exception as exc:
-        journal.emit(paths, "notify_failed", now, message=repr(exc))
+        journal.emit(wd, "notify_failed", now, message=repr(exc))
         return []
     for e in fresh:
-        run_hook(paths, cfg, e, now)
+        run_hook(wd, cfg, e, now)
     return [e["key"] for e in fresh]
 
 
@@ -167,10 +168,10 @@ def _load(paths: Paths) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def run_hook(paths: Paths, cfg: config_mod.Config, event: dict[str, Any], now: float) -> bool:
+def run_hook(wd: WorkDir, cfg: config_mod.Config, event: dict[str, Any], now: float) -> bool:
     """Run the hook for one event; journal and emit a failure. True when it exited 0."""
-    event = {**event, "ts": journal.iso(now), "work_dir": str(paths.root)}
-    env = environ.child_env(paths, config=cfg, passthrough=cfg.notify.env)
+    event = {**event, "ts": journal.iso(now), "work_dir": str(wd.paths.root)}
+    env = environ.child_env(wd.paths, config=cfg, passthrough=cfg.notify.env)
     for name in ("kind", "key", "text", "id", "ts", "work_dir"):
         if name in event:
             env[f"LOOOP_EVENT_{name.upper()}"] = str(event[name])
@@ -179,7 +180,7 @@ def run_hook(paths: Paths, cfg: config_mod.Config, event: dict[str, Any], now: f
     try:
         proc = subprocess.Popen(
             ["bash", "-c", cfg.notify.command],
-            cwd=paths.root,
+            cwd=wd.paths.root,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -204,8 +205,8 @@ def run_hook(paths: Paths, cfg: config_mod.Config, event: dict[str, Any], now: f
             if proc.returncode != 0:
                 error = f"exit {proc.returncode}"
     if error is None:
-        journal.emit(paths, "notified", now, kind=event["kind"], key=event["key"])
+        journal.emit(wd, "notified", now, kind=event["kind"], key=event["key"])
         return True
-    journal.write(paths, f"✗ notify hook failed for {event['kind']} {event['key']}: {error}", now)
-    journal.emit(paths, "notify_failed", now, kind=event["kind"], key=event["key"], message=error)
+    journal.write(wd, f"✗ notify hook failed for {event['kind']} {event['key']}: {error}", now)
+    journal.emit(wd, "notify_failed", now, kind=event["kind"], key=event["key"], message=error)
     return False

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from looop_py import procs
-from looop_py.beat.pulse import Clock, terminate_cleanly
+from looop_py.beat.pulse import terminate_cleanly
 from looop_py.beat.sense import World, load_committed, sense
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
-from looop_py.workdir import config as config_mod
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 from looop_py.world import Change, diff
 
 
@@ -50,19 +48,19 @@ class Preview:
         }
 
 
-def preview(paths: Paths, *, clock: Clock = time.time) -> Preview:
+def preview(wd: WorkDir) -> Preview:
     """`looop sense`: a SENSE and a DIFF with no decide and no commit."""
-    cfg = config_mod.load(paths.config)  # no cache: `looop sense` writes nothing to state/
-    paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.pulse_lock)
+    cfg = wd.config  # no cache: `looop sense` writes nothing to state/
+    wd.paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(wd.paths.pulse_lock)
     # Sensing writes snapshots, so wait for a running beat rather than race it.
     if not lock.acquire(timeout_s=cfg.sensors.timeout_s + 5):
         raise Busy("a pulse has held the lock for too long", "try again in a minute")
     try:
         with terminate_cleanly():
-            world = sense(paths, cfg, clock(), persist=False)
+            world = sense(wd, cfg, wd.clock(), persist=False)
     finally:
         procs.kill_running()
         lock.release()
-    last = load_committed(paths)
+    last = load_committed(wd.paths)
     return Preview(world, last.hash, tuple(diff(last.items, world.items)))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from looop_py.errors import CorruptFile
 from looop_py.workdir import shelf
 from looop_py.workdir.goals import GoalFile
-from looop_py.workdir.paths import Paths, has_entries
+from looop_py.workdir.paths import has_entries
 from looop_py.workdir.shelf import GOAL_ACTIVITY
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -21,9 +21,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.workdir.context import WorkDir
+
     Snapshot = dict[str, Any]
 
-    from looop_py.workdir.config import Config
     from looop_py.workdir.mailbox import AskView
     from looop_py.workers.records import SessionView
 
@@ -39,28 +40,25 @@ class Seen:
 
     __slots__ = (
         "asks",
-        "config",
         "goal_ids",
         "last_acted",
         "now",
-        "paths",
         "persist",
         "sessions",
+        "wd",
     )
 
     def __init__(
         self,
-        paths: Paths,
+        wd: WorkDir,
         now: float,
         goal_ids: tuple[str, ...],
         persist: bool = True,
-        config: Config | None = None,
     ) -> None:
-        self.paths = paths
+        self.wd = wd
         self.now = now
         self.goal_ids = goal_ids
         self.persist = persist  # False: save nothing under state/ (`looop sense`)
-        self.config = config  # None: the files backend (claims/)
         self.sessions: list[SessionView] = []
         self.asks: list[AskView] = []  # unanswered, each with its state
         self.last_acted: dict[str, float | None] = {}  # goal id → when a move last touched it
@@ -90,7 +88,7 @@ def sessions(seen: Seen) -> Snapshot:
     worker ending, getting stuck, asking, or failing its verify. Detail holds
     times, not ages: an age would change, and rewrite the snapshot, every beat.
     """
-    paths, now = seen.paths, seen.now
+    paths, now = seen.wd.paths, seen.now
     try:
         with os.scandir(paths.sessions) as it:
             if not any(e.is_dir() for e in it):
@@ -99,7 +97,7 @@ def sessions(seen: Seen) -> Snapshot:
         return {"signal": [], "detail": {"count": 0}}
     from looop_py.workers import records  # only when sessions/ has entries
 
-    views = seen.sessions = records.list_sessions(paths, now)
+    views = seen.sessions = records.list_sessions(seen.wd, now)
     workers: dict[str, Any] = {}
     for v in views:
         row: dict[str, Any] = {
@@ -131,8 +129,8 @@ def claims(seen: Seen) -> Snapshot:
     On a shared backend (etcd) they are the claims every host holds there, less the
     `pulse` claim beats take in turn.
     """
-    paths, now, cfg = seen.paths, seen.now, seen.config
-    shared = cfg is not None and cfg.coordination.backend != "files"
+    paths, now = seen.wd.paths, seen.now
+    shared = seen.wd.shelf.shared
     if not shared and not has_entries(paths.claims, ".json"):
         return {"signal": [], "detail": {"count": 0}}
     from looop_py.claims.holders import ROUND_PREFIX  # only when there are claims to list
@@ -140,7 +138,7 @@ def claims(seen: Seen) -> Snapshot:
     if shared:
         from looop_py.coord import base, choose  # a shared backend: loaded by the beat already
 
-        views = [v for v in choose.coordinator(paths, cfg).list_claims(now) if v.name != base.PULSE]
+        views = [v for v in choose.coordinator(seen.wd).list_claims(now) if v.name != base.PULSE]
     else:
         from looop_py.claims import reaper  # only when claims/ has entries
 
@@ -162,8 +160,7 @@ def claims(seen: Seen) -> Snapshot:
 
 def goals(seen: Seen) -> Snapshot:
     """When each goal was last acted on: detail only, so fairness never wakes the loop."""
-    paths = seen.paths
-    box = shelf.of(paths)  # state/goal-activity.json; shared on etcd, like the world
+    box = seen.wd.shelf  # state/goal-activity.json; shared on etcd, like the world
     try:
         ledger = shelf.read_json(box, "state", GOAL_ACTIVITY, None)
     except CorruptFile:
@@ -187,12 +184,11 @@ def goals(seen: Seen) -> Snapshot:
 
 def asks(seen: Seen) -> Snapshot:
     """Pending asks: a new one wakes the loop once; when each was filed stays in detail."""
-    paths = seen.paths
-    if shelf.of(paths).empty("asks"):
+    if seen.wd.shelf.empty("asks"):
         return {"signal": {"pending": []}, "detail": {}}
     from looop_py.workdir import mailbox  # only when there are asks
 
-    views = seen.asks = mailbox.listing(paths, record=seen.persist)
+    views = seen.asks = mailbox.listing(seen.wd, record=seen.persist)
     signal: dict[str, list[str]] = {"pending": []}
     for v in views:  # an ask turning stranded or expired wakes the loop once
         signal.setdefault(v.state.value, []).append(v.ask.id)
@@ -216,19 +212,19 @@ def schedules(seen: Seen) -> Snapshot:
     The signal moves only when a timer or a loop comes due, never with the
     seconds in between.
     """
-    paths, now = seen.paths, seen.now
+    now = seen.now
     snap: Snapshot = {"signal": {}, "detail": {}}
-    if not shelf.of(paths).empty("timers"):
+    if not seen.wd.shelf.empty("timers"):
         from looop_py.moves import timers  # only when a timer is set
 
-        snap = timers.probe(paths, now)
+        snap = timers.probe(seen.wd, now)
     from looop_py.loops import index as loopindex  # cheap; the engine only with loops
 
-    due = loopindex.cadences(loopindex.index(paths, save=seen.persist))
+    due = loopindex.cadences(loopindex.index(seen.wd, save=seen.persist))
     if due:
         from looop_py.loops import schedule  # only when a loop has a cadence
 
-        book = schedule.schedules_snapshot(schedule.book_of(paths), due, now, save=seen.persist)
+        book = schedule.schedules_snapshot(schedule.book_of(seen.wd), due, now, save=seen.persist)
         # The engine starts a due loop's round itself: a cadence is detail, never a wake;
         # only a cadence that does not parse (a human must fix it) stays in the signal.
         for name in sorted({*book["signal"], *book["detail"]}):
@@ -244,7 +240,7 @@ def schedules(seen: Seen) -> Snapshot:
 
 def rounds(seen: Seen) -> Snapshot:
     """Rounds that need someone: awaiting approval, unreadable, or a loop's new report."""
-    box = shelf.of(seen.paths)
+    box = seen.wd.shelf
     if box.empty("rounds") and box.get("state", "round-reports") is None:
         return {"signal": {"awaiting-approval": [], "reports": {}}, "detail": {}}  # as store.probe
     from looop_py.loops import store  # only when there are rounds
@@ -263,19 +259,18 @@ PROBES: tuple[tuple[str, Probe], ...] = (
 
 
 def run_probes(
-    paths: Paths,
+    wd: WorkDir,
     now: float,
     *,
     goals: Sequence[GoalFile],
     persist: bool = True,
-    config: Config | None = None,
 ) -> tuple[list[tuple[str, Snapshot]], Seen]:
     """Every probe's snapshot; a probe that breaks reports the error as its signal.
 
     `goals` are the goal files this beat read (the probes list no directory
     twice); `persist=False` keeps the probes from saving anything under state/.
     """
-    seen = Seen(paths, now, tuple(g.id for g in goals), persist, config)
+    seen = Seen(wd, now, tuple(g.id for g in goals), persist)
     out: list[tuple[str, Snapshot]] = []
     for stem, probe in PROBES:
         try:
@@ -283,7 +278,7 @@ def run_probes(
         except Exception as exc:  # a probe bug must not stop the beat
             from looop_py.workdir import journal  # only when a probe broke
 
-            journal.log_bug(paths, f"probe {stem}", now)
+            journal.log_bug(wd.paths, f"probe {stem}", now)
             snap = {"signal": {"error": "probe-failed"}, "detail": {"message": str(exc)}}
         out.append((stem, snap))
     return out, seen

@@ -8,17 +8,14 @@ rounds/done/. It runs under the pulse lock, so it never races a beat.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
 from looop_py.loops import store
-from looop_py.workdir import config as config_mod
-from looop_py.workdir import journal, runs, shelf
-from looop_py.workdir.paths import Paths
+from looop_py.workdir import journal, runs
+from looop_py.workdir.context import WorkDir
 from looop_py.workers import reap
 
 
@@ -38,23 +35,23 @@ class Pruned:
         }
 
 
-def prune(paths: Paths, *, clock: Callable[[], float] = time.time) -> Pruned:
+def prune(wd: WorkDir) -> Pruned:
 
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    paths.state.mkdir(exist_ok=True)
-    lock = PulseLock(paths.pulse_lock)
+    cfg = wd.config
+    wd.paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(wd.paths.pulse_lock)
     if not lock.acquire(timeout_s=cfg.sensors.timeout_s + 5):
         raise Busy("a pulse has held the lock for too long", "try again in a minute")
     try:
-        now = clock()
-        events = reap.housekeeping(paths, cfg, now, ttl_s=0)
-        removed_runs = runs.prune(paths, cfg.limits.runs_keep)
-        archived = store.archive_done(shelf.of(paths), now)
+        now = wd.clock()
+        events = reap.housekeeping(wd, cfg, now, ttl_s=0)
+        removed_runs = runs.prune(wd.paths, cfg.limits.runs_keep)
+        archived = store.archive_done(wd.shelf, now)
     finally:
         lock.release()
     for event in events:
         journal.emit(
-            paths, str(event["event"]), now, **{k: v for k, v in event.items() if k != "event"}
+            wd, str(event["event"]), now, **{k: v for k, v in event.items() if k != "event"}
         )
     removed = [e["id"] for e in events if e["event"] == "session_pruned"]
     return Pruned(removed, removed_runs, archived, events)

@@ -30,7 +30,7 @@ from looop_py.loops import index as loopindex
 from looop_py.moves import wal
 from looop_py.record import replace
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import goals, journal, shelf
+from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
+    from looop_py.workdir.context import WorkDir
 
 Clock = Callable[[], float]
 
@@ -87,10 +88,9 @@ def terminate_cleanly() -> Iterator[None]:
 
 
 def beat(
-    paths: Paths,
+    wd: WorkDir,
     *,
     force: bool = False,
-    clock: Clock = time.time,
     decider: Any = None,
     handover: Handover | None = None,
 ) -> BeatResult:
@@ -100,54 +100,48 @@ def beat(
     sensors' runs (beat/quiet.py); the beat goes on from there.
     """
     started = time.monotonic()
-    paths.state.mkdir(exist_ok=True)
-    lock = handover.lock if handover else PulseLock(paths.pulse_lock)
+    wd.paths.state.mkdir(exist_ok=True)
+    lock = handover.lock if handover else PulseLock(wd.paths.pulse_lock)
     if not handover and not lock.acquire():
         result = BeatResult(BeatOutcome.LOCKED, reason="another pulse is running")
-        journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value)
+        journal.emit(wd, "beat", wd.clock(), outcome=BeatOutcome.LOCKED.value)
         return result
     try:
         with terminate_cleanly():
             ran = handover.runs if handover else None
-            return _beat_locked(
-                paths, force=force, clock=clock, decider=decider, started=started, ran=ran
-            )
+            return _beat_locked(wd, force=force, decider=decider, started=started, ran=ran)
     finally:
         procs.kill_running()
         lock.release()
 
 
 def _beat_locked(
-    paths: Paths,
+    wd: WorkDir,
     *,
     force: bool,
-    clock: Clock,
     decider: Any,
     started: float,
     ran: dict[str, procs.Result] | None,
 ) -> BeatResult:
-    seal.break_seal(str(paths.root))
-    cfg = config_mod.load(paths.config, paths.config_cache)
+    seal.break_seal(str(wd.paths.root))
+    cfg = wd.config
 
     def body(fence: Fence | None) -> BeatResult:
-        return _beat_body(
-            paths, cfg, fence, force=force, clock=clock, decider=decider, started=started, ran=ran
-        )
+        return _beat_body(wd, cfg, fence, force=force, decider=decider, started=started, ran=ran)
 
     if cfg.coordination.backend == "files":
         return body(None)
     from looop_py.beat import shared  # a shared backend only: a beat on files never loads it
 
-    return shared.beat_shared(paths, cfg, body, clock=clock, started=started)
+    return shared.beat_shared(wd, cfg, body, started=started)
 
 
 def _beat_body(
-    paths: Paths,
+    wd: WorkDir,
     cfg: config_mod.Config,
     fence: Fence | None,
     *,
     force: bool,
-    clock: Clock,
     decider: Any,
     started: float,
     ran: dict[str, procs.Result] | None,
@@ -157,34 +151,32 @@ def _beat_body(
     On a shared backend no quiet seal is written: another host may commit meanwhile, so
     every beat there takes the pulse and reads the shared world (beat/quiet.py never skips).
     """
-    now = clock()
-    jsonio.sweep_temp_files(paths.snapshots, older_than_s=600, now=now)
-    jsonio.sweep_temp_files(paths.state, older_than_s=600, now=now)
+    now = wd.clock()
+    jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
+    jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
 
-    interrupted = _report_interrupted(paths, now)
-    if not shelf.of(paths).empty("approved"):  # approvals their approver did not run (rare)
+    interrupted = _report_interrupted(wd, now)
+    if not wd.shelf.empty("approved"):  # approvals their approver did not run (rare)
         from looop_py.moves import approvals
 
-        _emit_steps(
-            paths, now, "approval_failed", lambda: approvals.carry_out_pending(paths, cfg, now)
-        )
+        _emit_steps(wd, now, "approval_failed", lambda: approvals.carry_out_pending(wd, cfg, now))
 
-    with goals.one_scan():  # goals/ listed once for ADVANCE, the probes and the hash
+    with wd.memo.scope():  # goals/ listed once for ADVANCE, the probes and the hash
         # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
-        failed = housekeep(paths, cfg, now) + advance_loops(paths, cfg, now)
+        failed = housekeep(wd, cfg, now) + advance_loops(wd, cfg, now)
 
         # 1. SENSE
-        world = sense(paths, cfg, now, ran=ran)
-        loop_wake = _loop_wake(paths)  # the index is built once per scan: for the seal
+        world = sense(wd, cfg, now, ran=ran)
+        loop_wake = _loop_wake(wd)  # the index is built once per scan: for the seal
     failed += [
         f"probe {stem}"
         for stem, snap in world.snapshots.items()
         if stem.startswith("sys-") and snap.get("signal") == {"error": "probe-failed"}
     ]
-    _record_failures(paths, failed, now)
+    _record_failures(wd.paths, failed, now)
 
     # 2. DIFF
-    last = load_committed(paths) if fence is None else fence.load_committed()
+    last = load_committed(wd.paths) if fence is None else fence.load_committed()
     if fence is not None:
         world = fence.scope(world, last)  # host-local readings, each under its host's name
     changed = tuple(diff(last.items, world.items))
@@ -201,14 +193,14 @@ def _beat_body(
         failed_steps=tuple(failed),
     )
     if reason is None:
-        shelf.of(paths).delete("state", shelf.FLAP)  # a skipped beat breaks every streak
+        wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
         if fence is None:
-            _seal(paths, cfg, world, last, loop_wake)
-        return _finish(paths, base, started, clock, cfg)
+            _seal(wd, cfg, world, last, loop_wake)
+        return _finish(wd, base, started, cfg)
 
     if fence is not None and not fence.held():
         return _finish(
-            paths, replace(base, outcome=BeatOutcome.LOCKED, reason=fence.LOST), started, clock, cfg
+            wd, replace(base, outcome=BeatOutcome.LOCKED, reason=fence.LOST), started, cfg
         )
 
     # 4. DECIDE and 5. ACT
@@ -216,12 +208,11 @@ def _beat_body(
     from looop_py.beat.decide import decide_and_act
 
     verdict = decide_and_act(
-        paths,
+        wd,
         cfg,
         seen=world,
         changed=changed,
         now=now,
-        clock=clock,
         backend=decider if decider is not None else deciders.load(cfg),
         forced_by=forced_by,
         interrupted=interrupted,
@@ -237,29 +228,29 @@ def _beat_body(
     if verdict.outcome is BeatOutcome.DECIDED:
         action = (verdict.move or {}).get("action")
         if fence is None:
-            committed = commit(paths, world, now, action, verdict.next_wake)
-            _seal(paths, cfg, world, committed, loop_wake)
+            committed = commit(wd.paths, world, now, action, verdict.next_wake)
+            _seal(wd, cfg, world, committed, loop_wake)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
-    return _finish(paths, result, started, clock, cfg)
+    return _finish(wd, result, started, cfg)
 
 
-def _loop_wake(paths: Paths) -> float | None:
+def _loop_wake(wd: WorkDir) -> float | None:
     """When the first loop cadence falls due (ADVANCE then starts a round): inf with no
     cadence, None when the schedule book does not know a loop's next slot."""
-    due = loopindex.cadences(loopindex.index(paths))
+    due = loopindex.cadences(loopindex.index(wd))
     if not due:
         return float("inf")
     from looop_py.loops import schedule  # loaded already: ADVANCE ran with these loops
 
-    book = schedule.book_of(paths).load().loops
+    book = schedule.book_of(wd).load().loops
     if not all(name in book for name in due):
         return None
     return min(book[name].next_at for name in due)
 
 
 def _seal(
-    paths: Paths,
+    wd: WorkDir,
     cfg: config_mod.Config,
     world: World,
     committed: Committed,
@@ -270,14 +261,14 @@ def _seal(
     from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
 
     def rounds_signal() -> str:
-        snap = probes.rounds(probes.Seen(paths, time.time(), ()))
+        snap = probes.rounds(probes.Seen(wd, time.time(), ()))
         return jsonio.canonical(snap.get("signal")).decode()
 
     def sessions_now() -> tuple[str, float] | None:
         """sys-sessions now, and when the first ended session is pruned; None while one is
         live or unsettled (housekeeping still has work to do on it)."""
         now = time.time()
-        seen = probes.Seen(paths, now, ())
+        seen = probes.Seen(wd, now, ())
         signal = jsonio.canonical(probes.sessions(seen).get("signal")).decode()
         prune_at = float("inf")
         if not seen.sessions:
@@ -285,7 +276,7 @@ def _seal(
         from looop_py.workers import records  # loaded already: the probe listed sessions
 
         for view in seen.sessions:
-            status = records.read_record(paths.sessions / view.id / records.STATUS)
+            status = records.read_record(wd.paths.sessions / view.id / records.STATUS)
             # reap.housekeeping's rule: a settled session is pruned ttl after it ended.
             ended = records.as_number(status.get("ended_at")) or records.as_number(
                 status.get("finalized_at")
@@ -296,7 +287,7 @@ def _seal(
         return signal, prune_at
 
     seal.seal(
-        str(paths.root),
+        str(wd.paths.root),
         cfg,
         world,
         committed,
@@ -308,9 +299,9 @@ def _seal(
     )
 
 
-def _report_interrupted(paths: Paths, now: float) -> str | None:
+def _report_interrupted(wd: WorkDir, now: float) -> str | None:
     """A move a dead actor left half-done: reported once, never re-run."""
-    record = wal.take_interrupted(paths)
+    record = wal.take_interrupted(wd.paths)
     if record is None:
         return None
     move = record.get("move")
@@ -322,49 +313,51 @@ def _report_interrupted(paths: Paths, now: float) -> str | None:
         f"{journal.iso(started) if 0 < started < 1e11 else '?'} did not finish"
         " (looop died mid-move); it was not re-run, check its effect by hand"
     )
-    journal.write(paths, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
-    journal.emit(paths, "move_interrupted", now, move=move)
+    journal.write(wd, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
+    journal.emit(wd, "move_interrupted", now, move=move)
     return text
 
 
-def housekeep(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
+def housekeep(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
     """Set aside records that do not fit, reap dead sessions, verify ended workers, then
     reap dead claims; one event line each. Returns the steps that failed."""
     failed: list[str] = []
     # The usual quiet beat has none of these: nothing to look at, nothing to import.
-    record_dirs = (paths.rounds, paths.sessions, paths.claims, paths.asks, paths.answers)
+    record_dirs = (
+        wd.paths.rounds,
+        wd.paths.sessions,
+        wd.paths.claims,
+        wd.paths.asks,
+        wd.paths.answers,
+    )
     if any(has_entries(d) for d in record_dirs):
         from looop_py.beat import corrupt  # only when there are records to check
 
-        failed += _emit_steps(
-            paths, now, "check-records", lambda: corrupt.check_records(paths, now)
-        )
-    if has_entries(paths.sessions):
+        failed += _emit_steps(wd, now, "check-records", lambda: corrupt.check_records(wd, now))
+    if has_entries(wd.paths.sessions):
         from looop_py.workers import reap  # only when sessions/ has entries
 
-        failed += _emit_steps(
-            paths, now, "reap-sessions", lambda: reap.housekeeping(paths, cfg, now)
-        )
-    if has_entries(paths.claims):
+        failed += _emit_steps(wd, now, "reap-sessions", lambda: reap.housekeeping(wd, cfg, now))
+    if has_entries(wd.paths.claims):
         from functools import partial  # only when claims/ has entries
 
         from looop_py.claims import reaper
         from looop_py.loops import store
 
-        round_live = partial(store.is_live, shelf.of(paths))
+        round_live = partial(store.is_live, wd.shelf)
         failed += _emit_steps(
-            paths, now, "reap-claims", lambda: reaper.reap(paths, now, round_live)
+            wd, now, "reap-claims", lambda: reaper.reap(wd.paths, now, round_live)
         )
     return failed
 
 
-def advance_loops(paths: Paths, cfg: config_mod.Config, now: float) -> list[str]:
+def advance_loops(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
-    if not loopindex.index(paths) and shelf.of(paths).empty("rounds"):
+    if not loopindex.index(wd) and wd.shelf.empty("rounds"):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist
 
-    return _emit_steps(paths, now, "advance", lambda: advance.advance(paths, cfg, now))
+    return _emit_steps(wd, now, "advance", lambda: advance.advance(wd, cfg, now))
 
 
 # What each step's failure event was called before steps were named (kept for readers).
@@ -372,7 +365,7 @@ _FAILURE_EVENTS = {"advance": "advance_failed", "check-records": "check_failed"}
 
 
 def _emit_steps(
-    paths: Paths, now: float, step: str, run: Callable[[], list[dict[str, Any]]]
+    wd: WorkDir, now: float, step: str, run: Callable[[], list[dict[str, Any]]]
 ) -> list[str]:
     """Run a step and log each thing it did; a bug in it must not stop the beat.
 
@@ -386,12 +379,12 @@ def _emit_steps(
     except Unavailable:
         raise  # the shared backend is gone: the whole beat is skipped (beat/shared.py)
     except Exception as exc:
-        journal.log_bug(paths, f"step {step}", now)
+        journal.log_bug(wd.paths, f"step {step}", now)
         name = _FAILURE_EVENTS.get(step, "housekeeping_failed")
         events = [{"event": name, "step": step, "message": repr(exc)}]
         failed = [step]
     for event in events:
-        journal.emit(paths, str(event.pop("event")), now, **event)
+        journal.emit(wd, str(event.pop("event")), now, **event)
     return failed
 
 
@@ -406,9 +399,7 @@ def _record_failures(paths: Paths, failed: list[str], now: float) -> None:
         paths.step_failures.unlink()
 
 
-def _finish(
-    paths: Paths, result: BeatResult, started: float, clock: Clock, cfg: config_mod.Config
-) -> BeatResult:
+def _finish(wd: WorkDir, result: BeatResult, started: float, cfg: config_mod.Config) -> BeatResult:
     result = replace(result, duration_s=time.monotonic() - started)
     record = result.to_json()
     record.pop("journal", None)
@@ -421,9 +412,9 @@ def _finish(
     }
     record["sensors"] = {n: d for n, d in record["sensors"].items() if n in noted}
     record["sensors_steady"] = len(result.readings) - len(record["sensors"])
-    journal.emit(paths, "beat", clock(), **record)
+    journal.emit(wd, "beat", wd.clock(), **record)
     if cfg.notify.command:
         from looop_py.beat import notify  # only with a [notify] command configured
 
-        notify.notify(paths, cfg, result, clock())
+        notify.notify(wd, cfg, result, wd.clock())
     return result

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from looop_py.workdir.context import WorkDir
+
 
 @record(frozen=True)
 class World:
@@ -51,7 +53,7 @@ class Committed:
 
 
 def sense(
-    paths: Paths,
+    wd: WorkDir,
     cfg: Config,
     now: float,
     *,
@@ -64,29 +66,27 @@ def sense(
     nothing under state/: the probes leave the loop index and schedule book alone.
     `ran`: sensor runs a quiet attempt already made this beat (beat/quiet.py).
     """
-    paths.snapshots.mkdir(exist_ok=True)
-    found, refused = _inside(paths, sensors.discover(paths, cfg.sensors.timeout_s))
+    wd.paths.snapshots.mkdir(exist_ok=True)
+    found, refused = _inside(wd, sensors.discover(wd.paths, cfg.sensors.timeout_s))
     readings = sensors.sense(
-        paths,
+        wd.paths,
         found,
-        env=child_env(paths, config=cfg),
+        env=child_env(wd.paths, config=cfg),
         cap=cfg.sensors.max_bytes,
         concurrency=cfg.sensors.concurrency,
         now=now,
         ran=ran,
     )
     for reading in refused:
-        jsonio.write_json_if_changed(paths.snapshot(reading.stem), reading.snapshot)
+        jsonio.write_json_if_changed(wd.paths.snapshot(reading.stem), reading.snapshot)
     readings = sorted([*readings, *refused], key=lambda r: r.stem)
-    goals = tuple(read_goals(paths))
+    goals = tuple(read_goals(wd))
     snapshots = {r.stem: r.snapshot for r in readings}
-    found_by_probes, probed = probes.run_probes(
-        paths, now, goals=goals, persist=persist, config=cfg
-    )
+    found_by_probes, probed = probes.run_probes(wd, now, goals=goals, persist=persist)
     for stem, snap in found_by_probes:
-        jsonio.write_json_if_changed(paths.snapshot(stem), snap)
+        jsonio.write_json_if_changed(wd.paths.snapshot(stem), snap)
         snapshots[stem] = snap
-    playbook = read_playbook(paths)
+    playbook = read_playbook(wd)
     items = world.build_items(
         playbook,
         ((g.id, g.body) for g in goals),
@@ -98,13 +98,13 @@ def sense(
 
 
 def _inside(
-    paths: Paths, found: list[sensors.Sensor]
+    wd: WorkDir, found: list[sensors.Sensor]
 ) -> tuple[list[sensors.Sensor], list[sensors.Reading]]:
     """The sensors that may run, and an error reading for each that links out of the work dir."""
-    whole_dir = outside_link(paths, paths.sensors)
+    whole_dir = outside_link(wd, wd.paths.sensors)
     ok, refused = [], []
     for sensor in found:
-        why = whole_dir or outside_link(paths, sensor.path)
+        why = whole_dir or outside_link(wd, sensor.path)
         if why is None:
             ok.append(sensor)
             continue

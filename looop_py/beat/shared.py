@@ -26,7 +26,7 @@ from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, LooopError, Unavailable
 from looop_py.loops import store
 from looop_py.record import record, replace
-from looop_py.workdir import journal, shelf
+from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.world import world_hash
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from looop_py.coord.base import Coordinator
     from looop_py.workdir.config import Config
+    from looop_py.workdir.context import WorkDir
 
 WORLD = "world/committed"  # the committed world's key on the backend
 # Readings only the host that takes them can make: its own worker sessions.
@@ -115,7 +116,7 @@ class Standing:
         }
 
 
-def standing(paths: Paths, cfg: Config) -> Standing | None:
+def standing(wd: WorkDir, cfg: Config) -> Standing | None:
     """This host, the pulse, the committed world and the claims on a shared backend; None on
     files. A backend out of reach is said so, not raised: status still shows the rest."""
     c = cfg.coordination
@@ -123,7 +124,7 @@ def standing(paths: Paths, cfg: Config) -> Standing | None:
         return None
     host = host_id(c.host_id)
     try:
-        coord = coordinator(paths, cfg)
+        coord = coordinator(wd)
         now = time.time()
         pulse = coord.get(PULSE, now)
         data = coord.read(WORLD)
@@ -151,44 +152,41 @@ def _committed(data: bytes | None) -> Committed:
 
 
 def beat_shared(
-    paths: Paths,
+    wd: WorkDir,
     cfg: Config,
     body: Callable[[Fence], BeatResult],
     *,
-    clock: Callable[[], float],
     started: float,
 ) -> BeatResult:
     """Run `body` holding the shared pulse; LOCKED or skipped (with the reason) otherwise."""
-    now = clock()
+    now = wd.clock()
     with contextlib.ExitStack() as stack:
         try:
-            coord = coordinator(paths, cfg)
+            coord = coordinator(wd)
             token = stack.enter_context(coord.pulse())
         except ClaimHeld as exc:
             reason = f"another pulse is running: {exc.message}"
-            journal.emit(paths, "beat", clock(), outcome=BeatOutcome.LOCKED.value, reason=reason)
+            journal.emit(wd, "beat", wd.clock(), outcome=BeatOutcome.LOCKED.value, reason=reason)
             return BeatResult(BeatOutcome.LOCKED, reason=reason)
         except Unavailable as exc:
-            return _skipped(paths, exc, now, clock, started)
+            return _skipped(wd, exc, now, started)
         assert token is not None  # a shared backend's pulse has a token
         try:
-            for event in coord.reap(now, partial(store.is_live, shelf.of(paths))):
-                journal.emit(paths, str(event.pop("event")), now, **event)
-            with shelf.of(paths).fenced(PULSE, token):  # every shared record it writes
-                return body(Fence(coord, paths, token))
+            for event in coord.reap(now, partial(store.is_live, wd.shelf)):
+                journal.emit(wd, str(event.pop("event")), now, **event)
+            with wd.shelf.fenced(PULSE, token):  # every shared record it writes
+                return body(Fence(coord, wd.paths, token))
         except Unavailable as exc:  # lost mid-beat: whatever was not committed was not
-            return _skipped(paths, exc, now, clock, started)
+            return _skipped(wd, exc, now, started)
 
 
-def _skipped(
-    paths: Paths, exc: Unavailable, now: float, clock: Callable[[], float], started: float
-) -> BeatResult:
+def _skipped(wd: WorkDir, exc: Unavailable, now: float, started: float) -> BeatResult:
     reason = f"coordination unavailable, beat skipped: {exc.message}"
-    journal.write(paths, f"⚠ {reason}", now)
+    journal.write(wd, f"⚠ {reason}", now)
     journal.emit(
-        paths,
+        wd,
         "beat",
-        clock(),
+        wd.clock(),
         outcome=BeatOutcome.SKIPPED.value,
         reason=reason,
         duration_s=round(time.monotonic() - started, 3),

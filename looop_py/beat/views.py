@@ -15,7 +15,8 @@ from looop_py.beat.sense import load_committed
 from looop_py.beat.shared import Standing, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
-from looop_py.workdir import config, journal, mailbox
+from looop_py.workdir import journal, mailbox
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.goals import goal_paths, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change, is_error_signal
@@ -113,19 +114,17 @@ class LimitsView:
         }
 
 
-def limits_now(paths: Paths, now: float) -> LimitsView:
+def limits_now(wd: WorkDir, now: float) -> LimitsView:
     """Every spend limit and guard, as it stands now."""
-    cfg = config.load(paths.config, paths.config_cache)
+    cfg = wd.config
     lim = cfg.limits
-    led = limits.load(paths)
-    playbook = read_playbook(paths)
-    policy = policy_hash(
-        world.build_items(playbook, ((g.id, g.body) for g in read_goals(paths)), ())
-    )
+    led = limits.load(wd)
+    playbook = read_playbook(wd)
+    policy = policy_hash(world.build_items(playbook, ((g.id, g.body) for g in read_goals(wd)), ()))
     spend = limits.spend_today(led.spend, now)
     b = led.backoff
     retry = b.at + limits.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now
-    wake = load_committed(paths).next_wake
+    wake = load_committed(wd.paths).next_wake
     return LimitsView(
         blocked=limits.decide_block(led, now=now, policy=policy, limits=lim),
         decides_last_hour=sum(1 for t in led.decides if now - t < limits.HOUR),
@@ -136,9 +135,9 @@ def limits_now(paths: Paths, now: float) -> LimitsView:
         daily_usd=lim.daily_usd,
         unmetered_in_a_row=spend.unmetered,
         backoff=BackoffView(b.fails, max(0, round(retry)), b.reason) if b.fails else None,
-        flapping=limits.flapping(limits.load_flap(paths), lim.flap_streak),
+        flapping=limits.flapping(limits.load_flap(wd), lim.flap_streak),
         next_wake=wake if isinstance(wake, int | float) else None,
-        pending_asks=len(mailbox.pending(paths)),
+        pending_asks=len(mailbox.pending(wd)),
         by_source={
             src: {"tokens": int(row.get("tokens", 0)), "usd": float(row.get("usd", 0.0))}
             for src, row in sorted(spend.by_source.items(), key=lambda kv: _source_rank(kv[0]))
@@ -268,30 +267,30 @@ class StatusView:
         }
 
 
-def status(paths: Paths) -> StatusView:
+def status(wd: WorkDir) -> StatusView:
     error = None
     try:
-        jsonio.read_json(paths.last_world, None)
+        jsonio.read_json(wd.paths.last_world, None)
     except CorruptFile as exc:
         error = exc.message
-    committed = load_committed(paths)
-    shared = standing(paths, config.load(paths.config, paths.config_cache))
-    claims = _count_entries(paths.claims, suffix=".json")
+    committed = load_committed(wd.paths)
+    shared = standing(wd, wd.config)
+    claims = _count_entries(wd.paths.claims, suffix=".json")
     if shared is not None and shared.committed is not None:
         committed, claims = shared.committed, shared.claims  # every host's, not this mirror
     return StatusView(
-        work_dir=str(paths.root),
-        pulse_running=PulseLock(paths.pulse_lock).held_elsewhere(),
-        last_beat=LastBeat.from_event(journal.last_event(paths, "beat")),
+        work_dir=str(wd.paths.root),
+        pulse_running=PulseLock(wd.paths.pulse_lock).held_elsewhere(),
+        last_beat=LastBeat.from_event(journal.last_event(wd.paths, "beat")),
         world_hash=committed.hash,
         committed_at=committed.at,
-        sensors=sensor_health(paths),
-        limits=limits_now(paths, time.time()),
-        goals=len(goal_paths(paths)),
-        sessions=_count_entries(paths.sessions, dirs=True),
+        sensors=sensor_health(wd.paths),
+        limits=limits_now(wd, time.time()),
+        goals=len(goal_paths(wd)),
+        sessions=_count_entries(wd.paths.sessions, dirs=True),
         claims=claims,
         committed_error=error,
-        failed_steps=failed_steps(paths),
+        failed_steps=failed_steps(wd.paths),
         shared=shared,
     )
 
@@ -341,8 +340,8 @@ def explain(last: LastBeat) -> str:
             unreachable(last.outcome)
 
 
-def why(paths: Paths) -> WhyView:
-    last = LastBeat.from_event(journal.last_event(paths, "beat"))
+def why(wd: WorkDir) -> WhyView:
+    last = LastBeat.from_event(journal.last_event(wd.paths, "beat"))
     if last is None:
         return WhyView("no beat has run yet; run `looop pulse`")
-    return WhyView(explain(last), last, limits_now(paths, time.time()), last.changed)
+    return WhyView(explain(last), last, limits_now(wd, time.time()), last.changed)

@@ -7,16 +7,16 @@ import time
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.options import json_option, pass_workdir
 from looop_py.cli.output import json_out, present, show
 from looop_py.errors import UsageError
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 
 
 @click.command()
 @json_option
-@pass_paths
-def schedules(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def schedules(wd: WorkDir, as_json: bool) -> None:
     """List the durable timers the decider set with write_schedule, and when each is due.
 
     A timer wakes the loop through the sys-schedules probe when it comes due
@@ -29,7 +29,7 @@ def schedules(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.moves import timers
 
-    probe = timers.probe(paths, time.time())
+    probe = timers.probe(wd, time.time())
     if as_json:
         json_out(render.schedules_json(probe))
     else:
@@ -49,8 +49,8 @@ def schedule() -> None:
 @schedule.command("drop")
 @click.argument("name", metavar="ID")
 @json_option
-@pass_paths
-def schedule_drop(paths: Paths, name: str, as_json: bool) -> None:
+@pass_workdir
+def schedule_drop(wd: WorkDir, name: str, as_json: bool) -> None:
     """Remove the timer ID, as a drop_schedule move would. Exit 2 if there is none.
 
     \b
@@ -60,7 +60,7 @@ def schedule_drop(paths: Paths, name: str, as_json: bool) -> None:
     """
     from looop_py.moves import timers
 
-    if not timers.drop(paths, name):
+    if not timers.drop(wd, name):
         raise UsageError(f"no schedule {name!r}", "list them with `looop schedules`")
     if as_json:
         json_out({"name": name, "dropped": True})
@@ -70,8 +70,8 @@ def schedule_drop(paths: Paths, name: str, as_json: bool) -> None:
 
 @click.command()
 @json_option
-@pass_paths
-def prune(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def prune(wd: WorkDir, as_json: bool) -> None:
     """Housekeeping now: remove dead workers' sessions and old decide runs, archive old rounds.
 
     Removes the sessions of dead workers a beat has already settled (instead
@@ -87,7 +87,7 @@ def prune(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.prune import prune as run_prune
 
-    present(run_prune(paths), as_json, render.prune_lines)
+    present(run_prune(wd), as_json, render.prune_lines)
 
 
 COMMANDS = [schedules, schedule, prune]

@@ -7,9 +7,10 @@ import sys
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.options import json_option, pass_paths, pass_workdir
 from looop_py.cli.output import json_out, present, show
 from looop_py.cli.pulse import pulse_command
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 
@@ -18,8 +19,8 @@ from looop_py.workdir.paths import Paths
 @click.option("--force", is_flag=True, help="Decide even if the world is unchanged.")
 @click.option("-v", "--verbose", is_flag=True, help="Also show each sensor on stderr.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing unless the beat failed.")
-@pass_paths
-def pulse(paths: Paths, as_json: bool, force: bool, verbose: bool, quiet: bool) -> None:
+@pass_workdir
+def pulse(wd: WorkDir, as_json: bool, force: bool, verbose: bool, quiet: bool) -> None:
     """Run one beat: sense, hash, and decide only if the world changed.
 
     Quiet on stdout when nothing happened (skipped, held or locked) and stdout
@@ -32,7 +33,7 @@ def pulse(paths: Paths, as_json: bool, force: bool, verbose: bool, quiet: bool) 
       looop pulse --json          # outcome, world_hash, changed, sensors, ms
       * * * * * looop -C ~/ops pulse     # crontab line
     """
-    sys.exit(pulse_command(paths, as_json=as_json, force=force, verbose=verbose, quiet=quiet))
+    sys.exit(pulse_command(wd, as_json=as_json, force=force, verbose=verbose, quiet=quiet))
 
 
 @click.command()
@@ -50,14 +51,19 @@ def sense(paths: Paths, as_json: bool) -> None:
       looop sense --json | jq '.changed'
     """
     from looop_py.beat.preview import preview
+    from looop_py.coord.choose import open_workdir
 
-    present(preview(paths), as_json, render.sense_lines)
+    wd = open_workdir(paths, write_cache=False)  # a door of its own: nothing under state/
+    try:
+        present(preview(wd), as_json, render.sense_lines)
+    finally:
+        wd.close()
 
 
 @click.command()
 @json_option
-@pass_paths
-def status(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def status(wd: WorkDir, as_json: bool) -> None:
     """Show the last beat, the committed world hash, sensor health and counts.
 
     \b
@@ -67,13 +73,13 @@ def status(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.views import status as build
 
-    present(build(paths), as_json, render.status_lines)
+    present(build(wd), as_json, render.status_lines)
 
 
 @click.command()
 @json_option
-@pass_paths
-def why(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def why(wd: WorkDir, as_json: bool) -> None:
     """Explain the last beat: why it skipped or woke, and what changed (old → new).
 
     \b
@@ -83,7 +89,7 @@ def why(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.beat.views import why as build
 
-    present(build(paths), as_json, render.why_lines)
+    present(build(wd), as_json, render.why_lines)
 
 
 @click.command()

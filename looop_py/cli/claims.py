@@ -7,10 +7,10 @@ import time
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_paths, pid_option, session_option
+from looop_py.cli.options import json_option, pass_workdir, pid_option, session_option
 from looop_py.cli.output import json_out, show
 from looop_py.cli.plainclaim import claim_command, unclaim_command
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 
 
 @click.command()
@@ -20,9 +20,9 @@ from looop_py.workdir.paths import Paths
 @click.option("--renew", is_flag=True, help="Owner only: push the expiry to now + ttl.")
 @pid_option
 @json_option
-@pass_paths
+@pass_workdir
 def claim(
-    paths: Paths,
+    wd: WorkDir,
     *,
     name: str,
     session: str | None,
@@ -43,7 +43,7 @@ def claim(
       looop claim deploy --ttl 600 && looop claim deploy --ttl 600 --renew
       looop claim deploy --json | jq .action             # acquired | held | renewed
     """
-    claim_command(paths, name=name, session=session, ttl=ttl, renew=renew, pid=pid, as_json=as_json)
+    claim_command(wd, name=name, session=session, ttl=ttl, renew=renew, pid=pid, as_json=as_json)
 
 
 @click.command()
@@ -51,8 +51,8 @@ def claim(
 @session_option
 @pid_option
 @json_option
-@pass_paths
-def unclaim(paths: Paths, name: str, session: str | None, pid: int | None, as_json: bool) -> None:
+@pass_workdir
+def unclaim(wd: WorkDir, name: str, session: str | None, pid: int | None, as_json: bool) -> None:
     """Release the lease NAME (harmless if it is not held). Exit 4 if another live holder has it.
 
     \b
@@ -60,13 +60,13 @@ def unclaim(paths: Paths, name: str, session: str | None, pid: int | None, as_js
       looop unclaim repo-main
       looop unclaim repo-main --json | jq .released.epoch
     """
-    unclaim_command(paths, name=name, session=session, pid=pid, as_json=as_json)
+    unclaim_command(wd, name=name, session=session, pid=pid, as_json=as_json)
 
 
 @click.command()
 @json_option
-@pass_paths
-def claims(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def claims(wd: WorkDir, as_json: bool) -> None:
     """List claims: who holds which name, its epoch, age and expiry.
 
     \b
@@ -77,7 +77,7 @@ def claims(paths: Paths, as_json: bool) -> None:
     from looop_py.coord.choose import coordinator
 
     now = time.time()
-    views = coordinator(paths).list_claims(now)
+    views = coordinator(wd).list_claims(now)
     if as_json:
         json_out({"claims": [v.to_json() for v in views]})
     else:

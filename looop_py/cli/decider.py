@@ -8,9 +8,9 @@ import time
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.options import json_option, pass_workdir
 from looop_py.cli.output import present
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 
 
 @click.group()
@@ -25,8 +25,8 @@ def decider() -> None:
 
 @decider.command(name="test")
 @json_option
-@pass_paths
-def decider_test(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def decider_test(wd: WorkDir, as_json: bool) -> None:
     """Send a tiny prompt to the configured decider; show its move, usage and latency.
 
     The move is validated as a real one would be, and nothing is executed.
@@ -40,7 +40,7 @@ def decider_test(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.deciders.check import run_test
 
-    view = run_test(paths, time.time())
+    view = run_test(wd, time.time())
     present(view, as_json, render.decider_test_lines)
     sys.exit(0 if view.ok else 1)
 

@@ -8,16 +8,15 @@ import time
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_config, pass_paths
+from looop_py.cli.options import json_option, pass_workdir
 from looop_py.cli.output import json_out, present, show
-from looop_py.workdir.config import Config
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 
 
 @click.command()
 @json_option
-@pass_paths
-def loops(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def loops(wd: WorkDir, as_json: bool) -> None:
     """List the loops (goals whose frontmatter makes them one): level, cadence, next fire,
     last outcome and tokens spent.
 
@@ -28,15 +27,15 @@ def loops(paths: Paths, as_json: bool) -> None:
     """
     from looop_py.loops.views import overview
 
-    present(overview(paths, time.time()), as_json, render.loops_lines)
+    present(overview(wd, time.time()), as_json, render.loops_lines)
 
 
 @click.command(name="run")
 @click.argument("loop")
 @click.option("--wait", is_flag=True, help="Also wait for a human's approval if it escalates.")
 @json_option
-@pass_config
-def run_loop(paths: Paths, cfg: Config, loop: str, wait: bool, as_json: bool) -> None:
+@pass_workdir
+def run_loop(wd: WorkDir, loop: str, wait: bool, as_json: bool) -> None:
     """Run one round of LOOP in the foreground and print its report.
 
     The same round the pulse would run (workers, claim, gate, memory); it
@@ -48,9 +47,10 @@ def run_loop(paths: Paths, cfg: Config, loop: str, wait: bool, as_json: bool) ->
       looop run daily-triage
       looop run ci-sweeper --json | jq .outcome
     """
+    cfg = wd.config
     from looop_py.loops import advance
 
-    report = advance.run(paths, cfg, loop, wait_for_human=wait)
+    report = advance.run(wd, cfg, loop, wait_for_human=wait)
     if as_json:
         json_out(report.to_dict())
     else:
@@ -62,8 +62,8 @@ def run_loop(paths: Paths, cfg: Config, loop: str, wait: bool, as_json: bool) ->
 @click.command()
 @click.option("--all", "show_all", is_flag=True, help="Also list finished rounds.")
 @json_option
-@pass_paths
-def rounds(paths: Paths, show_all: bool, as_json: bool) -> None:
+@pass_workdir
+def rounds(wd: WorkDir, show_all: bool, as_json: bool) -> None:
     """List loop rounds: live ones (where each is), or all with --all.
 
     \b
@@ -73,7 +73,7 @@ def rounds(paths: Paths, show_all: bool, as_json: bool) -> None:
     """
     from looop_py.loops.views import list_rounds
 
-    rows = list_rounds(paths, include_done=show_all)
+    rows = list_rounds(wd, include_done=show_all)
     if as_json:
         json_out({"rounds": [r.to_json() for r in rows]})
     else:
@@ -104,8 +104,8 @@ def patterns(as_json: bool) -> None:
 @click.argument("pattern")
 @click.option("--name", help="Goal id to write (default: the pattern's name).")
 @json_option
-@pass_paths
-def new(paths: Paths, pattern: str, name: str | None, as_json: bool) -> None:
+@pass_workdir
+def new(wd: WorkDir, pattern: str, name: str | None, as_json: bool) -> None:
     """Write a goal file from a pattern, ready to edit (never overwrites).
 
     \b
@@ -115,7 +115,7 @@ def new(paths: Paths, pattern: str, name: str | None, as_json: bool) -> None:
     """
     from looop_py.loops.specs import write_goal
 
-    spec, _ = write_goal(paths, pattern, name=name)
+    spec, _ = write_goal(wd, pattern, name=name)
     if as_json:
         json_out(render.new_goal_json(spec, pattern))
     else:

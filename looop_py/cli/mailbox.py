@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.options import json_option, pass_workdir
 from looop_py.cli.output import json_out, show
-from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
+    from looop_py.workdir.context import WorkDir
     from looop_py.workdir.mailbox import Answer
 
 
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 @click.option("--ref", help="A file the human should look at (path relative to the work dir).")
 @click.option("--timeout", type=float, help="Give up after S seconds (exit 4; the ask stays).")
 @json_option
-@pass_paths
+@pass_workdir
 def ask(
-    paths: Paths,
+    wd: WorkDir,
     *,
     prompt_text: str,
     options: str | None,
@@ -48,7 +48,7 @@ def ask(
     asker = os.environ.get("LOOOP_SESSION_ID") or "human"
     choices = tuple(o.strip() for o in options.split(",") if o.strip()) if options else ()
     filed = mailbox.open_ask(
-        paths,
+        wd,
         prompt=prompt_text,
         asker=asker,
         now=time.time(),
@@ -57,7 +57,7 @@ def ask(
         waiting=True,
     )
     show(render.ask_waiting(filed.id))
-    got = mailbox.wait(paths, filed.id, timeout_s=timeout)  # NoAnswer: exit 4
+    got = mailbox.wait(wd, filed.id, timeout_s=timeout)  # NoAnswer: exit 4
     if as_json:
         json_out(render.answer_json(filed.id, got))
     else:
@@ -66,8 +66,8 @@ def ask(
 
 @click.command()
 @json_option
-@pass_paths
-def asks(paths: Paths, as_json: bool) -> None:
+@pass_workdir
+def asks(wd: WorkDir, as_json: bool) -> None:
     """List the asks waiting on a human (questions and approvals).
 
     \b
@@ -78,7 +78,7 @@ def asks(paths: Paths, as_json: bool) -> None:
     from looop_py.workdir import mailbox
 
     now = time.time()
-    pending = mailbox.listing(paths)
+    pending = mailbox.listing(wd)
     if as_json:
         json_out(render.asks_json(pending, now))
     else:
@@ -90,8 +90,8 @@ def asks(paths: Paths, as_json: bool) -> None:
 @click.argument("text", required=False)
 @click.option("--force", is_flag=True, help="Replace an existing answer.")
 @json_option
-@pass_paths
-def answer(paths: Paths, ask_id: str, text: str | None, force: bool, as_json: bool) -> None:
+@pass_workdir
+def answer(wd: WorkDir, ask_id: str, text: str | None, force: bool, as_json: bool) -> None:
     """Answer a question; TEXT or - reads the answer from stdin.
 
     \b
@@ -105,15 +105,15 @@ def answer(paths: Paths, ask_id: str, text: str | None, force: bool, as_json: bo
         text = sys.stdin.read().strip()
     if not text:
         raise click.UsageError("the answer is empty")
-    got = mailbox.answer(paths, ask_id, text, now=time.time(), force=force)
+    got = mailbox.answer(wd, ask_id, text, now=time.time(), force=force)
     _report(ask_id, got, as_json)
 
 
 @click.command()
 @click.argument("ask_id")
 @json_option
-@pass_paths
-def approve(paths: Paths, ask_id: str, as_json: bool) -> None:
+@pass_workdir
+def approve(wd: WorkDir, ask_id: str, as_json: bool) -> None:
     """Approve a held move: looop runs it now and journals what happened.
 
     Exits 1 when the approved move ran and failed.
@@ -126,7 +126,7 @@ def approve(paths: Paths, ask_id: str, as_json: bool) -> None:
     """
     from looop_py.moves.approvals import approve as do_approve
 
-    got = do_approve(paths, ask_id, now=time.time())
+    got = do_approve(wd, ask_id, now=time.time())
     _report(ask_id, got, as_json)
     if got.note and got.note.startswith("failed"):
         sys.exit(1)
@@ -136,8 +136,8 @@ def approve(paths: Paths, ask_id: str, as_json: bool) -> None:
 @click.argument("ask_id")
 @click.option("--reason", help="Why; the decider sees it in the journal.")
 @json_option
-@pass_paths
-def deny(paths: Paths, ask_id: str, reason: str | None, as_json: bool) -> None:
+@pass_workdir
+def deny(wd: WorkDir, ask_id: str, reason: str | None, as_json: bool) -> None:
     """Refuse a held move; nothing runs.
 
     \b
@@ -146,7 +146,7 @@ def deny(paths: Paths, ask_id: str, reason: str | None, as_json: bool) -> None:
     """
     from looop_py.moves.approvals import deny as do_deny
 
-    got = do_deny(paths, ask_id, now=time.time(), reason=reason)
+    got = do_deny(wd, ask_id, now=time.time(), reason=reason)
     _report(ask_id, got, as_json)
 
 
@@ -161,8 +161,8 @@ def _report(ask_id: str, got: Answer, as_json: bool) -> None:
 @click.argument("ask_id")
 @click.option("--reason", help="Why; kept with the answer.")
 @json_option
-@pass_paths
-def withdraw(paths: Paths, ask_id: str, reason: str | None, as_json: bool) -> None:
+@pass_workdir
+def withdraw(wd: WorkDir, ask_id: str, reason: str | None, as_json: bool) -> None:
     """Withdraw an unanswered ask (a stranded or expired one, say): it leaves `looop asks`,
     and a withdrawn approval never runs.
 
@@ -173,7 +173,7 @@ def withdraw(paths: Paths, ask_id: str, reason: str | None, as_json: bool) -> No
     """
     from looop_py.workdir import mailbox
 
-    got = mailbox.withdraw(paths, ask_id, now=time.time(), reason=reason)
+    got = mailbox.withdraw(wd, ask_id, now=time.time(), reason=reason)
     _report(ask_id, got, as_json)
 
 

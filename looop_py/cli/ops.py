@@ -36,7 +36,7 @@ def doctor(paths: Paths, offline: bool, as_json: bool) -> None:
     """
     from looop_py.ops.doctor import diagnose
 
-    report = diagnose(paths, offline=offline)
+    report = diagnose(paths, offline=offline)  # a broken looop.toml is one of its checks
     present(report, as_json, onboard.doctor_lines)
     sys.exit(0 if report.ok else 1)
 
@@ -156,6 +156,7 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool) -> None
     """
     from looop_py.cli.pulse import QUIET
     from looop_py.cli.summary import beat_line
+    from looop_py.coord.choose import Reopening
     from looop_py.ops import resident
 
     if print_unit:
@@ -167,7 +168,11 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool) -> None
             show([beat_line(result)])
 
     show([f"looop up: beating {paths.root} every {interval_s:g} s and on every edit"])
-    resident.serve(paths, interval_s=interval_s, on_beat=say)
+    opened = Reopening(paths)  # each beat reads looop.toml again after an edit
+    try:
+        resident.serve(opened, interval_s=interval_s, on_beat=say)
+    finally:
+        opened.close()
 
 
 @click.command()

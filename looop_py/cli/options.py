@@ -1,4 +1,4 @@
-"""Options and decorators every verb module shares: the work dir, its config, --json."""
+"""Options and decorators every verb module shares: the work dir, opened once, and --json."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 from looop_py.cli.output import resolve
 
 if TYPE_CHECKING:
-    from looop_py.workdir.config import Config
+    from looop_py.workdir.context import WorkDir
     from looop_py.workdir.paths import Paths
 
 P = ParamSpec("P")
@@ -22,12 +22,13 @@ JSON_WANTED = "looop.json"  # ctx.meta key: --json was given, so errors come out
 
 
 class State:
-    """Per invocation: the work dir and its config, each found and loaded at most once."""
+    """Per invocation: the work dir, found once, and opened (looop.toml loaded, its shelf
+    opened) at most once, by the first command that needs it; closed with the command."""
 
     def __init__(self, workdir: str | None = None) -> None:
         self.workdir = workdir
         self._paths: Paths | None = None
-        self._config: Config | None = None
+        self._opened: WorkDir | None = None
 
     @property
     def paths(self) -> Paths:
@@ -36,12 +37,13 @@ class State:
         return self._paths
 
     @property
-    def config(self) -> Config:
-        if self._config is None:
-            from looop_py.workdir import config
+    def opened(self) -> WorkDir:
+        if self._opened is None:
+            from looop_py.coord.choose import open_workdir
 
-            self._config = config.load(self.paths.config, self.paths.config_cache)
-        return self._config
+            self._opened = open_workdir(self.paths)
+            click.get_current_context().call_on_close(self._opened.close)
+        return self._opened
 
 
 def _state() -> State:
@@ -58,13 +60,12 @@ def pass_paths(f: Callable[Concatenate[Paths, P], R]) -> Callable[P, R]:
     return wrapper
 
 
-def pass_config(f: Callable[Concatenate[Paths, Config, P], R]) -> Callable[P, R]:
-    """Call the command with the work dir's Paths and its loaded looop.toml first."""
+def pass_workdir(f: Callable[Concatenate[WorkDir, P], R]) -> Callable[P, R]:
+    """Call the command with the opened WorkDir first (looop.toml loaded, shelf opened)."""
 
     @functools.wraps(f)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        state = _state()
-        return f(state.paths, state.config, *args, **kwargs)
+        return f(_state().opened, *args, **kwargs)
 
     return wrapper
 

@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.workdir.paths import Paths
+    from looop_py.workdir.context import WorkDir
 
 _FLAGS = {"--renew": "renew", "--json": "as_json"}
 _VALUES = {"--session": ("session", str), "--ttl": ("ttl", float), "--pid": ("pid", int)}
@@ -57,7 +57,7 @@ def parse_plain(verb: str, argv: list[str]) -> dict[str, Any] | None:
 
 
 def claim_command(
-    paths: Paths,
+    wd: WorkDir,
     *,
     name: str,
     session: str | None,
@@ -69,8 +69,8 @@ def claim_command(
     from looop_py.claims import holders
     from looop_py.coord.choose import coordinator
 
-    holder = holders.resolve_holder(paths, session or None, pid)
-    coord = coordinator(paths)
+    holder = holders.resolve_holder(wd.paths, session or None, pid)
+    coord = coordinator(wd)
     outcome = coord.claim(name, holder, ttl_s=ttl, renew=renew, now=time.time())
     if as_json:
         json_out({**outcome.claim.to_json(), "action": outcome.action})
@@ -79,13 +79,13 @@ def claim_command(
 
 
 def unclaim_command(
-    paths: Paths, *, name: str, session: str | None, pid: int | None, as_json: bool
+    wd: WorkDir, *, name: str, session: str | None, pid: int | None, as_json: bool
 ) -> None:
     from looop_py.claims import holders
     from looop_py.coord.choose import coordinator
 
-    holder = holders.resolve_holder(paths, session or None, pid)
-    released = coordinator(paths).unclaim(name, holder, now=time.time())
+    holder = holders.resolve_holder(wd.paths, session or None, pid)
+    released = coordinator(wd).unclaim(name, holder, now=time.time())
     if as_json:
         json_out({"name": name, "released": released.to_json() if released else None})
     elif released is None:

@@ -14,7 +14,7 @@ from looop_py.cli.output import echo, json_out, show
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.beat.quiet import Handover
-    from looop_py.workdir.paths import Paths
+    from looop_py.workdir.context import WorkDir
 
 # Outcomes that say nothing happened: silent on a non-terminal stdout, so cron
 # mails only when the loop acted (or a beat failed).
@@ -22,7 +22,7 @@ QUIET = frozenset({BeatOutcome.SKIPPED, BeatOutcome.LOCKED, BeatOutcome.HELD})
 
 
 def pulse_command(
-    paths: Paths,
+    wd: WorkDir,
     *,
     as_json: bool,
     force: bool,
@@ -36,7 +36,7 @@ def pulse_command(
     """
     from looop_py.beat.pulse import beat
 
-    result = beat(paths, force=force, handover=handover)
+    result = beat(wd, force=force, handover=handover)
     failed = result.outcome is BeatOutcome.FAILED
     if as_json:
         json_out(result.to_json())

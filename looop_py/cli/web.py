@@ -10,9 +10,10 @@ from typing import Any
 
 import click
 
-from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.options import json_option, pass_paths, pass_workdir
 from looop_py.cli.output import json_out, show
 from looop_py.errors import LooopError, UsageError
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 WAIT_POLL_S = 0.2
@@ -88,8 +89,8 @@ def serve(
     "--html", "html_file", required=True, type=click.Path(dir_okay=False), help="File to write."
 )
 @json_option
-@pass_paths
-def report(paths: Paths, html_file: str, as_json: bool) -> None:
+@pass_workdir
+def report(wd: WorkDir, html_file: str, as_json: bool) -> None:
     """Write the overview and the last day as one self-contained HTML file.
 
     No server and no web extra needed; the charts are inline SVG.
@@ -101,7 +102,7 @@ def report(paths: Paths, html_file: str, as_json: bool) -> None:
     from looop_py.jsonio import atomic_write
     from looop_py.web import data, pages
 
-    html = pages.report(data.snapshot(paths))
+    html = pages.report(data.snapshot(wd))
     out = Path(html_file)
     atomic_write(out, html.encode("utf-8"))
     if as_json:
@@ -110,15 +111,15 @@ def report(paths: Paths, html_file: str, as_json: bool) -> None:
         show([f"wrote {out}"])
 
 
-def needs_human(paths: Paths, *, only_asks: bool, now: float) -> list[dict[str, Any]]:
+def needs_human(wd: WorkDir, *, only_asks: bool, now: float) -> list[dict[str, Any]]:
     """Pending asks (and, unless only_asks, stuck workers), for `looop wait`."""
     from looop_py.web import data
 
     items: list[dict[str, Any]] = [
-        {"type": "ask", **a} for a in data.asks(paths, now)["asks"] if a["state"] == "pending"
+        {"type": "ask", **a} for a in data.asks(wd, now)["asks"] if a["state"] == "pending"
     ]
     if not only_asks:
-        for w in data.workers(paths, now, include_ended=False)["workers"]:
+        for w in data.workers(wd, now, include_ended=False)["workers"]:
             if w.get("health") == "stuck":
                 items.append({"type": "worker", **w})
     return items
@@ -128,8 +129,8 @@ def needs_human(paths: Paths, *, only_asks: bool, now: float) -> list[dict[str, 
 @click.option("--only-asks", is_flag=True, help="Only asks and approvals, not stuck workers.")
 @click.option("--timeout", type=float, help="Give up after S seconds (exit 4).")
 @json_option
-@pass_paths
-def wait(paths: Paths, only_asks: bool, timeout: float | None, as_json: bool) -> None:
+@pass_workdir
+def wait(wd: WorkDir, only_asks: bool, timeout: float | None, as_json: bool) -> None:
     """Block until something needs a human, then print it (pending asks first).
 
     For a concierge agent answering on a human's behalf; returns at once if
@@ -141,7 +142,7 @@ def wait(paths: Paths, only_asks: bool, timeout: float | None, as_json: bool) ->
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        items = needs_human(paths, only_asks=only_asks, now=time.time())
+        items = needs_human(wd, only_asks=only_asks, now=time.time())
         if items:
             break
         if deadline is not None and time.monotonic() >= deadline:

@@ -8,10 +8,10 @@ import time
 import click
 
 from looop_py.cli import render
-from looop_py.cli.options import json_option, pass_config, pass_paths, session_option
+from looop_py.cli.options import json_option, pass_paths, pass_workdir, session_option
 from looop_py.cli.output import echo, json_out, raw_out, show
 from looop_py.errors import UsageError
-from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 
@@ -40,10 +40,9 @@ def worker() -> None:
     help="git-worktree: start in a worktree on branch looop/ID.",
 )
 @json_option
-@pass_config
+@pass_workdir
 def worker_start(
-    paths: Paths,
-    cfg: Config,
+    wd: WorkDir,
     *,
     worker_id: str,
     prompt: str | None,
@@ -64,6 +63,7 @@ def worker_start(
       echo 'make test > reports/t.txt' | looop worker start t - --verify 'test -s reports/t.txt'
       looop worker start fix-1 "Fix issue 1" --workspace git-worktree --json | jq .pid
     """
+    cfg = wd.config
     from looop_py.workers import launch
 
     if prompt is None or prompt == "-":
@@ -71,7 +71,7 @@ def worker_start(
             raise UsageError("no prompt", "pass it as an argument, or pipe it in with `-`")
         prompt = sys.stdin.read()
     started = launch.start(
-        paths,
+        wd,
         cfg,
         worker_id,
         prompt,
@@ -115,8 +115,8 @@ def worker_kill(paths: Paths, worker_id: str, reason: str | None, as_json: bool)
 @click.option(
     "-n", "lines", type=click.IntRange(min=1), default=None, help="Only the last N lines."
 )
-@pass_paths
-def worker_logs(paths: Paths, worker_id: str, follow: bool, lines: int | None) -> None:
+@pass_workdir
+def worker_logs(wd: WorkDir, worker_id: str, follow: bool, lines: int | None) -> None:
     """Print a worker's output.log (its stdout and stderr), as it wrote it.
 
     \b
@@ -126,15 +126,15 @@ def worker_logs(paths: Paths, worker_id: str, follow: bool, lines: int | None) -
     """
     from looop_py.workers.logs import read_log
 
-    for chunk in read_log(paths, worker_id, last=lines, follow=follow):
+    for chunk in read_log(wd, worker_id, last=lines, follow=follow):
         raw_out(chunk)
 
 
 @click.command()
 @click.option("--all", "show_all", is_flag=True, help="Also list ended workers.")
 @json_option
-@pass_config
-def workers(paths: Paths, cfg: Config, show_all: bool, as_json: bool) -> None:
+@pass_workdir
+def workers(wd: WorkDir, show_all: bool, as_json: bool) -> None:
     """List workers: health (busy, waiting-ask, stuck, dead), state, verify, result.
 
     Worktrees kept because they hold commits are listed after the workers.
@@ -144,9 +144,10 @@ def workers(paths: Paths, cfg: Config, show_all: bool, as_json: bool) -> None:
       looop workers
       looop workers --all --json | jq '.workers[] | select(.health == "stuck") | .id'
     """
+    cfg = wd.config
     from looop_py.workers.fleet import fleet
 
-    view = fleet(paths, cfg, time.time(), include_ended=show_all)
+    view = fleet(wd, cfg, time.time(), include_ended=show_all)
     if as_json:
         json_out(view.to_json())
     else:

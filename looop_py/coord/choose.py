@@ -1,54 +1,105 @@
 """Which coordination backend a work dir uses: `[coordination] backend` in looop.toml.
 
-`files` needs nothing beyond the base install; `etcd` loads coord/remote.py (and
-with it etcd3gw) only here, only when configured, so a quiet beat on files never pays
-for it. One etcd backend per process and configuration is kept: it holds this
-process's lease and the thread that keeps it alive.
+Every door opens its work dir here, once: `open_workdir` loads looop.toml and
+opens the shelf the backend names. `files` needs nothing beyond the base install;
+`etcd` loads coord/remote.py (and with it etcd3gw) only here, only when
+configured, so a beat on files never pays for it. The etcd shelf holds the one
+coordinator of its WorkDir: this process's lease and the thread that keeps it
+alive, let go by `WorkDir.close`.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 from looop_py.coord.base import host_id
 from looop_py.coord.files import FilesCoordinator
 from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import shelf
+from looop_py.workdir.context import Clock, WorkDir
 from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import FilesShelf
 
 # typing is not imported at run time: `looop claim` is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.coord.base import Coordinator
+    from looop_py.coord.remote import EtcdCoordinator
+    from looop_py.workdir.shelf import Shelf
 
-_shared: dict[tuple[str, object, str], Coordinator] = {}
-os.register_at_fork(after_in_child=_shared.clear)  # a child keeps no lease of its parent's
+
+def open_workdir(
+    paths: Paths,
+    *,
+    clock: Clock = time.time,
+    config: config_mod.Config | None = None,
+    write_cache: bool = True,
+) -> WorkDir:
+    """The work dir at `paths`: looop.toml loaded (unless given) and its shelf opened.
+
+    `write_cache=False` leaves state/ as it was (`looop sense` writes nothing there)."""
+    if config is None:
+        config = config_mod.load(paths.config, paths.config_cache, write_cache=write_cache)
+    return WorkDir(paths, config, open_shelf(paths, config), clock)
 
 
-def coordinator(paths: Paths, cfg: config_mod.Config | None = None) -> Coordinator:
-    if cfg is None:
-        cfg = config_mod.load(paths.config, paths.config_cache)
+def open_shelf(paths: Paths, cfg: config_mod.Config) -> Shelf:
+    """The shelf `cfg` names: local files, or etcd (never quietly files for what is shared)."""
+    if cfg.coordination.backend == "files":
+        return FilesShelf(paths)
+    coord = _etcd(paths, cfg)  # first: it says what to install when etcd3gw is absent
+    from looop_py.coord.etcdshelf import EtcdShelf
+
+    return EtcdShelf(coord)
+
+
+def _etcd(paths: Paths, cfg: config_mod.Config) -> EtcdCoordinator:
+    try:
+        from looop_py.coord.remote import EtcdCoordinator  # etcd3gw, only when configured
+    except ImportError as exc:
+        raise ConfigError(
+            f"{paths.config}: coordination.backend: etcd needs etcd3gw ({exc})",
+            "pip install 'looop-py[etcd]'",
+        ) from None
     c = cfg.coordination
-    host = host_id(c.host_id)
-    if c.backend == "files":
-        return FilesCoordinator(paths, host)
-    key = (str(paths.root), c, host)
-    if key not in _shared:
-        try:
-            from looop_py.coord.remote import EtcdCoordinator  # etcd3gw, only when configured
-        except ImportError as exc:
-            raise ConfigError(
-                f"{paths.config}: coordination.backend: etcd needs etcd3gw ({exc})",
-                "pip install 'looop-py[etcd]'",
-            ) from None
-        _shared[key] = EtcdCoordinator(paths, c, host)
-    return _shared[key]
+    return EtcdCoordinator(paths, c, host_id(c.host_id))
 
 
-def forget() -> None:
-    """Close every shared backend (their leases are revoked): tests and long-lived callers."""
-    for found in _shared.values():
-        found.close()
-    _shared.clear()
-    shelf.forget()
+def coordinator(wd: WorkDir) -> Coordinator:
+    """The work dir's claims backend: claims/ on this machine, or the etcd shelf's own."""
+    if wd.shelf.backend == "files":
+        return FilesCoordinator(wd.paths, host_id(wd.config.coordination.host_id))
+    from looop_py.coord.etcdshelf import EtcdShelf  # loaded already: the shelf is one
+
+    assert isinstance(wd.shelf, EtcdShelf)  # the only shared backend
+    return wd.shelf.coord
+
+
+class Reopening:
+    """A long-lived door's work dir (`looop serve`, `looop up`): the same WorkDir while
+    looop.toml stays as it was, a fresh one (config loaded, shelf opened) after an edit,
+    so a running process follows the config as a new command would."""
+
+    def __init__(self, paths: Paths, *, clock: Clock = time.time) -> None:
+        self.paths = paths
+        self.clock = clock
+        self._stamp: tuple[int, ...] | None = None
+        self._wd: WorkDir | None = None
+        self._lock = threading.Lock()  # the page's requests run in a thread pool
+
+    def current(self) -> WorkDir:
+        st = os.stat(self.paths.config)
+        stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        with self._lock:
+            if self._wd is None or stamp != self._stamp:
+                fresh = open_workdir(self.paths, clock=self.clock)  # raises on a bad edit
+                self.close()
+                self._wd, self._stamp = fresh, stamp
+            return self._wd
+
+    def close(self) -> None:
+        if self._wd is not None:
+            self._wd.close()
+            self._wd = None

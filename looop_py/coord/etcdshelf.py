@@ -130,6 +130,10 @@ class EtcdShelf:
         finally:
             self.coord.fence = before
 
+    def close(self) -> None:
+        """Revoke this process's lease and stop its keeper thread (the coordinator's)."""
+        self.coord.close()
+
 
 def success_keys(success: list[dict[str, Any]]) -> str:
     """The keys a transaction would have written, for the message."""

@@ -19,7 +19,7 @@ import signal
 from pathlib import Path
 
 from looop_py.coord.base import HOST_ENV
-from looop_py.coord.choose import coordinator
+from looop_py.coord.choose import coordinator, open_workdir
 from looop_py.workdir.paths import Paths
 
 
@@ -29,9 +29,12 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)  # detached: only kill, or the holder's end, ends it
     os.environ[HOST_ENV] = host  # the holder's host id, whatever this environment says
-    coord = coordinator(Paths(Path(root)))
-    keep = getattr(coord, "keep", None)
-    if keep is None:
-        return 2  # the work dir went back to files: nothing to keep
-    keep(int(lease), int(pid), float(created), linger_s)
+    wd = open_workdir(Paths(Path(root)))
+    try:
+        keep = getattr(coordinator(wd), "keep", None)
+        if keep is None:
+            return 2  # the work dir went back to files: nothing to keep
+        keep(int(lease), int(pid), float(created), linger_s)
+    finally:
+        wd.close()
     return 0

@@ -9,8 +9,7 @@ from typing import Any
 from looop_py.deciders import load
 from looop_py.deciders.base import DecideError, Usage, request_in
 from looop_py.moves import union
-from looop_py.workdir import config as config_mod
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 
 TEST_PROMPT = """\
 This is a connectivity check from `looop decider test`: nothing you propose will run.
@@ -55,10 +54,10 @@ class DeciderCheck:
         }
 
 
-def run_test(paths: Paths, now: float) -> DeciderCheck:
-    cfg = config_mod.load(paths.config, paths.config_cache)
+def run_test(wd: WorkDir, now: float) -> DeciderCheck:
+    cfg = wd.config
     backend = load(cfg)
-    request = request_in(paths, now, forced=True, prompt=TEST_PROMPT)
+    request = request_in(wd.paths, now, forced=True, prompt=TEST_PROMPT)
     started = time.monotonic()
     try:
         decision = backend.decide(request)

@@ -36,6 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.engine.ports import ApprovalRequest, WorkerRequest
     from looop_py.engine.spec import LoopSpec
+    from looop_py.workdir.context import WorkDir
 
 OUTPUT_TAIL = 2000
 
@@ -76,19 +77,19 @@ def worker_claim(session: str) -> str:
 class SessionWorkers:
     """Makers and checkers as detached workers; a round polls them across beats."""
 
-    paths: Paths
+    wd: WorkDir
     config: Config
     clock: Callable[[], float] = time.time
 
     def start(self, request: WorkerRequest) -> str:
 
-        meta = records.read_meta(self.paths, request.id)
+        meta = records.read_meta(self.wd.paths, request.id)
         if meta.get("round") == request.round_id:
             return request.id  # started before this process died: never twice
         runtime = runtimes.resolve(self.config, request.runtime)
         prompt = script_prompt(request.prompt) if runtime.script else request.prompt
         session = launch.start(
-            self.paths,
+            self.wd,
             self.config,
             request.id,
             prompt,
@@ -99,11 +100,11 @@ class SessionWorkers:
             read_only=request.read_only,
             now=self.clock(),
         )
-        if shelf.of(self.paths).shared:  # other hosts see it alive (loops/advance.py)
+        if self.wd.shelf.shared:  # other hosts see it alive (loops/advance.py)
             # Labelled as its round's, so sys-claims leaves it to the engine, as a round's own.
             label = holders.ROUND_PREFIX + request.round_id
             holder = holders.Holder(label, session.pid, session.create_time)
-            coordinator(self.paths).claim(
+            coordinator(self.wd).claim(
                 worker_claim(session.id), holder, now=self.clock(), linger_s=HANDOVER_S
             )
         return request.id
@@ -111,7 +112,7 @@ class SessionWorkers:
     def poll(self, handle: str) -> WorkerResult | None:
 
         try:
-            view = records.get(self.paths, handle, self.clock())
+            view = records.get(self.wd, handle, self.clock())
         except (UsageError, ValueError):
             return WorkerResult(WorkerStatus.FAILED, f"worker session {handle} is gone")
         if view.alive:
@@ -123,12 +124,12 @@ class SessionWorkers:
             return None
         # Its tokens go to the daily ledger now (a foreground `looop run` has no pulse to
         # housekeep it); the pulse's finalize charging the same worker again changes nothing.
-        reap.charge(self.paths, records.session_dir(self.paths, handle), self.clock(), view.usage)
+        reap.charge(self.wd, records.session_dir(self.wd.paths, handle), self.clock(), view.usage)
         usage = view.usage or {}
         tokens_in = int(usage.get("input_tokens") or usage.get("total_tokens") or 0)
         tokens_out = int(usage.get("output_tokens") or 0)
         result = view.result or {}
-        tail = _output_tail(self.paths, handle)
+        tail = _output_tail(self.wd.paths, handle)
         if result.get("status"):
             text = str(result.get("summary") or tail or "")
             try:
@@ -145,7 +146,7 @@ class SessionWorkers:
 
     def cancel(self, handle: str) -> None:
         with contextlib.suppress(UsageError):
-            kill.kill(self.paths, handle, reason="the round ran out of wall-clock time")
+            kill.kill(self.wd.paths, handle, reason="the round ran out of wall-clock time")
 
 
 def _output_tail(paths: Paths, handle: str) -> str:
@@ -158,11 +159,11 @@ def _output_tail(paths: Paths, handle: str) -> str:
 class RoundClaims:
     """A round claims its target for as long as it lives (a claim with no process)."""
 
-    paths: Paths
+    wd: WorkDir
     clock: Callable[[], float] = time.time
 
     def acquire(self, name: str, owner: str) -> int | None:
-        coord = coordinator(self.paths)  # files, or etcd: the claim is where every claim is
+        coord = coordinator(self.wd)  # files, or etcd: the claim is where every claim is
         try:
             got = coord.claim(name, holders.round_holder(owner), now=self.clock())
         except ClaimHeld:
@@ -172,22 +173,22 @@ class RoundClaims:
     def release(self, name: str, owner: str) -> None:
 
         with contextlib.suppress(ClaimHeld):
-            coordinator(self.paths).unclaim(name, holders.round_holder(owner), now=self.clock())
+            coordinator(self.wd).unclaim(name, holders.round_holder(owner), now=self.clock())
 
 
 @dataclass
 class MailboxApprovals:
     """An escalated round becomes an approval ask; the same key twice is one ask."""
 
-    paths: Paths
+    wd: WorkDir
     clock: Callable[[], float] = time.time
 
     def open(self, request: ApprovalRequest) -> str:
-        existing = _ask_with_key(self.paths, request.key)
+        existing = _ask_with_key(self.wd, request.key)
         if existing is not None:
             return existing
         ask = mailbox.open_ask(
-            self.paths,
+            self.wd,
             prompt=request.question,
             asker=f"loop-{request.loop}",
             now=self.clock(),
@@ -198,17 +199,17 @@ class MailboxApprovals:
 
     def poll(self, ask_id: str) -> Answer:
 
-        got = mailbox.get_answer(self.paths, ask_id)
+        got = mailbox.get_answer(self.wd, ask_id)
         if got is None:
-            if shelf.of(self.paths).get("asks", ask_id) is None:
+            if self.wd.shelf.get("asks", ask_id) is None:
                 return Answer(Approval.DENIED, "the approval ask was removed")
             return Answer.pending()
         state = Approval.APPROVED if got.verdict == "approved" else Approval.DENIED
         return Answer(state, got.note or (got.text if got.verdict is None else None))
 
 
-def _ask_with_key(paths: Paths, key: str) -> str | None:
-    for _, data in shelf.json_items(shelf.of(paths), "asks"):
+def _ask_with_key(wd: WorkDir, key: str) -> str | None:
+    for _, data in shelf.json_items(wd.shelf, "asks"):
         if isinstance(data, dict) and (data.get("hold") or {}).get("key") == key:
             return str(data.get("id"))
     return None
@@ -218,22 +219,22 @@ def _ask_with_key(paths: Paths, key: str) -> str | None:
 class RoundWorkspaces:
     """L1 reads in place; L2/L3 work in a git worktree of their own when there is a repo."""
 
-    paths: Paths
+    wd: WorkDir
     config: Config
 
     def prepare(self, round_id: str, spec: LoopSpec) -> str:
 
         wcfg = self.config.workers
         if not spec.level.maker_may_write:
-            return str(self._repo() or self.paths.root)
+            return str(self._repo() or self.wd.paths.root)
         if self._repo() is None:
-            return str(self.paths.root)
-        return str(workspaces.create(self.paths, wcfg, f"round-{round_id}").path)
+            return str(self.wd.paths.root)
+        return str(workspaces.create(self.wd.paths, wcfg, f"round-{round_id}").path)
 
     def release(self, round_id: str, workspace: str, outcome: str) -> None:
 
         wcfg = self.config.workers
-        path = workspaces.root(self.paths, wcfg) / f"round-{round_id}"
+        path = workspaces.root(self.wd.paths, wcfg) / f"round-{round_id}"
         if Path(workspace) != path or not path.exists():
             return
         repo = self._repo()
@@ -244,6 +245,6 @@ class RoundWorkspaces:
     def _repo(self) -> Path | None:
 
         try:
-            return workspaces.repo_for(self.paths, self.config.workers)
+            return workspaces.repo_for(self.wd.paths, self.config.workers)
         except LooopError:
             return None

@@ -36,7 +36,6 @@ from looop_py.loops.specs import load_spec
 from looop_py.workdir import ledger
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
-from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
 TYPE_CHECKING = False
@@ -46,23 +45,26 @@ if TYPE_CHECKING:
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
     from looop_py.engine.spec import LoopSpec
+    from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf
 
 
 def engine_for(
-    paths: Paths, config: Config, spec: LoopSpec, clock: Callable[[], float] = time.time
+    wd: WorkDir, config: Config, spec: LoopSpec, clock: Callable[[], float] = time.time
 ) -> LoopEngine:
     return LoopEngine(
         spec,
-        SessionWorkers(paths, config, clock),
+        SessionWorkers(wd, config, clock),
         executor=CommandActionExecutor(
-            action_commands(config.actions), cwd=paths.root, env=child_env(paths, config=config)
+            action_commands(config.actions),
+            cwd=wd.paths.root,
+            env=child_env(wd.paths, config=config),
         ),
-        memory=store.memory_of(paths),
-        claims=RoundClaims(paths, clock),
-        escalations=MailboxApprovals(paths, clock),
-        workspaces=RoundWorkspaces(paths, config),
-        store=store.rounds_of(paths),
+        memory=store.memory_of(wd),
+        claims=RoundClaims(wd, clock),
+        escalations=MailboxApprovals(wd, clock),
+        workspaces=RoundWorkspaces(wd, config),
+        store=store.rounds_of(wd),
         clock=clock,
     )
 
@@ -71,13 +73,13 @@ class BudgetHeld(LooopError):
     """The daily budget is spent: no round starts until it allows one again."""
 
 
-def budget_hold(paths: Paths, config: Config, now: float) -> str | None:
+def budget_hold(wd: WorkDir, config: Config, now: float) -> str | None:
     """Why no round may start now (the daily budget is spent), or None."""
-    return ledger.held(paths, config.limits, now)
+    return ledger.held(wd, config.limits, now)
 
 
-def _refuse_if_held(paths: Paths, config: Config, loop: str, now: float) -> None:
-    why = budget_hold(paths, config, now)
+def _refuse_if_held(wd: WorkDir, config: Config, loop: str, now: float) -> None:
+    why = budget_hold(wd, config, now)
     if why is not None:
         raise BudgetHeld(
             f"loop {loop} is held: {why}",
@@ -86,7 +88,7 @@ def _refuse_if_held(paths: Paths, config: Config, loop: str, now: float) -> None
 
 
 def start_round(
-    paths: Paths,
+    wd: WorkDir,
     config: Config,
     loop: str,
     *,
@@ -96,11 +98,11 @@ def start_round(
 ) -> RoundState:
     """Begin a round of `loop` and take its first steps (it never waits here); refused
     (BudgetHeld) while the daily budget is spent."""
-    _refuse_if_held(paths, config, loop, now)
-    spec = load_spec(paths, loop)
+    _refuse_if_held(wd, config, loop, now)
+    spec = load_spec(wd, loop)
     if target is not None:
         spec = spec.with_target(target)
-    engine = engine_for(paths, config, spec, clock=lambda: now)
+    engine = engine_for(wd, config, spec, clock=lambda: now)
     live = engine.live_rounds()
     if live:
         raise UsageError(
@@ -111,16 +113,16 @@ def start_round(
     return engine.settle(state, now)
 
 
-def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
+def advance(wd: WorkDir, config: Config, now: float) -> list[dict[str, Any]]:
     """ADVANCE: step every live round; start the rounds whose cadence fell due."""
     events: list[dict[str, Any]] = []
-    rounds = store.rounds_of(paths)
+    rounds = store.rounds_of(wd)
     for state in rounds.live():
-        if _worker_elsewhere(paths, rounds, state, now):
+        if _worker_elsewhere(wd, rounds, state, now):
             continue  # its worker runs on another host, which steps it on its next beat
         try:
             spec = state.spec
-            engine = engine_for(paths, config, spec, clock=lambda: now)
+            engine = engine_for(wd, config, spec, clock=lambda: now)
             new = engine.settle(state, now)
         except FenceLost:
             raise  # this beat lost the pulse: nothing more of it may be written
@@ -131,21 +133,21 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
             events.append(_round_event(new))
             _note_if_reported(rounds.shelf, new)
     store.archive_done(rounds.shelf, now)
-    due_loops = cadences(index(paths))
+    due_loops = cadences(index(wd))
     if due_loops:
-        book = schedule.book_of(paths)
+        book = schedule.book_of(wd)
         hold: list[str | None] = []  # the budget, read once and only when a loop may start
         for loop in schedule.due_loops(book, due_loops, now):
             if rounds.live(loop):
                 continue  # stays due; fires once its live round ends
             if not hold:
-                hold.append(budget_hold(paths, config, now))
+                hold.append(budget_hold(wd, config, now))
             if hold[0] is not None:
                 continue  # stays due, held; fires once the budget allows
             # The slot is spent either way: a loop that cannot start is not retried every beat.
             schedule.mark_fired(book, loop, due_loops[loop], now)
             try:
-                state = start_round(paths, config, loop, now=now, trigger="cadence")
+                state = start_round(wd, config, loop, now=now, trigger="cadence")
             except FenceLost:
                 raise  # as above
             except LooopError as exc:
@@ -159,9 +161,7 @@ def advance(paths: Paths, config: Config, now: float) -> list[dict[str, Any]]:
     return events
 
 
-def _worker_elsewhere(
-    paths: Paths, rounds: store.RoundFiles, state: RoundState, now: float
-) -> bool:
+def _worker_elsewhere(wd: WorkDir, rounds: store.RoundFiles, state: RoundState, now: float) -> bool:
     """Is the round's maker or checker another host's, running or ended moments ago? Only that
     host can read its session, so only it steps the round. The worker's claim
     (SessionWorkers) lives as long as the worker and HANDOVER_S after, while its host lives:
@@ -175,7 +175,7 @@ def _worker_elsewhere(
     handle = state.maker_handle if state.phase.value == "maker-running" else state.checker_handle
     if handle is None:
         return False
-    view = coordinator(paths).get(worker_claim(handle), now)
+    view = coordinator(wd).get(worker_claim(handle), now)
     return bool(view and view.live)
 
 
@@ -194,9 +194,9 @@ def _round_event(state: RoundState) -> dict[str, Any]:
     return event
 
 
-def run(paths: Paths, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:
+def run(wd: WorkDir, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:
     """`looop run`: one round in the foreground, driven to its end (or to a human); refused
     (BudgetHeld) while the daily budget is spent."""
-    _refuse_if_held(paths, config, loop, time.time())
-    spec = load_spec(paths, loop)
-    return engine_for(paths, config, spec).run_once(wait_for_human=wait_for_human)
+    _refuse_if_held(wd, config, loop, time.time())
+    spec = load_spec(wd, loop)
+    return engine_for(wd, config, spec).run_once(wait_for_human=wait_for_human)

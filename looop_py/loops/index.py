@@ -13,33 +13,35 @@ from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError
-from looop_py.workdir.goals import goal_paths, once_per_scan, read_goal
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.goals import goal_paths, read_goal
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.workdir.context import WorkDir
 
-def index(paths: Paths, *, save: bool = True) -> dict[str, dict[str, Any]]:
+
+def index(wd: WorkDir, *, save: bool = True) -> dict[str, dict[str, Any]]:
     """{goal id: {"cadence": str|None, "error": str|None}} for every goal that is a loop.
 
     Goals are parsed only when their file changed since the last call; within a
-    beat's one pass over goals/ (goals.one_scan) the index is worked out once.
+    beat's one pass over goals/ (`wd.memo.scope()`) the index is worked out once.
     """
-    found = once_per_scan(("loops-index", paths.loops_index), lambda: _index(paths, save=save))
+    found = wd.memo.once(("loops-index", wd.paths.loops_index), lambda: _index(wd, save=save))
     return dict(found)
 
 
-def _index(paths: Paths, *, save: bool) -> dict[str, dict[str, Any]]:
-    cached = _read(paths.loops_index)
+def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
+    paths = wd.paths
+    cached = _read(wd, paths.loops_index)
     entries = cached.get("goals") if isinstance(cached, dict) else None
     if not isinstance(entries, dict):
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
-    for goal_id, path in goal_paths(paths):
+    for goal_id, path in goal_paths(wd):
         try:
             st = path.stat()
         except OSError:
@@ -57,27 +59,22 @@ def _index(paths: Paths, *, save: bool) -> dict[str, dict[str, Any]]:
     return {g: e for g, e in fresh.items() if e.get("loop")}
 
 
-# The last parse of each index file, by its stat: a beat asks twice (ADVANCE and
-# the sys-schedules probe) and parses the file once.
-_PARSED: dict[Path, tuple[tuple[int, int, int, int], Any]] = {}
-
-
-def _read(path: Path) -> Any:
+def _read(wd: WorkDir, path: Path) -> Any:
+    """The index file parsed; a beat asks twice (ADVANCE and the sys-schedules probe) and
+    parses it once, kept on the WorkDir by the file's stat."""
     try:
         st = path.stat()
     except OSError:
         return {}
     stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-    memo = _PARSED.get(path)
-    if memo is not None and memo[0] == stamp:
-        return memo[1]
+    return wd.memo.keep(("loops-index-file", path), stamp, lambda: _parse(path))
+
+
+def _parse(path: Path) -> Any:
     try:
-        cached = jsonio.read_json(path, {})
+        return jsonio.read_json(path, {})
     except CorruptFile:
         return {}
-    _PARSED.clear()  # one work dir per process, as a rule: keep one parse
-    _PARSED[path] = (stamp, cached)
-    return cached
 
 
 def _describe(goal_id: str, path: Path) -> dict[str, Any]:

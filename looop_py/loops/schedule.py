@@ -20,7 +20,6 @@ from looop_py.engine.cadence import Schedule
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.workdir import shelf as shelf_mod
-from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse loads this module every beat.
 TYPE_CHECKING = False
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.engine.scheduler import BookStore
+    from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf
 
 
@@ -52,8 +52,8 @@ class ShelfBook:
         shelf_mod.write_json(self.shelf, "state", BOOK, book.to_dict())
 
 
-def book_of(paths: Paths) -> ShelfBook:
-    return ShelfBook(shelf_mod.of(paths))
+def book_of(wd: WorkDir) -> ShelfBook:
+    return ShelfBook(wd.shelf)
 
 
 def _sync_file(

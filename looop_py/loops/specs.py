@@ -17,6 +17,7 @@ from looop_py.engine.patterns import goal_body, goal_frontmatter
 from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.workdir import config, goals, provenance
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.goals import (
     frontmatter,
     goal_paths,
@@ -67,18 +68,18 @@ def spec_from_goal(path: Path, paths: Paths | None = None) -> LoopSpec:
     return capped(paths, goal_id, data, LoopSpec.from_frontmatter(goal_id, meta))
 
 
-def load_spec(paths: Paths, loop: str) -> LoopSpec:
+def load_spec(wd: WorkDir, loop: str) -> LoopSpec:
     """The loop `loop` as goals/<loop>.md defines it now (at most L1 if a model wrote it)."""
-    path = paths.goal(loop)
+    path = wd.paths.goal(loop)
     if not path.exists():
         raise UsageError(f"no loop {loop!r}: goals/{loop}.md does not exist", "see `looop loops`")
-    why = outside_link(paths, path) or outside_link(paths, paths.goals)
+    why = outside_link(wd, path) or outside_link(wd, wd.paths.goals)
     if why:
         raise LoopSpecError(why)
-    return spec_from_goal(path, paths)
+    return spec_from_goal(path, wd.paths)
 
 
-def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
+def load_loops(wd: WorkDir) -> tuple[list[LoopSpec], dict[str, str]]:
     """Every loop among goals/*.md, and a message for each goal that tries to be one and fails.
 
     A goal without loop keys is simply not listed; a broken loop is reported
@@ -88,13 +89,13 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
     specs: list[LoopSpec] = []
     errors: dict[str, str] = {}
     names: dict[str, str] = {}
-    for goal_id, path in goal_paths(paths):
+    for goal_id, path in goal_paths(wd):
         try:
             data, text = _goal_data(goal_id, path)
             meta, _body = frontmatter(text)
             if not is_loop(meta):
                 continue
-            spec = capped(paths, goal_id, data, LoopSpec.from_frontmatter(goal_id, meta))
+            spec = capped(wd.paths, goal_id, data, LoopSpec.from_frontmatter(goal_id, meta))
         except UsageError as exc:
             errors[goal_id] = str(exc)
             continue
@@ -103,7 +104,7 @@ def load_loops(paths: Paths) -> tuple[list[LoopSpec], dict[str, str]]:
             continue
         names[spec.name] = goal_id
         specs.append(spec)
-    for goal_id, why in goals.refused(paths).items():
+    for goal_id, why in goals.refused(wd).items():
         errors[goal_id] = f"cannot read goal {goal_id}: {why}"
     return specs, errors
 
@@ -121,14 +122,14 @@ def goal_text(spec: LoopSpec) -> str:
     return render_frontmatter(goal_frontmatter(spec), goal_body(spec) + "\n" + CADENCE_NOTE)
 
 
-def write_goal(paths: Paths, pattern: str, *, name: str | None = None) -> tuple[LoopSpec, Path]:
+def write_goal(wd: WorkDir, pattern: str, *, name: str | None = None) -> tuple[LoopSpec, Path]:
     """`looop new`: goals/<name>.md from a pattern (default name: the pattern's), never
     overwriting; ready to edit. Its `runtime:` is the configured agent runtime."""
     spec = patterns.by_name(pattern)
     if name:
         spec = replace(spec, name=name)
-    spec = spec.with_runtime(spec.runtime or agent_runtime(config.load(paths.config)))
-    return spec, goals.create(paths, spec.name, goal_text(spec))
+    spec = spec.with_runtime(spec.runtime or agent_runtime(wd.config))
+    return spec, goals.create(wd.paths, spec.name, goal_text(spec))
 
 
 def agent_runtime(cfg: config.Config) -> str:

@@ -26,7 +26,6 @@ from looop_py import jsonio
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir import shelf as shelf_mod
-from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the pulse reads rounds every beat.
 TYPE_CHECKING = False
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
 
     from looop_py.engine.ports import MemoryEntry
     from looop_py.engine.rounds import RoundState
+    from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf
 
 DONE = "done"
@@ -104,9 +104,9 @@ class RoundFiles:
         return [r for r in self.all() if r.live and (loop is None or r.loop == loop)]
 
 
-def rounds_of(paths: Paths) -> RoundFiles:
+def rounds_of(wd: WorkDir) -> RoundFiles:
     """The work dir's rounds, on its shelf."""
-    return RoundFiles(shelf_mod.of(paths))
+    return RoundFiles(wd.shelf)
 
 
 # -- cheap reads: raw JSON, no engine -----------------------------------------------------
@@ -349,8 +349,8 @@ class SharedMemory:
         shelf_mod.write_json(self.shelf, "memory", loop, kept)
 
 
-def memory_of(paths: Paths) -> JsonlMemory | SharedMemory:
+def memory_of(wd: WorkDir) -> JsonlMemory | SharedMemory:
     """The work dir's loop memory: its files, or (shared shelf) one record per loop too."""
-    local = JsonlMemory(paths.memory)
-    box = shelf_mod.of(paths)
+    local = JsonlMemory(wd.paths.memory)
+    box = wd.shelf
     return SharedMemory(box, local) if box.shared else local

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from looop_py.loops import schedule, store
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
-from looop_py.workdir import config, ledger, shelf
-from looop_py.workdir.paths import Paths
+from looop_py.workdir import ledger
 
 ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
 
@@ -17,6 +16,8 @@ ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when starte
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.workdir.context import WorkDir
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,15 @@ class LoopsView:
         return {"loops": [lp.to_json() for lp in self.loops], "errors": self.errors}
 
 
-def list_rounds(paths: Paths, *, include_done: bool) -> list[RoundRow]:
-    return store.rows(shelf.of(paths), include_done=include_done)
+def list_rounds(wd: WorkDir, *, include_done: bool) -> list[RoundRow]:
+    return store.rows(wd.shelf, include_done=include_done)
 
 
-def overview(paths: Paths, now: float) -> LoopsView:
-    specs, errors = load_loops(paths)
-    book = schedule.book_of(paths).load()
-    held = ledger.held(paths, config.load(paths.config, paths.config_cache).limits, now)
-    rounds = store.rows(shelf.of(paths), include_done=True)
+def overview(wd: WorkDir, now: float) -> LoopsView:
+    specs, errors = load_loops(wd)
+    book = schedule.book_of(wd).load()
+    held = ledger.held(wd, wd.config.limits, now)
+    rounds = store.rows(wd.shelf, include_done=True)
     out = []
     for spec in specs:
         mine = [r for r in rounds if r.loop == spec.name]

@@ -36,6 +36,7 @@ from looop_py.moves.union import (
 )
 from looop_py.workdir import mailbox, provenance, shelf
 from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import GOAL_ACTIVITY
@@ -52,9 +53,7 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def execute(
-    paths: Paths, cfg: Config, move: Move, now: float, *, approved: bool = False
-) -> Outcome:
+def execute(wd: WorkDir, cfg: Config, move: Move, now: float, *, approved: bool = False) -> Outcome:
     """Carry out one move. Failures are Outcomes, not exceptions, so they get journaled.
 
     `approved`: a human approved exactly this move (moves/approvals.py), so the
@@ -62,7 +61,7 @@ def execute(
     """
     a = move.action
     try:
-        admission = gate.admit(paths, cfg, move, now, approved=approved)
+        admission = gate.admit(wd, cfg, move, now, approved=approved)
         verdict = admission.verdict
         if verdict.refused is not None:
             why = f"refused by the tripwire ({verdict.refused})"
@@ -76,38 +75,38 @@ def execute(
                 return Outcome(True)
             case WriteGoal(id=goal_id, body=body):
                 data = gate.with_newline(body).encode()
-                jsonio.atomic_write(paths.goal(goal_id), data)
+                jsonio.atomic_write(wd.paths.goal(goal_id), data)
                 rel = f"goals/{goal_id}.md"
-                provenance.record(paths, rel, data, approved=approved, now=now)
-                stamp_goal(paths, goal_id, now)
+                provenance.record(wd.paths, rel, data, approved=approved, now=now)
+                stamp_goal(wd, goal_id, now)
                 return Outcome(True)
             case ArchiveGoal(id=goal_id):
-                return _archive_goal(paths, goal_id, now)
+                return _archive_goal(wd.paths, goal_id, now)
             case WriteSensor(name=name, script=script):
-                paths.sensors.mkdir(exist_ok=True)
+                wd.paths.sensors.mkdir(exist_ok=True)
                 data = gate.sensor_text(script).encode()
-                jsonio.atomic_write(paths.sensor(name), data, mode=0o755)
+                jsonio.atomic_write(wd.paths.sensor(name), data, mode=0o755)
                 return Outcome(True)
             case WritePlaybook(body=body):
-                _keep_playbook_history(paths, now)
-                jsonio.atomic_write(paths.playbook, gate.with_newline(body).encode())
+                _keep_playbook_history(wd.paths, now)
+                jsonio.atomic_write(wd.paths.playbook, gate.with_newline(body).encode())
                 return Outcome(True)
             case WriteSchedule(name=name, in_s=in_s, every_s=every_s, cron=cron):
-                timers.write(paths, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
+                timers.write(wd, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
                 return Outcome(True)
             case DropSchedule(name=name):
-                gone = timers.drop(paths, name)
+                gone = timers.drop(wd, name)
                 return Outcome(True, "" if gone else "(no such schedule)")
             case RunShell(cmd=cmd):
                 argv = list(verdict.argv) if verdict.argv else ["bash", "-c", cmd]
-                return _run_shell(paths, cfg, move, now, argv)
+                return _run_shell(wd.paths, cfg, move, now, argv)
             case AskHuman(prompt=prompt, options=options):
-                return _guarded(paths, move, now, lambda: _ask(paths, prompt, options, now))
+                return _guarded(wd, move, now, lambda: _ask(wd, prompt, options, now))
             case StartWorker() | KillWorker():
-                run = lambda: _workers(paths, cfg, move, now, verdict.verify)  # noqa: E731
-                return _guarded(paths, move, now, run)
+                run = lambda: _workers(wd, cfg, move, now, verdict.verify)  # noqa: E731
+                return _guarded(wd, move, now, run)
             case StartRound():
-                return _guarded(paths, move, now, lambda: _start_round(paths, cfg, move, now))
+                return _guarded(wd, move, now, lambda: _start_round(wd, cfg, move, now))
     except FenceLost:
         raise  # this beat lost the pulse (a shared backend): the whole beat ends, not the move
     except LooopError as exc:
@@ -117,21 +116,21 @@ def execute(
     raise AssertionError(f"unhandled move {move.name}")  # pragma: no cover
 
 
-def _guarded(paths: Paths, move: Move, now: float, run: Any) -> Outcome:
-    wal.begin(paths, move.to_json(), now)
+def _guarded(wd: WorkDir, move: Move, now: float, run: Any) -> Outcome:
+    wal.begin(wd.paths, move.to_json(), now)
     try:
         result: Outcome = run()
     finally:
-        wal.end(paths)
+        wal.end(wd.paths)
     return result
 
 
 # -- goals and the playbook -------------------------------------------------------------
 
 
-def stamp_goal(paths: Paths, goal_id: str, now: float) -> None:
+def stamp_goal(wd: WorkDir, goal_id: str, now: float) -> None:
     """Record that a goal was acted on; feeds the fairness section and sys-goals."""
-    box = shelf.of(paths)  # state/goal-activity.json; shared on etcd, like the world
+    box = wd.shelf  # state/goal-activity.json; shared on etcd, like the world
     try:
         ledger = shelf.read_json(box, "state", GOAL_ACTIVITY, {})
     except CorruptFile:
@@ -221,20 +220,20 @@ def take_last_shell(paths: Paths) -> dict[str, Any] | None:
 # -- the mailbox, workers and rounds ----------------------------------------------------------
 
 
-def _ask(paths: Paths, prompt: str, options: tuple[str, ...] | None, now: float) -> Outcome:
-    ask = mailbox.open_ask(paths, prompt=prompt, asker="decider", now=now, options=options or ())
+def _ask(wd: WorkDir, prompt: str, options: tuple[str, ...] | None, now: float) -> Outcome:
+    ask = mailbox.open_ask(wd, prompt=prompt, asker="decider", now=now, options=options or ())
     return Outcome(True, f"as {ask.id}", detail={"ask": ask.id})
 
 
 def _workers(
-    paths: Paths, cfg: Config, move: Move, now: float, verify: str | None = None
+    wd: WorkDir, cfg: Config, move: Move, now: float, verify: str | None = None
 ) -> Outcome:
     from looop_py.workers import kill, launch  # only for a worker move
 
     a = move.action
     if isinstance(a, StartWorker):
         started = launch.start(
-            paths,
+            wd,
             cfg,
             a.id,
             a.prompt,
@@ -243,18 +242,18 @@ def _workers(
             workspace=a.workspace,
             now=now,
         )
-        stamp_goal(paths, a.id, now)
+        stamp_goal(wd, a.id, now)
         return Outcome(True, f"pid {started.pid}")
     assert isinstance(a, KillWorker)
-    kill.kill(paths, a.id, reason=a.reason)
+    kill.kill(wd.paths, a.id, reason=a.reason)
     return Outcome(True)
 
 
-def _start_round(paths: Paths, cfg: Config, move: Move, now: float) -> Outcome:
+def _start_round(wd: WorkDir, cfg: Config, move: Move, now: float) -> Outcome:
     from looop_py.loops import advance  # only for a round move: the engine is heavy
 
     a = move.action
     assert isinstance(a, StartRound)
-    state = advance.start_round(paths, cfg, a.loop, now=now, trigger="move", target=a.target)
-    stamp_goal(paths, a.loop, now)
+    state = advance.start_round(wd, cfg, a.loop, now=now, trigger="move", target=a.target)
+    stamp_goal(wd, a.loop, now)
     return Outcome(True, f"round {state.id} ({state.phase.value})")

@@ -31,11 +31,10 @@ from looop_py.errors import CorruptFile, FenceLost, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
 from looop_py.moves import act, gate, union
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox, shelf
 from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.mailbox import Answer
-from looop_py.workdir.paths import Paths
 
 LOCK_WAIT_S = 120.0
 WAITING = "approved; waiting for the pulse lock to run it"
@@ -46,15 +45,15 @@ class StaleApproval(UsageError):
     """What the ask showed is no longer what would run; nothing ran."""
 
 
-def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
-    ask = mailbox.get_ask(paths, ask_id)
+def _approval(wd: WorkDir, ask_id: str) -> mailbox.Ask:
+    ask = mailbox.get_ask(wd, ask_id)
     if ask.kind is not mailbox.AskKind.APPROVAL:
         raise UsageError(
             f"{ask_id} is a question, not an approval", f"answer it: looop answer {ask_id} TEXT"
         )
-    if mailbox.get_answer(paths, ask_id) is not None:
+    if mailbox.get_answer(wd, ask_id) is not None:
         raise UsageError(f"{ask_id} was already answered", "see `looop journal` for what happened")
-    if shelf.of(paths).get(INTENTS, ask_id) is not None:
+    if wd.shelf.get(INTENTS, ask_id) is not None:
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     return ask
 
@@ -62,16 +61,16 @@ def _approval(paths: Paths, ask_id: str) -> mailbox.Ask:
 INTENTS = "approved"  # the shelf's kind for approvals still to be carried out
 
 
-def _pulse_lock(paths: Paths) -> PulseLock | None:
+def _pulse_lock(wd: WorkDir) -> PulseLock | None:
     """The pulse lock, taken; None when a beat holds it too long or the pulse is shared
     (etcd: the next beat, on whichever host, carries the approval out under its token)."""
-    if shelf.of(paths).shared:
+    if wd.shelf.shared:
         return None
-    lock = PulseLock(paths.pulse_lock)
+    lock = PulseLock(wd.paths.pulse_lock)
     return lock if lock.acquire(timeout_s=LOCK_WAIT_S) else None
 
 
-def stale_reason(paths: Paths, cfg: Config, hold: dict[str, Any]) -> str | None:
+def stale_reason(wd: WorkDir, cfg: Config, hold: dict[str, Any]) -> str | None:
     """Why the held move may no longer run as shown; None when it still would, exactly."""
     shown = hold.get("runs")
     if not isinstance(shown, str) or not isinstance(hold.get("move"), dict):
@@ -80,7 +79,7 @@ def stale_reason(paths: Paths, cfg: Config, hold: dict[str, Any]) -> str | None:
         move = union.parse(hold["move"])
     except union.MoveError as exc:
         return f"the held move no longer validates: {exc.message}"
-    verdict, fingerprint = gate.judge(paths, cfg, move)
+    verdict, fingerprint = gate.judge(wd, cfg, move)
     if hold.get("file") and hold.get("fingerprint") != fingerprint:
         return f"{hold['file']} changed since it was asked"
     if verdict.refused is not None:
@@ -98,61 +97,61 @@ def display(ask: mailbox.Ask) -> str:
 # -- approve ------------------------------------------------------------------------------
 
 
-def _settle_round(paths: Paths, round_id: str, now: float) -> str:
+def _settle_round(wd: WorkDir, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    lock = _pulse_lock(paths)
+    cfg = wd.config
+    lock = _pulse_lock(wd)
     if lock is None:
         return "the next beat carries it on"
     try:
-        state = store.rounds_of(paths).load(round_id)
-        state = advance.engine_for(paths, cfg, state.spec, clock=lambda: now).settle(state, now)
+        state = store.rounds_of(wd).load(round_id)
+        state = advance.engine_for(wd, cfg, state.spec, clock=lambda: now).settle(state, now)
     finally:
         lock.release()
     outcome = state.outcome.value if state.outcome else state.phase.value
     return f"round {round_id}: {outcome}" + (f" ({state.error})" if state.error else "")
 
 
-def approve(paths: Paths, ask_id: str, *, now: float) -> Answer:
-    ask = _approval(paths, ask_id)
+def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
+    ask = _approval(wd, ask_id)
     if "round" in ask.hold:
-        mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved")
-        note = _settle_round(paths, str(ask.hold["round"]), now)
-        journal.write(paths, f"✓ approved {ask_id}: {note}", now)
+        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved")
+        note = _settle_round(wd, str(ask.hold["round"]), now)
+        journal.write(wd, f"✓ approved {ask_id}: {note}", now)
         return mailbox.answer(
-            paths, ask_id, "approved", now=now, verdict="approved", note=note, force=True
+            wd, ask_id, "approved", now=now, verdict="approved", note=note, force=True
         )
     if not isinstance(ask.hold.get("move"), dict):
         raise UsageError(f"{ask_id} holds nothing looop can run")
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    stale = stale_reason(paths, cfg, ask.hold)
+    cfg = wd.config
+    stale = stale_reason(wd, cfg, ask.hold)
     if stale is not None:
-        _refuse_stale(paths, ask_id, stale, now)
+        _refuse_stale(wd, ask_id, stale, now)
     intent = {"v": 1, "ask": ask_id, "hold": ask.hold, "approved_at": now, "state": "approved"}
-    if not shelf.of(paths).create(INTENTS, ask_id, shelf.dumps(intent)):
+    if not wd.shelf.create(INTENTS, ask_id, shelf.dumps(intent)):
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     try:
-        mailbox.answer(paths, ask_id, "approved", now=now, verdict="approved", note=WAITING)
+        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved", note=WAITING)
     except UsageError:
         # Denied in the same instant: the answer wins, and the intent is dropped unrun.
         raise UsageError(f"{ask_id} was answered meanwhile", "see `looop journal`") from None
-    lock = _pulse_lock(paths)
+    lock = _pulse_lock(wd)
     if lock is None:
         summary = union.parse(ask.hold["move"]).summary()
-        journal.write(paths, f"✓ approved {ask_id}: {summary} · queued for the next beat", now)
+        journal.write(wd, f"✓ approved {ask_id}: {summary} · queued for the next beat", now)
         return Answer("approved", now, "approved", QUEUED)
     try:
-        note = carry_out(paths, cfg, ask_id, now, by="approve")
+        note = carry_out(wd, cfg, ask_id, now, by="approve")
     finally:
         lock.release()
-    got = mailbox.get_answer(paths, ask_id)
+    got = mailbox.get_answer(wd, ask_id)
     return got if got is not None else Answer("approved", now, "approved", note)
 
 
-def _refuse_stale(paths: Paths, ask_id: str, why: str, now: float) -> None:
+def _refuse_stale(wd: WorkDir, ask_id: str, why: str, now: float) -> None:
     note = f"stale: {why}; nothing ran"
-    mailbox.answer(paths, ask_id, "stale", now=now, verdict="stale", note=note, force=True)
-    journal.write(paths, f"✗ approval {ask_id} refused as stale: {why}; nothing ran", now)
+    mailbox.answer(wd, ask_id, "stale", now=now, verdict="stale", note=note, force=True)
+    journal.write(wd, f"✗ approval {ask_id} refused as stale: {why}; nothing ran", now)
     raise StaleApproval(
         f"{ask_id} is stale: {why}; nothing ran", "the decider can propose it again"
     )
@@ -161,41 +160,41 @@ def _refuse_stale(paths: Paths, ask_id: str, why: str, now: float) -> None:
 # -- carrying approvals out (under the pulse lock) ---------------------------------------------
 
 
-def carry_out(paths: Paths, cfg: Config, ask_id: str, now: float, *, by: str) -> str:
+def carry_out(wd: WorkDir, cfg: Config, ask_id: str, now: float, *, by: str) -> str:
     """Run one recorded approval, exactly once; the caller holds the pulse lock."""
-    box = shelf.of(paths)
+    box = wd.shelf
     try:
         intent = shelf.read_json(box, INTENTS, ask_id)
     except CorruptFile:
         intent = {"state": "running"}  # torn can only mean a writer died: never re-run
     if not isinstance(intent, dict):
-        got = mailbox.get_answer(paths, ask_id)
+        got = mailbox.get_answer(wd, ask_id)
         return (got.note if got else None) or "already carried out"
     raw_hold = intent.get("hold")
     hold: dict[str, Any] = raw_hold if isinstance(raw_hold, dict) else {}
-    answer = mailbox.get_answer(paths, ask_id)
+    answer = mailbox.get_answer(wd, ask_id)
     if intent.get("state") == "running":
         note = "interrupted: looop died while running it; not re-run, check its effect by hand"
-        return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by)
+        return _finish(wd, ask_id, hold, ok=False, note=note, now=now, by=by)
     if answer is not None and answer.verdict != "approved":
         note = f"dropped: it was answered {answer.verdict or answer.text!r}"
-        return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by, answer=False)
-    stale = stale_reason(paths, cfg, hold)
+        return _finish(wd, ask_id, hold, ok=False, note=note, now=now, by=by, answer=False)
+    stale = stale_reason(wd, cfg, hold)
     if stale is not None:
         note = f"stale: {stale}; nothing ran"
-        return _finish(paths, ask_id, hold, ok=False, note=note, now=now, by=by, verdict="stale")
+        return _finish(wd, ask_id, hold, ok=False, note=note, now=now, by=by, verdict="stale")
     move = union.parse(hold["move"])
     running = {**intent, "state": "running", "pid": os.getpid(), "at": now}
     if box.shared:
         running["host"] = box.host
     shelf.write_json(box, INTENTS, ask_id, running)  # on etcd: fenced by this beat's token
-    outcome = act.execute(paths, cfg, move, now, approved=True)
+    outcome = act.execute(wd, cfg, move, now, approved=True)
     note = ("ran: " if outcome.ok else "failed: ") + (outcome.note or "ok")
-    return _finish(paths, ask_id, hold, ok=outcome.ok, note=note, now=now, by=by)
+    return _finish(wd, ask_id, hold, ok=outcome.ok, note=note, now=now, by=by)
 
 
 def _finish(
-    paths: Paths,
+    wd: WorkDir,
     ask_id: str,
     hold: dict[str, Any],
     *,
@@ -213,21 +212,21 @@ def _finish(
     except union.MoveError:
         summary = str(move.get("action", "move"))
     mark = "✓" if ok else "✗"
-    journal.write(paths, f"{mark} approved {ask_id}: {summary} · {note}", now)
-    journal.emit(paths, "approval_carried_out", now, ask=ask_id, ok=ok, by=by, note=note)
+    journal.write(wd, f"{mark} approved {ask_id}: {summary} · {note}", now)
+    journal.emit(wd, "approval_carried_out", now, ask=ask_id, ok=ok, by=by, note=note)
     if answer:
         with contextlib.suppress(LooopError):
-            mailbox.answer(paths, ask_id, verdict, now=now, verdict=verdict, note=note, force=True)
-    shelf.of(paths).delete(INTENTS, ask_id)
+            mailbox.answer(wd, ask_id, verdict, now=now, verdict=verdict, note=note, force=True)
+    wd.shelf.delete(INTENTS, ask_id)
     return note
 
 
-def carry_out_pending(paths: Paths, cfg: Config, now: float) -> list[dict[str, Any]]:
+def carry_out_pending(wd: WorkDir, cfg: Config, now: float) -> list[dict[str, Any]]:
     """The beat's share: every approval whose approver did not get to run it. Lock held."""
     events: list[dict[str, Any]] = []
-    for ask_id in shelf.of(paths).names(INTENTS):
+    for ask_id in wd.shelf.names(INTENTS):
         try:
-            carry_out(paths, cfg, ask_id, now, by="pulse")
+            carry_out(wd, cfg, ask_id, now, by="pulse")
         except FenceLost:
             raise  # this beat lost the pulse: nothing more of it may run or be written
         except LooopError as exc:
@@ -238,13 +237,13 @@ def carry_out_pending(paths: Paths, cfg: Config, now: float) -> list[dict[str, A
 # -- deny ------------------------------------------------------------------------------------
 
 
-def deny(paths: Paths, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
-    ask = _approval(paths, ask_id)
+def deny(wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
+    ask = _approval(wd, ask_id)
     held = ask.hold.get("move") or {}
     text = f"denied {ask_id}: {held.get('action', 'move')}" + (f" · {reason}" if reason else "")
-    answer = mailbox.answer(paths, ask_id, "denied", now=now, verdict="denied", note=reason)
+    answer = mailbox.answer(wd, ask_id, "denied", now=now, verdict="denied", note=reason)
     if "round" in ask.hold:
-        text = f"denied {ask_id}: {_settle_round(paths, str(ask.hold['round']), now)}"
+        text = f"denied {ask_id}: {_settle_round(wd, str(ask.hold['round']), now)}"
         text += f" · {reason}" if reason else ""
-    journal.write(paths, f"✗ {text}", now)
+    journal.write(wd, f"✗ {text}", now)
     return answer

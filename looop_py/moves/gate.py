@@ -41,8 +41,8 @@ from looop_py.moves.union import (
 )
 from looop_py.workdir import mailbox, provenance
 from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.goals import frontmatter, outside_link
-from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes
 
 SHOWN_LIMIT = 48 * 1024  # an ask shows at most this much of a script or diff, then says so
@@ -277,17 +277,17 @@ class Admission:
     held: str | None = None  # the approval ask filed instead
 
 
-def _read(paths: Paths, rel: str) -> bytes | None:
+def _read(wd: WorkDir, rel: str) -> bytes | None:
     """A work-dir file's bytes; None if absent, or a link out of the work dir (never shown)."""
     try:
-        if outside_link(paths, paths.root / rel):
+        if outside_link(wd, wd.paths.root / rel):
             return None
-        return (paths.root / rel).read_bytes()
+        return (wd.paths.root / rel).read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 
 
-def current_file(paths: Paths, move: Move) -> tuple[str | None, bytes | None]:
+def current_file(wd: WorkDir, move: Move) -> tuple[str | None, bytes | None]:
     """(work-dir path, bytes) of the file a write_goal or write_sensor replaces."""
     a = move.action
     if isinstance(a, WriteGoal):
@@ -296,16 +296,16 @@ def current_file(paths: Paths, move: Move) -> tuple[str | None, bytes | None]:
         rel = f"sensors/{a.name}.sh"
     else:
         return None, None
-    return rel, _read(paths, rel)
+    return rel, _read(wd, rel)
 
 
-def judge(paths: Paths, config: Config, move: Move) -> tuple[Verdict, str]:
+def judge(wd: WorkDir, config: Config, move: Move) -> tuple[Verdict, str]:
     """The verdict on `move` against the files as they are now; the replaced file's fingerprint."""
-    rel, data = current_file(paths, move)
+    rel, data = current_file(wd, move)
     if isinstance(move.action, StartWorker):
         rel = f"goals/{move.action.id}.md"
-        data = _read(paths, rel)
-        if provenance.written_by_model(paths, rel, data):
+        data = _read(wd, rel)
+        if provenance.written_by_model(wd.paths, rel, data):
             data = None  # a goal a model wrote is no human's rule
         text = None if data is None else data.decode("utf-8", "replace")
         return classify(move, text, config), provenance.ABSENT
@@ -314,16 +314,16 @@ def judge(paths: Paths, config: Config, move: Move) -> tuple[Verdict, str]:
 
 
 def admit(
-    paths: Paths, config: Config, move: Move, now: float, *, approved: bool = False
+    wd: WorkDir, config: Config, move: Move, now: float, *, approved: bool = False
 ) -> Admission:
     """The gate act.py calls for every move before it carries it out."""
-    verdict, fingerprint = judge(paths, config, move)
+    verdict, fingerprint = judge(wd, config, move)
     if verdict.refused is not None:
         return Admission(verdict, run=False)
     if approved or not verdict.needs_approval:
         return Admission(verdict, run=True)
     ask = mailbox.open_ask(
-        paths,
+        wd,
         prompt=approval_prompt(move, verdict, fingerprint),
         asker="decider",
         now=now,

@@ -11,16 +11,17 @@ from __future__ import annotations
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir import shelf
-from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.workdir.context import WorkDir
+
 
 def write(
-    paths: Paths,
+    wd: WorkDir,
     name: str,
     *,
     now: float,
@@ -42,18 +43,18 @@ def write(
         record = {"kind": "once", "at": now + in_s}
     else:
         raise UsageError("a schedule needs one of in_s > 0, every_s >= 60 or cron")
-    shelf.write_json(shelf.of(paths), "timers", name, {"v": 1, "name": name, **record})
+    shelf.write_json(wd.shelf, "timers", name, {"v": 1, "name": name, **record})
     return record
 
 
-def drop(paths: Paths, name: str) -> bool:
-    return shelf.of(paths).delete("timers", check_segment(name, "schedule name"))
+def drop(wd: WorkDir, name: str) -> bool:
+    return wd.shelf.delete("timers", check_segment(name, "schedule name"))
 
 
-def load_all(paths: Paths) -> dict[str, dict[str, Any]]:
+def load_all(wd: WorkDir) -> dict[str, dict[str, Any]]:
     return {
         name: data if isinstance(data, dict) else {}
-        for name, data in shelf.json_items(shelf.of(paths), "timers")
+        for name, data in shelf.json_items(wd.shelf, "timers")
     }
 
 
@@ -81,10 +82,10 @@ def state_of(record: dict[str, Any], now: float) -> tuple[Any, dict[str, Any]]:
     return "invalid", {"record": record}
 
 
-def probe(paths: Paths, now: float) -> dict[str, Any]:
+def probe(wd: WorkDir, now: float) -> dict[str, Any]:
     signal: dict[str, Any] = {}
     detail: dict[str, Any] = {}
-    for name, record in load_all(paths).items():
+    for name, record in load_all(wd).items():
         try:
             signal[name], detail[name] = state_of(record, now)
         except (KeyError, TypeError, ValueError, UsageError, ImportError) as exc:

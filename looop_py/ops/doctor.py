@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from looop_py.coord.choose import open_workdir
 from looop_py.errors import LooopError
 from looop_py.locks import PulseLock
 from looop_py.ops import cron
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.config import Config
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
@@ -66,29 +67,41 @@ class Report:
 
 
 def diagnose(paths: Paths, *, offline: bool = False, now: float | None = None) -> Report:
-    """Run every check; a check that cannot even run is a failed check, not a crash."""
+    """Run every check; a check that cannot even run is a failed check, not a crash.
+
+    A door of its own: it opens the work dir itself, so a broken looop.toml is a
+    failed check instead of the error every other command stops at."""
     now = time.time() if now is None else now
     checks: list[Check] = [work_dir(paths), disk_space(paths), clock_skew(paths)]
     try:
-        cfg = config_mod.load(paths.config)
+        wd = open_workdir(paths)
     except LooopError as exc:
         checks.append(Check("config", Verdict.FAIL, str(exc).splitlines()[0], exc.hint))
         return Report(checks)
-    checks.append(Check("config", Verdict.OK, f"{paths.config} is valid"))
+    try:
+        return Report(checks + _checks(wd, offline=offline, now=now))
+    finally:
+        wd.close()
+
+
+def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
+    checks: list[Check] = []
+    cfg = wd.config
+    checks.append(Check("config", Verdict.OK, f"{wd.paths.config} is valid"))
     steps: list[Callable[[], Check]] = [
-        lambda: decider(paths, cfg, offline=offline, now=now),
+        lambda: decider(wd, cfg, offline=offline, now=now),
         lambda: budget(cfg),
         *(lambda name=name: runtime(cfg, name) for name in _runtimes_in_use(cfg)),
-        lambda: scheduled(paths, now),
-        lambda: pulse_lock(paths, cfg, now),
-        lambda: coordination(paths, cfg, now),
+        lambda: scheduled(wd.paths, now),
+        lambda: pulse_lock(wd.paths, cfg, now),
+        lambda: coordination(wd, cfg, now),
     ]
     for step in steps:
         try:
             checks.append(step())
         except Exception as exc:  # a check must never take the others down
             checks.append(Check("doctor", Verdict.FAIL, f"a check broke: {exc!r}"))
-    return Report(checks)
+    return checks
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -134,7 +147,7 @@ def clock_skew(paths: Paths) -> Check:
     return Check("clock", Verdict.OK, f"file times agree with the clock ({skew:+.2f} s)")
 
 
-def decider(paths: Paths, cfg: Config, *, offline: bool, now: float) -> Check:
+def decider(wd: WorkDir, cfg: Config, *, offline: bool, now: float) -> Check:
     backend = cfg.decider.backend
     if backend in ("rules", "noop"):
         return Check("decider", Verdict.OK, f"{backend}: offline, nothing to reach")
@@ -142,7 +155,7 @@ def decider(paths: Paths, cfg: Config, *, offline: bool, now: float) -> Check:
         return Check("decider", Verdict.OK, f"{backend}: not called (--offline)")
     from looop_py.deciders.check import run_test  # a real round trip: only when asked for
 
-    found = run_test(paths, now)
+    found = run_test(wd, now)
     if found.ok:
         return Check("decider", Verdict.OK, f"{backend} answered a valid move in {found.ms} ms")
     why = found.error or f"answered an invalid move: {found.invalid}"
@@ -248,7 +261,7 @@ def pulse_lock(paths: Paths, cfg: Config, now: float) -> Check:
     return Check("pulse lock", Verdict.OK, "held by a pulse running now")
 
 
-def coordination(paths: Paths, cfg: Config, now: float) -> Check:
+def coordination(wd: WorkDir, cfg: Config, now: float) -> Check:
     """On a shared backend: does it answer, with a quorum, and who holds the pulse?"""
     c = cfg.coordination
     if c.backend == "files":
@@ -257,7 +270,7 @@ def coordination(paths: Paths, cfg: Config, now: float) -> Check:
 
     started = time.monotonic()
     try:
-        coord = choose.coordinator(paths, cfg)
+        coord = choose.coordinator(wd)
         view = coord.get(base.PULSE, now)
     except LooopError as exc:
         return Check("coordination", Verdict.FAIL, f"{c.backend}: {exc.message}", exc.hint)

@@ -25,9 +25,11 @@ from collections.abc import Callable
 
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatResult
+from looop_py.coord.choose import Reopening
 from looop_py.errors import Busy, LooopError, UsageError
 from looop_py.locks import PulseLock
-from looop_py.workdir import journal, shelf
+from looop_py.workdir import journal
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 POLL_S = 0.2  # how often the watched files are looked at between beats
@@ -67,12 +69,12 @@ def watched_signature(paths: Paths) -> tuple[tuple[str, int, int], ...]:
     return tuple(found)
 
 
-def shared_signature(paths: Paths) -> tuple[tuple[str, ...], ...] | None:
+def shared_signature(wd: WorkDir) -> tuple[tuple[str, ...], ...] | None:
     """The names of the asks, answers and approvals on a shared backend; None on files, or
     when it cannot be read (a looop.toml half edited, etcd out of reach: the next timed
     beat says so)."""
     try:
-        box = shelf.of(paths)
+        box = wd.shelf
         if not box.shared:
             return None
         return tuple(tuple(box.names(kind)) for kind in SHARED_KINDS)
@@ -81,12 +83,11 @@ def shared_signature(paths: Paths) -> tuple[tuple[str, ...], ...] | None:
 
 
 def run(
-    paths: Paths,
+    opened: Reopening,
     *,
     interval_s: float,
     stop: threading.Event,
     on_beat: Callable[[BeatResult], None] = lambda r: None,
-    clock: Callable[[], float] = time.time,
 ) -> int:
     """Beat every `interval_s`, and at once after a watched change, until `stop` is set.
 
@@ -96,28 +97,30 @@ def run(
     if interval_s <= 0:
         raise UsageError(f"the interval must be positive, got {interval_s:g}")
     beats = 0
-    seen = watched_signature(paths)
+    seen = watched_signature(opened.paths)
     while not stop.is_set():
-        on_beat(beat(paths, clock=clock))
+        wd = opened.current()  # looop.toml again, if it was edited
+        on_beat(beat(wd))
         beats += 1
-        seen = watched_signature(paths)  # the beat itself may write asks/, answers/
-        shared = shared_signature(paths)
+        seen = watched_signature(wd.paths)  # the beat itself may write asks/, answers/
+        shared = shared_signature(wd)
         shared_due = time.monotonic() + SHARED_POLL_S
         deadline = time.monotonic() + interval_s
         while not stop.is_set() and time.monotonic() < deadline:
             stop.wait(min(POLL_S, max(0.0, deadline - time.monotonic())))
-            if watched_signature(paths) != seen:
+            if watched_signature(wd.paths) != seen:
                 break  # a human changed something: beat now
             if shared is not None and time.monotonic() >= shared_due:
                 shared_due = time.monotonic() + SHARED_POLL_S
-                now_shared = shared_signature(paths)
+                now_shared = shared_signature(wd)
                 if now_shared is not None and now_shared != shared:
                     break  # a human answered or approved on another host
     return beats
 
 
-def serve(paths: Paths, *, interval_s: float, on_beat: Callable[[BeatResult], None]) -> int:
+def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult], None]) -> int:
     """`looop up` in the foreground: the up lock, the pid file, SIGTERM/SIGINT to stop."""
+    paths = opened.paths
     paths.state.mkdir(exist_ok=True)
     lock = _up_lock(paths)
     if not lock.acquire():
@@ -132,12 +135,12 @@ def serve(paths: Paths, *, interval_s: float, on_beat: Callable[[BeatResult], No
     try:
         with open(pid_file, "w", encoding="utf-8") as f:
             f.write(f"{os.getpid()}\n")
-        journal.emit(paths, "up", time.time(), pid=os.getpid(), interval_s=interval_s)
+        journal.emit(opened.current(), "up", time.time(), pid=os.getpid(), interval_s=interval_s)
         try:
-            beats = run(paths, interval_s=interval_s, stop=stop, on_beat=on_beat)
+            beats = run(opened, interval_s=interval_s, stop=stop, on_beat=on_beat)
         except KeyboardInterrupt:  # SIGTERM during a beat: the beat ended itself cleanly
             beats = -1
-        journal.emit(paths, "down", time.time(), pid=os.getpid())
+        journal.emit(opened.current(), "down", time.time(), pid=os.getpid())
         return beats
     finally:
         for s, handler in previous.items():

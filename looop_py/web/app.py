@@ -22,13 +22,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from looop_py.coord.choose import Reopening
 from looop_py.errors import Busy, LooopError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance
 from looop_py.moves import approvals
 from looop_py.web import data, pages, security
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import inbox, mailbox
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill
 
@@ -50,6 +51,7 @@ HEADERS = {
 class Web:
     def __init__(self, paths: Paths, token: str, *, read_only: bool, hosts: frozenset[str]) -> None:
         self.paths = paths
+        self.opened = Reopening(paths)  # looop.toml read again after an edit, as a command would
         self.token = token
         self.csrf = security.csrf_for(token)
         self.read_only = read_only
@@ -121,7 +123,7 @@ class Web:
     # -- pages ----------------------------------------------------------------------
     async def overview(self, request: Request) -> Response:
         days = 7 if request.query_params.get("days") == "7" else 1
-        d = await run_in_threadpool(data.overview, self.paths, time.time(), days)
+        d = await run_in_threadpool(data.overview, self.opened.current(), time.time(), days)
         return self.page(request, "overview", pages.overview(d), d)
 
     async def beat(self, request: Request) -> Response:
@@ -132,22 +134,22 @@ class Web:
         return self.page(request, f"beat {ts}", pages.beat(d), d)
 
     async def asks(self, request: Request) -> Response:
-        d = await run_in_threadpool(data.asks, self.paths, time.time())
+        d = await run_in_threadpool(data.asks, self.opened.current(), time.time())
         return self.page(request, "asks", pages.asks(d, self.form_token), d)
 
     async def workers(self, request: Request) -> Response:
-        d = await run_in_threadpool(data.workers, self.paths, time.time())
+        d = await run_in_threadpool(data.workers, self.opened.current(), time.time())
         return self.page(request, "workers", pages.workers(d), d)
 
     async def worker(self, request: Request) -> Response:
         wid = request.path_params["id"]
-        d = await run_in_threadpool(data.worker, self.paths, wid, time.time())
+        d = await run_in_threadpool(data.worker, self.opened.current(), wid, time.time())
         if d is None:
             return _refuse(request, 404, f"no worker {wid}")
         return self.page(request, f"worker {wid}", pages.worker(d, self.form_token), d)
 
     async def loops(self, request: Request) -> Response:
-        d = await run_in_threadpool(data.loops, self.paths, time.time())
+        d = await run_in_threadpool(data.loops, self.opened.current(), time.time())
         return self.page(request, "loops and rounds", pages.loops(d, self.form_token), d)
 
     async def journal(self, request: Request) -> Response:
@@ -162,19 +164,21 @@ class Web:
         if not text:
             return _refuse(request, 400, "the answer is empty")
         got = await run_in_threadpool(
-            lambda: mailbox.answer(self.paths, aid, text, now=time.time())
+            lambda: mailbox.answer(self.opened.current(), aid, text, now=time.time())
         )
         return _done(request, "/asks", _answer_json(aid, got))
 
     async def approve(self, request: Request) -> Response:
         aid = request.path_params["id"]
-        got = await run_in_threadpool(lambda: approvals.approve(self.paths, aid, now=time.time()))
+        got = await run_in_threadpool(
+            lambda: approvals.approve(self.opened.current(), aid, now=time.time())
+        )
         return _done(request, "/asks", _answer_json(aid, got))
 
     async def deny(self, request: Request) -> Response:
         aid, reason = request.path_params["id"], request.state.form.get("reason") or None
         got = await run_in_threadpool(
-            lambda: approvals.deny(self.paths, aid, now=time.time(), reason=reason)
+            lambda: approvals.deny(self.opened.current(), aid, now=time.time(), reason=reason)
         )
         return _done(request, "/asks", _answer_json(aid, got))
 
@@ -182,7 +186,7 @@ class Web:
         aid = request.path_params["id"]
         got = await run_in_threadpool(
             lambda: mailbox.withdraw(
-                self.paths, aid, now=time.time(), reason="withdrawn from the page"
+                self.opened.current(), aid, now=time.time(), reason="withdrawn from the page"
             )
         )
         return _done(request, "/asks", _answer_json(aid, got))
@@ -203,18 +207,18 @@ class Web:
 
     async def run_round(self, request: Request) -> Response:
         name = request.path_params["name"]
-        got = await run_in_threadpool(start_round, self.paths, name)
+        got = await run_in_threadpool(start_round, self.opened.current(), name)
         return _done(request, "/loops", got)
 
 
-def start_round(paths: Paths, loop: str) -> dict[str, Any]:
+def start_round(wd: WorkDir, loop: str) -> dict[str, Any]:
     """Start a round of `loop` now, under the pulse lock (it never races a beat)."""
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    lock = PulseLock(paths.pulse_lock)
+    cfg = wd.config
+    lock = PulseLock(wd.paths.pulse_lock)
     if not lock.acquire(timeout_s=approvals.LOCK_WAIT_S):
         raise Busy("a pulse held the lock for two minutes", "try again")
     try:
-        state = advance.start_round(paths, cfg, loop, now=time.time(), trigger="page")
+        state = advance.start_round(wd, cfg, loop, now=time.time(), trigger="page")
     finally:
         lock.release()
     return {"round": state.id, "loop": loop, "phase": state.phase.value}

@@ -16,8 +16,8 @@ from looop_py.beat import views as beat_views
 from looop_py.errors import LooopError
 from looop_py.ids import is_safe_segment
 from looop_py.loops import views as loop_views
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import inbox, journal, ledger, mailbox
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workers import fleet, logs, records
 
@@ -39,12 +39,12 @@ def beat_events(paths: Paths, since: float) -> list[dict[str, Any]]:
     return out
 
 
-def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]]:
+def spend_by_day(wd: WorkDir, now: float, days: int = 7) -> list[dict[str, Any]]:
     """Tokens and USD per local day from the ledger, every source (decides, loop rounds,
     workers) as the daily budget counts them. A day the ledger kept no totals for (before it
     kept history) is summed from the beats' decide stats: `sources` says "decider" then."""
     names = [time.strftime("%Y-%m-%d", time.localtime(now - 86400 * i)) for i in range(days)]
-    spend = ledger.today(ledger.load(paths), now)
+    spend = ledger.today(ledger.load(wd), now)
     kept = {**spend.past, spend.day: spend.totals()}
     totals: dict[str, dict[str, Any]] = {}
     for d in reversed(names):
@@ -57,7 +57,7 @@ def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]
                 by_source=got.get("by_source") or {},
                 sources="all",
             )
-    for e in beat_events(paths, now - 86400 * days):
+    for e in beat_events(wd.paths, now - 86400 * days):
         day = time.strftime("%Y-%m-%d", time.localtime(e["t"]))
         stats = e.get("decide") if isinstance(e.get("decide"), dict) else None
         if day not in totals or not stats:
@@ -74,25 +74,25 @@ def spend_by_day(paths: Paths, now: float, days: int = 7) -> list[dict[str, Any]
     return list(totals.values())
 
 
-def overview(paths: Paths, now: float, days: int = 1) -> dict[str, Any]:
+def overview(wd: WorkDir, now: float, days: int = 1) -> dict[str, Any]:
     """`looop status --json`, plus the last `days` of beats, wake ratio, spend, workers, rounds,
     asks."""
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    beats = beat_events(paths, now - 86400 * days)
+    cfg = wd.config
+    beats = beat_events(wd.paths, now - 86400 * days)
     counts = {o: sum(1 for b in beats if b.get("outcome") == o) for o in OUTCOMES}
     woke = sum(counts[o] for o in ("decided", "held", "failed"))
     ran = woke + counts["skipped"]
     return {
-        "status": beat_views.status(paths).to_json(),
+        "status": beat_views.status(wd).to_json(),
         "days": days,
         "beats": [{"ts": b.get("ts"), "t": b["t"], "outcome": b.get("outcome")} for b in beats],
         "counts": counts,
         "wake_ratio": round(woke / ran, 3) if ran else None,
-        "spend": spend_by_day(paths, now),
+        "spend": spend_by_day(wd, now),
         "budget": {"daily_tokens": cfg.limits.daily_tokens, "daily_usd": cfg.limits.daily_usd},
-        "workers": fleet.fleet(paths, cfg, now).to_json(),
-        "rounds": [r.to_json() for r in loop_views.list_rounds(paths, include_done=False)],
-        "asks": asks(paths, now)["asks"],
+        "workers": fleet.fleet(wd, cfg, now).to_json(),
+        "rounds": [r.to_json() for r in loop_views.list_rounds(wd, include_done=False)],
+        "asks": asks(wd, now)["asks"],
     }
 
 
@@ -150,7 +150,7 @@ def would_run(ask: mailbox.Ask) -> dict[str, Any] | None:
     return {"action": "round", "text": None, "file": None, "move": ask.hold}
 
 
-def asks(paths: Paths, now: float) -> dict[str, Any]:
+def asks(wd: WorkDir, now: float) -> dict[str, Any]:
     """`looop asks --json` (each with its state: pending, stranded, expired), each approval
     with what it would run."""
     return {
@@ -162,36 +162,36 @@ def asks(paths: Paths, now: float) -> dict[str, Any]:
                 "why": v.why,
                 "would_run": would_run(v.ask),
             }
-            for v in mailbox.listing(paths)
+            for v in mailbox.listing(wd)
         ]
     }
 
 
-def workers(paths: Paths, now: float, *, include_ended: bool = True) -> dict[str, Any]:
+def workers(wd: WorkDir, now: float, *, include_ended: bool = True) -> dict[str, Any]:
     """`looop workers --all --json`."""
-    cfg = config_mod.load(paths.config, paths.config_cache)
-    return fleet.fleet(paths, cfg, now, include_ended=include_ended).to_json()
+    cfg = wd.config
+    return fleet.fleet(wd, cfg, now, include_ended=include_ended).to_json()
 
 
-def worker(paths: Paths, worker_id: str, now: float, lines: int = 200) -> dict[str, Any] | None:
+def worker(wd: WorkDir, worker_id: str, now: float, lines: int = 200) -> dict[str, Any] | None:
     """One worker: its view, the tail of output.log, and the messages told to it."""
     if not is_safe_segment(worker_id):
         return None
-    view = next((v for v in records.list_sessions(paths, now) if v.id == worker_id), None)
+    view = next((v for v in records.list_sessions(wd, now) if v.id == worker_id), None)
     if view is None:
         return None
     try:
-        tail = b"".join(logs.read_log(paths, worker_id, last=lines)).decode("utf-8", "replace")
+        tail = b"".join(logs.read_log(wd, worker_id, last=lines)).decode("utf-8", "replace")
     except LooopError:
         tail = ""
-    return {"worker": view.to_json(), "log_tail": tail, "told": inbox.messages(paths, worker_id)}
+    return {"worker": view.to_json(), "log_tail": tail, "told": inbox.messages(wd.paths, worker_id)}
 
 
-def loops(paths: Paths, now: float) -> dict[str, Any]:
+def loops(wd: WorkDir, now: float) -> dict[str, Any]:
     """`looop loops --json` and `looop rounds --all --json` together."""
     return {
-        **loop_views.overview(paths, now).to_json(),
-        "rounds": [r.to_json() for r in loop_views.list_rounds(paths, include_done=True)],
+        **loop_views.overview(wd, now).to_json(),
+        "rounds": [r.to_json() for r in loop_views.list_rounds(wd, include_done=True)],
     }
 
 
@@ -204,14 +204,14 @@ def journal_lines(paths: Paths, query: str = "", n: int = 500) -> dict[str, Any]
     return {"lines": lines, "query": query}
 
 
-def snapshot(paths: Paths) -> dict[str, Any]:
+def snapshot(wd: WorkDir) -> dict[str, Any]:
     """Everything `looop report --html` shows, read once."""
     now = time.time()
     return {
         "now": now,
-        "overview": overview(paths, now),
-        "journal": journal_lines(paths, n=50),
+        "overview": overview(wd, now),
+        "journal": journal_lines(wd.paths, n=50),
         "generated": journal.iso(now),
-        "work_dir": str(paths.root),
+        "work_dir": str(wd.paths.root),
         "version": __version__,
     }

@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 
-from looop_py.workdir.config import DEFAULT_SCRUB
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -29,9 +28,6 @@ if TYPE_CHECKING:
 DEFAULT_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REDACTED = "[redacted]"
 MIN_SECRET = 6  # shorter values are not hunted for in text (they would match everywhere)
-# Names and patterns a config loaded in this process called secret (`remember`), so the
-# journal and runs writers, which see no config, redact them too.
-_REMEMBERED: set[str] = set()
 
 
 def looop_bin() -> str:
@@ -47,31 +43,20 @@ def looop_bin() -> str:
     return shutil.which("looop") or "looop"
 
 
-def secret_names(env: Mapping[str, str], config: Config | None = None) -> set[str]:
+def secret_names(env: Mapping[str, str], config: Config) -> set[str]:
     """The variables of `env` no child gets: the decider's key and every scrub match."""
-    patterns: tuple[str, ...] = DEFAULT_SCRUB
-    keep: tuple[str, ...] = ()
-    key_env = ""
-    if config is not None:
-        patterns, keep, key_env = config.env.scrub, config.env.keep, config.decider.api_key_env
-    if config is None:
-        patterns = (*patterns, *_REMEMBERED)
+    patterns, keep, key_env = config.env.scrub, config.env.keep, config.decider.api_key_env
     names = {n for n in env if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
     names -= set(keep)
     names |= {n for n in (key_env, *DEFAULT_KEY_ENVS) if n and n in env}
     return names
 
 
-def remember(config: Config) -> None:
-    """Make this config's secret names known to writers that see no config (see `redact`)."""
-    _REMEMBERED.update(p for p in (config.decider.api_key_env, *config.env.scrub) if p)
-
-
 def child_env(
     paths: Paths,
     extra: Mapping[str, str] | None = None,
     *,
-    config: Config | None = None,
+    config: Config,
     passthrough: Iterable[str] = (),
 ) -> dict[str, str]:
     """looop's environment for a child process, secrets scrubbed (see the module doc)."""
@@ -93,13 +78,13 @@ def decider_env(paths: Paths) -> dict[str, str]:
     return env
 
 
-def _secret_values(config: Config | None) -> list[str]:
+def _secret_values(config: Config) -> list[str]:
     env = os.environ
     values = {env[n] for n in secret_names(env, config) if len(env[n].strip()) >= MIN_SECRET}
     return sorted(values, key=len, reverse=True)
 
 
-def redact(text: str, config: Config | None = None) -> str:
+def redact(text: str, config: Config) -> str:
     """`text` with the value of every secret variable replaced by [redacted]."""
     for value in _secret_values(config):
         if value in text:
@@ -107,7 +92,7 @@ def redact(text: str, config: Config | None = None) -> str:
     return text
 
 
-def redact_bytes(data: bytes, config: Config | None = None) -> bytes:
+def redact_bytes(data: bytes, config: Config) -> bytes:
     """`redact` for bytes on their way to a file."""
     for value in _secret_values(config):
         raw = value.encode("utf-8", "surrogateescape")

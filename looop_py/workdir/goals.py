@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import CorruptFile, LooopError, UsageError
+from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
 from looop_py.record import record
-from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, TypeVar
+
+    from looop_py.workdir.context import WorkDir
 
     T = TypeVar("T")
 
@@ -49,7 +48,7 @@ class GoalFile:
     error: str | None = None
 
 
-def outside_link(paths: Paths, path: Path, *, linked: bool | None = None) -> str | None:
+def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str | None:
     """Why `path` is not read: a symlink out of the work dir that looop.toml does not allow.
 
     `linked` says whether the caller already knows it is (or is not) a symlink;
@@ -59,65 +58,37 @@ def outside_link(paths: Paths, path: Path, *, linked: bool | None = None) -> str
         return None
     try:
         target = path.resolve()
-        root = paths.root.resolve()
+        root = wd.paths.root.resolve()
     except (OSError, RuntimeError):  # a loop of links
-        target, root = Path("(a symlink loop)"), paths.root
-    if target == root or root in target.parents or _outside_links_allowed(paths):
+        target, root = Path("(a symlink loop)"), wd.paths.root
+    if target == root or root in target.parents or wd.config.gates.allow_outside_links:
         return None
-    rel = path.relative_to(paths.root) if path.is_relative_to(paths.root) else path
+    rel = path.relative_to(wd.paths.root) if path.is_relative_to(wd.paths.root) else path
     return (
         f"{rel} is a symlink to {target}, outside the work dir, so it is not read or run"
         " (looop.toml [gates] allow_outside_links = true allows it)"
     )
 
 
-def _outside_links_allowed(paths: Paths) -> bool:
-    try:
-        return config.load(paths.config, paths.config_cache).gates.allow_outside_links
-    except LooopError:
-        return False
+# While a beat runs REAP, ADVANCE and SENSE nothing writes goals/, so the pulse lists it
+# once for all of them (the loop index twice, the probes, the hash) within
+# `wd.memo.scope()`, and what is derived from the listing (the loop index) is worked out
+# once too.
 
 
-# While a beat runs REAP, ADVANCE and SENSE nothing writes goals/, so the pulse
-# lists it once for all of them (the loop index twice, the probes, the hash), and
-# what is derived from the listing (the loop index) is worked out once too.
-_SCOPES: list[dict[object, Any]] = []
-
-
-@contextmanager
-def one_scan() -> Iterator[None]:
-    """Within this block goals/ is listed once; each caller gets its own copy."""
-    _SCOPES.append(_SCOPES[-1] if _SCOPES else {})
-    try:
-        yield
-    finally:
-        _SCOPES.pop()
-
-
-def once_per_scan(key: object, compute: Callable[[], T]) -> T:
-    """`compute()`, worked out once within a `one_scan` block (every time outside one)."""
-    if not _SCOPES:
-        return compute()
-    memo = _SCOPES[-1]
-    if key not in memo:
-        memo[key] = compute()
-    value: T = memo[key]
-    return value
-
-
-def _scan(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
-    found, refused = once_per_scan(("goals", paths.goals), lambda: _scan_now(paths))
+def _scan(wd: WorkDir) -> tuple[list[tuple[str, Path]], dict[str, str]]:
+    found, refused = wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
     return list(found), dict(refused)
 
 
-def _scan_now(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
+def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     try:
-        entries = os.scandir(paths.goals)
+        entries = os.scandir(wd.paths.goals)
     except (FileNotFoundError, NotADirectoryError):
         return [], {}
     found: list[tuple[str, Path]] = []
     refused: dict[str, str] = {}
-    whole_dir = outside_link(paths, paths.goals)  # goals/ itself a link out
+    whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
     with entries:
         for entry in entries:
             goal_id = entry.name.removesuffix(".md")
@@ -125,7 +96,7 @@ def _scan_now(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
             # instead of skipping the goal in silence.
             if goal_id != entry.name and is_safe_segment(goal_id):
                 path = Path(entry.path)
-                why = whole_dir or outside_link(paths, path, linked=entry.is_symlink())
+                why = whole_dir or outside_link(wd, path, linked=entry.is_symlink())
                 if why:
                     refused[goal_id] = why
                 else:
@@ -134,17 +105,17 @@ def _scan_now(paths: Paths) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     return found, refused
 
 
-def goal_paths(paths: Paths) -> list[tuple[str, Path]]:
+def goal_paths(wd: WorkDir) -> list[tuple[str, Path]]:
     """(id, path) of every top-level goals/*.md that may be read, sorted by id.
 
     archive/ is not read, nor a goal that links out of the work dir.
     """
-    return _scan(paths)[0]
+    return _scan(wd)[0]
 
 
-def refused(paths: Paths) -> dict[str, str]:
+def refused(wd: WorkDir) -> dict[str, str]:
     """{goal id: why} of the goals that are not read: links out of the work dir."""
-    return _scan(paths)[1]
+    return _scan(wd)[1]
 
 
 def notice(what: str, why: str) -> bytes:
@@ -156,17 +127,17 @@ def _why(exc: CorruptFile, path: Path) -> str:
     return exc.message.replace(f"{path} ", "", 1)
 
 
-def read_playbook(paths: Paths) -> bytes | None:
+def read_playbook(wd: WorkDir) -> bytes | None:
     """PLAYBOOK.md's bytes; None when there is none; a notice when it cannot be read."""
-    why = outside_link(paths, paths.playbook)
+    why = outside_link(wd, wd.paths.playbook)
     if why:
         return notice("PLAYBOOK.md", why)
     try:
-        return jsonio.read_bounded(paths.playbook, PLAYBOOK_CAP)
+        return jsonio.read_bounded(wd.paths.playbook, PLAYBOOK_CAP)
     except FileNotFoundError:
         return None
     except CorruptFile as exc:
-        return notice("PLAYBOOK.md", _why(exc, paths.playbook))
+        return notice("PLAYBOOK.md", _why(exc, wd.paths.playbook))
 
 
 def read_goal(goal_id: str, path: Path, cap: int = GOAL_CAP) -> GoalFile | None:
@@ -180,12 +151,12 @@ def read_goal(goal_id: str, path: Path, cap: int = GOAL_CAP) -> GoalFile | None:
         return GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
 
 
-def read_goals(paths: Paths) -> list[GoalFile]:
+def read_goals(wd: WorkDir) -> list[GoalFile]:
     """Every goal, each under GOAL_CAP and all under GOALS_TOTAL_CAP together; a goal that
     links out of the work dir reads as a refusal saying why."""
-    found, refused = _scan(paths)
+    found, refused = _scan(wd)
     goals: list[GoalFile] = [
-        GoalFile(g, paths.goals / f"{g}.md", notice(f"goals/{g}.md", w), w)
+        GoalFile(g, wd.paths.goals / f"{g}.md", notice(f"goals/{g}.md", w), w)
         for g, w in refused.items()
     ]
     room = GOALS_TOTAL_CAP

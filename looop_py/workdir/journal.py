@@ -6,13 +6,14 @@ import time
 
 from looop_py import jsonio
 from looop_py.logfile import iso as iso  # noqa: PLC0414 - re-exported: the journal's callers
-from looop_py.workdir.environ import redact, redact_bytes
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.workdir.context import WorkDir
 
 
 def one_line(text: str, limit: int = 500) -> str:
@@ -21,10 +22,11 @@ def one_line(text: str, limit: int = 500) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def write(paths: Paths, text: str, now: float) -> str:
+def write(wd: WorkDir, text: str, now: float) -> str:
+    """One line for a human; the config's secrets redacted (workdir/environ.py)."""
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(now))
-    line = f"- {stamp} {one_line(redact(text))}"
-    jsonio.append_text(paths.journal, (line + "\n").encode("utf-8"))
+    line = f"- {stamp} {one_line(wd.redact(text))}"
+    jsonio.append_text(wd.paths.journal, (line + "\n").encode("utf-8"))
     return line
 
 
@@ -46,9 +48,10 @@ def from_iso(text: Any) -> float | None:
         return None
 
 
-def emit(paths: Paths, event: str, now: float, **fields: Any) -> None:
+def emit(wd: WorkDir, event: str, now: float, **fields: Any) -> None:
+    """One line for a machine; the config's secrets redacted (workdir/environ.py)."""
     record = {"ts": iso(now), "event": event, **fields}
-    jsonio.append_text(paths.events, redact_bytes(jsonio.dumps(record) + b"\n"))
+    jsonio.append_text(wd.paths.events, wd.redact_bytes(jsonio.dumps(record) + b"\n"))
 
 
 def recent_events(paths: Paths, n: int = 200) -> list[dict[str, Any]]:

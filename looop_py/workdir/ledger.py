@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.workdir.config import LimitsConfig
-    from looop_py.workdir.paths import Paths
+    from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf
 
 DECIDER = "decider"
@@ -177,11 +177,11 @@ def spent(spend: Spend, now: float, limits: LimitsConfig) -> str | None:
     return None
 
 
-def held(paths: Paths, limits: LimitsConfig, now: float) -> str | None:
+def held(wd: WorkDir, limits: LimitsConfig, now: float) -> str | None:
     """Why no more judgment may start today (the budget is spent), or None; no budget, no read."""
     if limits.daily_tokens <= 0 and limits.daily_usd <= 0:
         return None
-    return spent(load(paths), now, limits)
+    return spent(load(wd), now, limits)
 
 
 def from_usage(key: str, source: str, usage: Mapping[str, Any] | None) -> Charge | None:
@@ -209,9 +209,9 @@ def from_usage(key: str, source: str, usage: Mapping[str, Any] | None) -> Charge
 # -- on the shelf ---------------------------------------------------------------------------
 
 
-def load(paths: Paths) -> Spend:
+def load(wd: WorkDir) -> Spend:
     """The ledger; a damaged field reads as its zero (a day's spend is rebuilt, not a blocker)."""
-    box = shelf_mod.of(paths)
+    box = wd.shelf
     return parse(box, box.get("state", RECORD))
 
 
@@ -244,10 +244,10 @@ def parse(box: Shelf, data: bytes | None) -> Spend:
 
 
 def record_charge(
-    paths: Paths, now: float, c: Charge | None, *, budgeted_usd: bool = False
+    wd: WorkDir, now: float, c: Charge | None, *, budgeted_usd: bool = False
 ) -> Spend:
     """Charge `c` to the ledger, once per key; returns today's spend."""
-    box = shelf_mod.of(paths)
+    box = wd.shelf
     if c is not None and box.shared:
         c = replace(c, key=f"{c.key}@{box.host}")  # run and session ids are only unique per host
     for _ in range(MAX_TRIES):

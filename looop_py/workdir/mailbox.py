@@ -21,12 +21,13 @@ from looop_py.errors import CorruptFile, LooopError, NoAnswer, UsageError
 from looop_py.identity import create_time, is_alive
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir import shelf
-from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from looop_py.workdir.context import WorkDir
 
 POLL_S = 0.2
 
@@ -121,7 +122,7 @@ def _next_index(box: shelf.Shelf, prefix: str) -> int:
 
 
 def open_ask(
-    paths: Paths,
+    wd: WorkDir,
     *,
     prompt: str,
     asker: str,
@@ -138,7 +139,7 @@ def open_ask(
     if not prompt.strip():
         raise UsageError("an ask needs a prompt", "pass --prompt TEXT")
     prefix = check_segment(asker.replace(":", "-"), "asker")
-    box = shelf.of(paths)
+    box = wd.shelf
     for _ in range(50):  # lose a race for an id → take the next one
         ask = Ask(
             id=f"{prefix}-{_next_index(box, prefix)}",
@@ -157,18 +158,18 @@ def open_ask(
     raise AskError("could not allocate an ask id after 50 tries", "try again")
 
 
-def get_ask(paths: Paths, ask_id: str) -> Ask:
+def get_ask(wd: WorkDir, ask_id: str) -> Ask:
     check_segment(ask_id, "ask id")
-    data = shelf.read_json(shelf.of(paths), "asks", ask_id)
+    data = shelf.read_json(wd.shelf, "asks", ask_id)
     if not isinstance(data, dict):
         raise UsageError(f"no ask {ask_id!r}", "list pending asks with `looop asks`")
     return Ask.from_json(data)
 
 
-def get_answer(paths: Paths, ask_id: str) -> Answer | None:
+def get_answer(wd: WorkDir, ask_id: str) -> Answer | None:
     check_segment(ask_id, "ask id")
     try:
-        data = shelf.read_json(shelf.of(paths), "answers", ask_id)
+        data = shelf.read_json(wd.shelf, "answers", ask_id)
     except CorruptFile:  # not Unavailable: etcd out of reach says so itself
         raise AskError(
             f"the answer to {ask_id} is corrupt",
@@ -185,7 +186,7 @@ def get_answer(paths: Paths, ask_id: str) -> Answer | None:
 
 
 def answer(
-    paths: Paths,
+    wd: WorkDir,
     ask_id: str,
     text: str,
     *,
@@ -195,7 +196,7 @@ def answer(
     force: bool = False,
 ) -> Answer:
     """Answer an ask exactly once (or again with force)."""
-    ask = get_ask(paths, ask_id)
+    ask = get_ask(wd, ask_id)
     if ask.kind is AskKind.APPROVAL and verdict is None:
         raise UsageError(
             f"{ask_id} is an approval, not a question",
@@ -204,7 +205,7 @@ def answer(
     if ask.options and verdict is None and text not in ask.options:
         raise UsageError(f"{ask_id} asks for one of: {', '.join(ask.options)}")
     record = {"v": 1, "answer": text, "answered_at": now, "verdict": verdict, "note": note}
-    box = shelf.of(paths)
+    box = wd.shelf
     if box.shared:
         record["host"] = box.host
     data = shelf.dumps(record)
@@ -215,9 +216,9 @@ def answer(
     return Answer(text, now, verdict, note)
 
 
-def pending(paths: Paths) -> list[Ask]:
+def pending(wd: WorkDir) -> list[Ask]:
     """Asks without an answer, oldest first."""
-    box = shelf.of(paths)
+    box = wd.shelf
     if box.empty("asks"):
         return []
     answered = set(box.names("answers"))
@@ -230,28 +231,28 @@ def pending(paths: Paths) -> list[Ask]:
     return out
 
 
-def wait(paths: Paths, ask_id: str, *, timeout_s: float | None = None) -> Answer:
+def wait(wd: WorkDir, ask_id: str, *, timeout_s: float | None = None) -> Answer:
     """Block until the ask is answered; the ask vanishing or being withdrawn is an error.
 
     The waiting process is recorded in the ask (so a listing can tell when it is
     gone: the ask is stranded), unless it was filed `waiting`; so is a timeout (the ask
     is expired).
     """
-    if get_ask(paths, ask_id).waiter != _me():
-        _update(paths, ask_id, waiter=_me())
+    if get_ask(wd, ask_id).waiter != _me():
+        _update(wd, ask_id, waiter=_me())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        got = get_answer(paths, ask_id)
+        got = get_answer(wd, ask_id)
         if got is not None:
             if got.verdict == WITHDRAWN:
                 raise AskError(
                     f"ask {ask_id} was withdrawn" + (f": {got.note}" if got.note else "")
                 )
             return got
-        if shelf.of(paths).get("asks", ask_id) is None:
+        if wd.shelf.get("asks", ask_id) is None:
             raise NoAnswer(f"ask {ask_id} was removed before it was answered")
         if deadline is not None and time.monotonic() >= deadline:
-            _update(paths, ask_id, expired_at=time.time())
+            _update(wd, ask_id, expired_at=time.time())
             raise NoAnswer(
                 f"no answer to {ask_id} within {timeout_s:g}s",
                 f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
@@ -263,9 +264,9 @@ def _me() -> dict[str, Any]:
     return {"pid": os.getpid(), "create_time": create_time(os.getpid())}
 
 
-def _update(paths: Paths, ask_id: str, **fields: Any) -> None:
+def _update(wd: WorkDir, ask_id: str, **fields: Any) -> None:
     """Add fields to an ask's record (atomically); a missing or damaged ask is left alone."""
-    box = shelf.of(paths)
+    box = wd.shelf
     try:
         data = shelf.read_json(box, "asks", check_segment(ask_id, "ask id"))
     except LooopError:
@@ -302,7 +303,7 @@ class AskView:
         return {**self.ask.to_json(), "state": self.state.value, "why": self.why}
 
 
-def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
+def state_of(wd: WorkDir, ask: Ask) -> tuple[AskState, str | None]:
     """Expired when its waiting `looop ask` timed out; stranded when that process, or the
     worker that asked, is gone; else pending. Asks from the decider, a loop or a human
     at a prompt wait for a human and stay pending."""
@@ -310,12 +311,12 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
         return AskState.EXPIRED, "the asker stopped waiting (its --timeout passed)"
     if ask.stranded is not None:
         return AskState.STRANDED, ask.stranded  # as its host found it (a shared mailbox)
-    if ask.host is not None and ask.host != shelf.of(paths).host:
+    if ask.host is not None and ask.host != wd.shelf.host:
         return AskState.PENDING, None  # its asker runs on another host: only that host can tell
     pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
     if isinstance(pid, int) and isinstance(created, int | float) and not is_alive(pid, created):
         return AskState.STRANDED, f"the `looop ask` that waited (pid {pid}) is gone"
-    session = paths.sessions / ask.asker
+    session = wd.paths.sessions / ask.asker
     if ask.asker not in ("human", "decider") and is_safe_segment(ask.asker) and session.is_dir():
         try:
             meta = jsonio.read_json(session / "meta.json", {})
@@ -327,28 +328,28 @@ def state_of(paths: Paths, ask: Ask) -> tuple[AskState, str | None]:
     return AskState.PENDING, None
 
 
-def listing(paths: Paths, *, record: bool = False) -> list[AskView]:
+def listing(wd: WorkDir, *, record: bool = False) -> list[AskView]:
     """Every unanswered ask, oldest first, with its state (pending, stranded, expired).
 
     With `record` (a beat), on a shared mailbox, an ask this host finds stranded is marked
     so in its record: every host then shows the same state, and the world the hosts
     share does not change with the host that happens to beat.
     """
-    views = [AskView(a, *state_of(paths, a)) for a in pending(paths)]
-    if record and shelf.of(paths).shared:
+    views = [AskView(a, *state_of(wd, a)) for a in pending(wd)]
+    if record and wd.shelf.shared:
         for v in views:
             if v.state is AskState.STRANDED and v.ask.stranded is None:
-                _update(paths, v.id, stranded=v.why)
+                _update(wd, v.id, stranded=v.why)
     return views
 
 
-def withdraw(paths: Paths, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
+def withdraw(wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
     """Withdraw an unanswered ask: it leaves the listing; a `looop ask` still waiting on
     it fails (exit 1); an approval withdrawn is never run (a loop round reads it as denied).
 
     (The `looop withdraw ID` command calls this.)
     """
-    get_ask(paths, ask_id)  # a missing ask is a UsageError
+    get_ask(wd, ask_id)  # a missing ask is a UsageError
     record = {
         "v": 1,
         "answer": "",
@@ -356,6 +357,6 @@ def withdraw(paths: Paths, ask_id: str, *, now: float, reason: str | None = None
         "verdict": WITHDRAWN,
         "note": reason or "withdrawn",
     }
-    if not shelf.of(paths).create("answers", ask_id, shelf.dumps(record)):
+    if not wd.shelf.create("answers", ask_id, shelf.dumps(record)):
         raise UsageError(f"{ask_id} is already answered", "see `looop asks`")
     return Answer("", now, WITHDRAWN, reason or "withdrawn")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.workdir.environ import redact_bytes
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 
@@ -24,13 +24,13 @@ def new_run(paths: Paths) -> Path:
     return run
 
 
-def write(run: Path, name: str, data: bytes | str | dict[str, Any]) -> None:
+def write(wd: WorkDir, run: Path, name: str, data: bytes | str | dict[str, Any]) -> None:
     """One file of a decide's archive; secret values in it are redacted (workdir/environ.py)."""
     if isinstance(data, dict):
         raw = jsonio.dumps(data, pretty=True) + b"\n"
     else:
         raw = data.encode("utf-8") if isinstance(data, str) else data
-    jsonio.atomic_write(run / name, redact_bytes(raw))
+    jsonio.atomic_write(run / name, wd.redact_bytes(raw))
 
 
 def prune(paths: Paths, keep: int) -> list[str]:

@@ -26,8 +26,8 @@ replaces only what the writer read (the spend ledger's read-modify-write). Insid
 every write is also conditional on that token still being current, and raises
 FenceLost when it is not: a paused or partitioned ex-leader writes nothing.
 
-Backends other than files register an opener (the coord package does for etcd);
-`of(paths)` picks the one looop.toml names and never falls back to files.
+The door that opens a work dir picks the backend looop.toml names (coord/choose.py
+`open_workdir`) and never falls back to files; everything below reads `wd.shelf`.
 """
 
 from __future__ import annotations
@@ -37,18 +37,16 @@ import os
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.errors import ConfigError, CorruptFile, UsageError
+from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: the beat reads records every beat.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from contextlib import AbstractContextManager
     from typing import Any, Protocol
-
-    from looop_py.workdir.config import Config
 
     class Shelf(Protocol):
         backend: str
@@ -77,7 +75,7 @@ if TYPE_CHECKING:
 
         def fenced(self, claim: str, token: int) -> AbstractContextManager[None]: ...
 
-    Opener = Callable[[Paths, Config], Shelf]
+        def close(self) -> None: ...
 
 
 KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state", "memory")
@@ -201,6 +199,9 @@ class FilesShelf:
     def fenced(self, claim: str, token: int) -> Iterator[None]:
         yield  # one machine: the beat's flock already keeps every other writer out
 
+    def close(self) -> None:
+        pass  # nothing held open
+
 
 def create_exclusive(path: Path, data: bytes) -> bool:
     """Write `path` only if it does not exist yet; False if it does. Never torn: link(2) of
@@ -257,49 +258,3 @@ def dumps(value: Any) -> bytes:
 
 def write_json(shelf: Shelf, kind: str, name: str, value: Any) -> None:
     shelf.put(kind, name, dumps(value))
-
-
-# -- which shelf a work dir uses ---------------------------------------------------------------
-
-_OPENERS: dict[str, Opener] = {}
-_opened: dict[Path, tuple[tuple[int, ...], Shelf]] = {}
-os.register_at_fork(after_in_child=_opened.clear)  # a child opens its own connections
-
-
-def register(backend: str, opener: Opener) -> None:
-    """Make `backend` available to of(); importing looop_py.coord registers etcd."""
-    _OPENERS[backend] = opener
-
-
-def of(paths: Paths) -> Shelf:
-    """The shelf looop.toml's [coordination] backend names; one per work dir and config."""
-    try:
-        st = os.stat(paths.config)
-    except FileNotFoundError:
-        return FilesShelf(paths)  # no looop.toml: nothing is configured to be shared
-    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-    cached = _opened.get(paths.root)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    from looop_py.workdir import config as config_mod  # only when the config changed
-
-    cfg = config_mod.load(paths.config, paths.config_cache, write_cache=False)
-    backend = cfg.coordination.backend
-    shelf: Shelf
-    if backend == "files":
-        shelf = FilesShelf(paths)
-    else:
-        opener = _OPENERS.get(backend)
-        if opener is None:  # never quietly use local files for what the config shares
-            raise ConfigError(
-                f"coordination.backend = {backend!r}, but this command did not load it",
-                "report this as a looop bug; nothing was read or written",
-            )
-        shelf = opener(paths, cfg)
-    _opened[paths.root] = (stamp, shelf)
-    return shelf
-
-
-def forget() -> None:
-    """Drop the opened shelves (tests that change backends in one process)."""
-    _opened.clear()

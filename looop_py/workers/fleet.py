@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from looop_py.workdir.config import Config
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 from looop_py.workers import reap, records
 
 
@@ -26,9 +26,9 @@ class Fleet:
         }
 
 
-def fleet(paths: Paths, config: Config, now: float, *, include_ended: bool = False) -> Fleet:
-    views = records.list_sessions(paths, now)
+def fleet(wd: WorkDir, config: Config, now: float, *, include_ended: bool = False) -> Fleet:
+    views = records.list_sessions(wd, now)
     live = {v.id for v in views if v.alive}
-    kept = [k for k in reap.kept_worktrees(paths, config) if k["id"] not in live]
+    kept = [k for k in reap.kept_worktrees(wd.paths, config) if k["id"] not in live]
     shown = views if include_ended else [v for v in views if v.alive]
     return Fleet(shown, len(live), config.workers.max_live, kept)

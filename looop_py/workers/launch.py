@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.workdir.config import Config
+    from looop_py.workdir.context import WorkDir
 
 READY_TIMEOUT_S = 20.0  # how long `start` waits for the supervisor to report the worker's pid
 
@@ -55,7 +56,7 @@ def worker_env(
     paths: Paths,
     session_id: str,
     cwd: Path,
-    config: Config | None = None,
+    config: Config,
     runtime: runtimes.Runtime | None = None,
 ) -> dict[str, str]:
     """A worker's environment: secrets scrubbed, but for those its runtime passes through."""
@@ -74,7 +75,7 @@ def worker_env(
 
 
 def start(
-    paths: Paths,
+    wd: WorkDir,
     config: Config,
     id: str,
     prompt: str,
@@ -100,7 +101,7 @@ def start(
     if not prompt.strip():
         raise WorkerRefused("the prompt is empty", "say what the worker should do")
     rt = runtimes.resolve(config, runtime)
-    env = worker_env(paths, "-", paths.root)
+    env = worker_env(wd.paths, "-", wd.paths.root, config)
     check_runnable(rt.launch_template(read_only), rt.name, env)
     if rt.script and refuse_prose:
         check_script(prompt, rt.name, env)
@@ -110,22 +111,22 @@ def start(
             f"unknown workspace {kind!r}", f"use one of {', '.join(workspaces.KINDS)}"
         )
     wcfg = config.workers
-    paths.sessions.mkdir(exist_ok=True)
+    wd.paths.sessions.mkdir(exist_ok=True)
     # One start at a time, so the id check and the fleet cap cannot be raced.
-    lock = PulseLock(paths.sessions / ".start.lock")
+    lock = PulseLock(wd.paths.sessions / ".start.lock")
     if not lock.acquire(timeout_s=30):
         raise Busy("another worker start has held the lock for 30 s", "try again")
     try:
-        d = paths.sessions / session_id
+        d = wd.paths.sessions / session_id
         if d.exists():
-            old = view(paths, d, now, set())
+            old = view(wd.paths, d, now, set())
             if old.alive:
                 raise WorkerRefused(
                     f"worker {session_id} is alive (pid {old.pid})",
                     f"kill it first (`looop worker kill {session_id}`) or use another id",
                 )
-            _reap_leftovers(paths, config, d)
-        live = live_count(paths, now)
+            _reap_leftovers(wd.paths, config, d)
+        live = live_count(wd, now)
         if wcfg.max_live > 0 and live >= wcfg.max_live:
             raise WorkerRefused(
                 f"fleet cap reached: {live} live workers (max_live = {wcfg.max_live})",
@@ -135,8 +136,8 @@ def start(
         wt = None
         try:
             if kind == "git-worktree":
-                wt = workspaces.create(paths, wcfg, session_id)
-            run_in = wt.path if wt else (cwd or paths.root)
+                wt = workspaces.create(wd.paths, wcfg, session_id)
+            run_in = wt.path if wt else (cwd or wd.paths.root)
             ran_in = run_in
             # L1 on a runtime with no read-only mode: a throwaway copy, discarded at exit.
             copy = read_only and not rt.read_only
@@ -171,7 +172,7 @@ def start(
             jsonio.write_json(d / META, meta)
             jsonio.write_json(d / STATUS, {"state": "starting", "exit_code": None})
             (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
-            ready = _spawn_supervisor(d, worker_env(paths, session_id, run_in, config, rt))
+            ready = _spawn_supervisor(d, worker_env(wd.paths, session_id, run_in, config, rt))
         except BaseException as exc:
             ended = {"state": "exited", "exit_code": None, "ended_at": now, "error": str(exc)}
             with contextlib.suppress(OSError):

@@ -7,14 +7,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.workdir.paths import Paths
+from looop_py.workdir.context import WorkDir
 from looop_py.workers import records
 
 POLL_S = 0.2  # how often a followed log is read again
 
 
 def read_log(
-    paths: Paths,
+    wd: WorkDir,
     worker_id: str,
     *,
     last: int | None = None,
@@ -29,8 +29,8 @@ def read_log(
     whatever the worker appends until it has ended. An unknown id raises
     UsageError before anything is read.
     """
-    alive = records.get(paths, worker_id, clock()).alive
-    log = records.session_dir(paths, worker_id) / records.OUTPUT
+    alive = records.get(wd, worker_id, clock()).alive
+    log = records.session_dir(wd.paths, worker_id) / records.OUTPUT
     pos = 0
     if last is not None:
         lines = jsonio.tail_lines(log, last)
@@ -45,7 +45,7 @@ def read_log(
         if not follow or not alive:
             return
         sleep(poll_s)
-        alive = records.get(paths, worker_id, clock()).alive
+        alive = records.get(wd, worker_id, clock()).alive
 
 
 def _size(log: Path) -> int:

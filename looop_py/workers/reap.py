@@ -41,10 +41,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.workdir.config import Config
+    from looop_py.workdir.context import WorkDir
 
 
 def housekeeping(
-    paths: Paths, config: Config, now: float, *, ttl_s: float | None = None
+    wd: WorkDir, config: Config, now: float, *, ttl_s: float | None = None
 ) -> list[dict[str, Any]]:
     """Record lost workers, verify and settle dead ones, prune old records.
 
@@ -53,17 +54,17 @@ def housekeeping(
     per thing done ({"event": name, ...}); the pulse logs them.
     """
     events: list[dict[str, Any]] = []
-    dirs = session_dirs(paths)
+    dirs = session_dirs(wd.paths)
     if dirs:
         ttl = config.workers.session_ttl_s if ttl_s is None else ttl_s
         budget_end = time.monotonic() + config.workers.verify_budget_s
         for d in dirs:
-            events += _housekeep_one(paths, config, d, now, budget_end, ttl_s=ttl)
+            events += _housekeep_one(wd, config, d, now, budget_end, ttl_s=ttl)
     return events
 
 
 def _housekeep_one(
-    paths: Paths, config: Config, d: Path, now: float, budget_end: float, *, ttl_s: float
+    wd: WorkDir, config: Config, d: Path, now: float, budget_end: float, *, ttl_s: float
 ) -> list[dict[str, Any]]:
     meta, status = read_record(d / META), read_record(d / STATUS)
     if meta.get("unreadable") or status.get("unreadable"):
@@ -88,8 +89,8 @@ def _housekeep_one(
         if isinstance(verify, str) and verify.strip() and not (d / VERIFY).exists():
             if time.monotonic() >= budget_end:
                 return events  # out of verify time this beat; the next beat settles it
-            events.append(_run_verify(paths, config, d, verify, now))
-        events.append(_finalize(paths, d, meta, status, now))
+            events.append(_run_verify(wd.paths, config, d, verify, now))
+        events.append(_finalize(wd, d, meta, status, now))
         return events
     ended = as_number(status.get("ended_at")) or as_number(status.get("finalized_at")) or now
     if now - ended > ttl_s:
@@ -131,7 +132,7 @@ def _run_verify(paths: Paths, config: Config, d: Path, cmd: str, now: float) -> 
 
 
 def _finalize(
-    paths: Paths, d: Path, meta: dict[str, Any], status: dict[str, Any], now: float
+    wd: WorkDir, d: Path, meta: dict[str, Any], status: dict[str, Any], now: float
 ) -> dict[str, Any]:
     """Once per dead session: usage from its output, its worktree settled."""
 
@@ -139,7 +140,7 @@ def _finalize(
     result = read_record(d / RESULT)
     # Charged before finalized_at is written: a beat killed in between finalizes it again,
     # and the ledger's key makes that second charge a no-op.
-    charge(paths, d, now, usage or as_dict(result.get("usage")) or None, meta)
+    charge(wd, d, now, usage or as_dict(result.get("usage")) or None, meta)
     status = {**status, "finalized_at": now}
     if usage is not None:
         status["usage"] = usage
@@ -177,7 +178,7 @@ def source_of(meta: dict[str, Any]) -> str:
 
 
 def charge(
-    paths: Paths,
+    wd: WorkDir,
     d: Path,
     now: float,
     usage: dict[str, Any] | None,
@@ -187,7 +188,7 @@ def charge(
     meta = read_record(d / META) if meta is None else meta
     c = ledger.from_usage(f"worker:{d.name}", source_of(meta), usage)
     if c is not None:
-        ledger.record_charge(paths, now, c)
+        ledger.record_charge(wd, now, c)
 
 
 def kept_worktrees(paths: Paths, config: Config) -> list[dict[str, Any]]:

@@ -25,6 +25,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from looop_py.workdir.context import WorkDir
+
 META = "meta.json"
 STATUS = "status.json"
 PROMPT = "prompt.md"
@@ -221,9 +223,9 @@ class SessionView:
         }
 
 
-def _pending_asks(paths: Paths) -> set[str]:
+def _pending_asks(wd: WorkDir) -> set[str]:
     """Workers with a question no human has answered yet (an ask without an answer)."""
-    box = shelf.of(paths)
+    box = wd.shelf
     if box.empty("asks"):
         return set()
     answered = set(box.names("answers"))
@@ -311,22 +313,22 @@ def session_dirs(paths: Paths) -> list[Path]:
     return [Path(e.path) for e in entries if is_safe_segment(e.name) and e.is_dir()]
 
 
-def list_sessions(paths: Paths, now: float) -> list[SessionView]:
+def list_sessions(wd: WorkDir, now: float) -> list[SessionView]:
     """Every session on disk, sorted by id, with liveness and health."""
-    dirs = session_dirs(paths)
-    waiting = _pending_asks(paths) if dirs else set()
-    return [view(paths, d, now, waiting) for d in dirs]
+    dirs = session_dirs(wd.paths)
+    waiting = _pending_asks(wd) if dirs else set()
+    return [view(wd.paths, d, now, waiting) for d in dirs]
 
 
-def get(paths: Paths, session_id: str, now: float) -> SessionView:
-    d = session_dir(paths, session_id)
+def get(wd: WorkDir, session_id: str, now: float) -> SessionView:
+    d = session_dir(wd.paths, session_id)
     if not d.is_dir():
         raise UsageError(f"no worker {session_id!r}", "list them with `looop workers --all`")
-    return view(paths, d, now, _pending_asks(paths))
+    return view(wd.paths, d, now, _pending_asks(wd))
 
 
-def live_count(paths: Paths, now: float) -> int:
-    return sum(1 for v in list_sessions(paths, now) if v.alive)
+def live_count(wd: WorkDir, now: float) -> int:
+    return sum(1 for v in list_sessions(wd, now) if v.alive)
 
 
 # -- done: the worker's own report -----------------------------------------------------
