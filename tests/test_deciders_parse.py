@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from looop_py.deciders.base import DecideError
+from looop_py.deciders.base import DecideError, TemporaryError
 from looop_py.deciders.parse import CliError, parse_object, parse_output
 
 NOOP = {"action": "noop", "reason": "quiet"}
@@ -244,5 +244,6 @@ def test_pi_retried_then_answered_is_a_reply_and_failed_last_is_its_error() -> N
     }
     start = json.dumps({"type": "agent_start"}) + "\n"
     assert parse_output(start + json.dumps(failed) + "\n" + PI_STREAM).value == NOOP
-    with pytest.raises(CliError, match="pi reported an error: 500 overloaded"):
+    with pytest.raises(CliError, match="pi reported an error: 500 overloaded") as info:
         parse_output(PI_STREAM + json.dumps(failed) + "\n")
+    assert isinstance(info.value, TemporaryError)  # pi's message starts with the status
