@@ -25,6 +25,7 @@ Whether the object is a valid move is not decided here (moves.parse does that).
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -81,12 +82,22 @@ def cli_error(message: str, hint: str | None = None, *, status: int | None = Non
     return (CliTemporary if temporary else CliPermanent)(message, hint)
 
 
+class Source(enum.StrEnum):
+    """What the move was read from (`source` in a decide's meta)."""
+
+    TEXT = "text"  # the model's text as printed
+    CLAUDE_JSON = "claude-json"
+    CLAUDE_STREAM = "claude-stream"
+    CODEX = "codex"
+    PI = "pi"
+
+
 @dataclass(frozen=True)
 class Parsed:
     value: dict[str, Any]  # the one JSON object the model produced
     text: str  # the model's own text it was read from (envelopes removed)
     usage: Usage | None = None  # tokens/cost when the output reported them
-    source: str = "text"  # text | claude-json | claude-stream | codex | pi
+    source: Source = Source.TEXT
 
 
 def _preview(text: str, limit: int = 60) -> str:
@@ -217,7 +228,7 @@ def _num(value: Any) -> float | None:
 
 
 def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
-    source = "claude-stream" if stream else "claude-json"
+    source = Source.CLAUDE_STREAM if stream else Source.CLAUDE_JSON
     result = event.get("result")
     if event.get("is_error") or event.get("subtype") not in (None, "success"):
         why = result if isinstance(result, str) and result else event.get("subtype", "error")
@@ -273,7 +284,7 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
             raise cli_error(f"codex reported an error: {error}")
         raise InvalidReply("codex printed no reply")
     usage = Usage(tokens_in, tokens_out, None, min(cached, tokens_in)) if metered else None
-    return Parsed(parse_object(text), text, usage, "codex")
+    return Parsed(parse_object(text), text, usage, Source.CODEX)
 
 
 def _pi(events: list[dict[str, Any]]) -> Parsed:
@@ -322,4 +333,4 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
     if text is None:
         raise InvalidReply("pi printed no assistant message")
     usage = Usage(tokens_in, tokens_out, cost, read, written) if metered else None
-    return Parsed(parse_object(text), text, usage, "pi")
+    return Parsed(parse_object(text), text, usage, Source.PI)
