@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from looop_py.deciders.anthropic import API_VERSION, TOOL_NAME, AnthropicDecider
-from looop_py.deciders.base import DecideError, DecideRequest, request_in
+from looop_py.deciders.base import (
+    DecideError,
+    DecideRequest,
+    PermanentError,
+    TemporaryError,
+    request_in,
+)
 from looop_py.errors import ConfigError
 from looop_py.moves import union
 from looop_py.workdir.config import DeciderConfig
@@ -114,6 +120,38 @@ def test_overloaded_529_and_500_then_success(wd: Paths, key: str) -> None:
     assert 0.25 <= sleeps[0] <= 0.3 and 0.5 <= sleeps[1] <= 0.55
 
 
+@pytest.mark.parametrize(
+    ("reply", "kind", "delay"),
+    [
+        (
+            Reply(401, {"type": "error", "error": {"type": "authentication_error"}}),
+            PermanentError,
+            None,
+        ),
+        (
+            Reply(
+                429,
+                {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+                {"retry-after": "12"},
+            ),
+            TemporaryError,
+            12,
+        ),
+        (
+            Reply(529, {"type": "error", "error": {"type": "overloaded_error"}}),
+            TemporaryError,
+            None,
+        ),
+    ],
+)
+def test_the_status_says_whether_a_retry_may_help(
+    wd: Paths, key: str, reply: Reply, kind: type[DecideError], delay: float | None
+) -> None:
+    with FakeAPI().reply(reply) as api, pytest.raises(kind) as info:
+        make(api, [], max_retries=0).decide(request(wd))
+    assert getattr(info.value, "delay", None) == delay and len(api.requests) == 1
+
+
 def test_timeout_when_the_server_is_slower_than_the_client(wd: Paths, key: str) -> None:
     with FakeAPI().reply(Reply(200, anthropic_message([]), delay_s=1.5)) as api:
         started = time.monotonic()
@@ -161,8 +199,9 @@ def test_a_bad_request_says_what_the_api_said(wd: Paths, key: str) -> None:
 def test_malformed_bodies_refusals_and_missing_tool_calls_are_decide_errors(
     wd: Paths, key: str, reply: Reply, reason: str
 ) -> None:
-    with FakeAPI().reply(reply) as api, pytest.raises(DecideError, match=reason):
+    with FakeAPI().reply(reply) as api, pytest.raises(PermanentError, match=reason):
         make(api).decide(request(wd))
+    assert len(api.requests) == 1
 
 
 def test_a_tool_input_without_the_wrapper_is_passed_through(wd: Paths, key: str) -> None:
@@ -231,7 +270,7 @@ def test_cached_tokens_are_read_into_usage_and_priced(wd: Paths, key: str) -> No
 def test_missing_key_and_missing_model(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LOOOP_TEST_ANTHROPIC_KEY", raising=False)
     cfg = DeciderConfig(backend="anthropic", model="m", api_key_env="LOOOP_TEST_ANTHROPIC_KEY")
-    with pytest.raises(DecideError, match=r"\$LOOOP_TEST_ANTHROPIC_KEY is not set"):
+    with pytest.raises(PermanentError, match=r"\$LOOOP_TEST_ANTHROPIC_KEY is not set"):
         AnthropicDecider(cfg).decide(request(wd))
     with pytest.raises(ConfigError, match="needs a model"):
         AnthropicDecider(DeciderConfig(backend="anthropic"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from looop_py.deciders import BACKENDS, load
+from looop_py.deciders import BACKENDS, FACTORIES, load
 from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import presets
@@ -95,6 +95,16 @@ def test_registry_and_default() -> None:
         load(Config(decider=DeciderConfig(backend="gpt")))
     # The default loads with no key, no CLI, no network.
     assert load(Config()).name in ("rules", "noop")
+
+
+def test_each_backend_is_built_by_its_own_factory_from_the_decider_table() -> None:
+    assert tuple(FACTORIES) == BACKENDS
+    for name in BACKENDS:
+        cfg = DeciderConfig(backend=name, model="m", command="claude -p", script="moves.jsonl")
+        assert load(Config(decider=cfg)).name == name
+    with pytest.raises(ConfigError) as info:
+        load(Config(decider=DeciderConfig(backend="gpt")))
+    assert info.value.hint == f"choose one of: {', '.join(BACKENDS)}"
 
 
 def test_config_keys_are_type_checked(tmp_path: Path) -> None:

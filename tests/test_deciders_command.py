@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 from looop_py.beat.pulse import beat
-from looop_py.deciders.base import DecideError, Decision, request_in
+from looop_py.deciders.base import (
+    DecideError,
+    Decision,
+    InvalidReply,
+    PermanentError,
+    TemporaryError,
+    TimedOut,
+    request_in,
+)
 from looop_py.deciders.command import CommandDecider, render
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
@@ -30,9 +38,13 @@ def fake_cli(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def decide(wd: Paths, command: str, timeout_s: float = 10.0, **kw: Any) -> Decision:
+def decide(
+    wd: Paths, command: str, timeout_s: float = 10.0, slept: list[float] | None = None, **kw: Any
+) -> Decision:
+    """One decide; a retry's wait is recorded in `slept`, never slept for real."""
     cfg = DeciderConfig(backend="command", command=command, timeout_s=timeout_s, **kw)
-    return CommandDecider(cfg).decide(request_in(wd, 0.0, prompt=PROMPT))
+    sleep = (slept if slept is not None else []).append
+    return CommandDecider(cfg, sleep=sleep).decide(request_in(wd, 0.0, prompt=PROMPT))
 
 
 def stream_json(move: dict[str, object]) -> str:
@@ -127,7 +139,7 @@ def test_a_hanging_cli_is_killed_with_its_whole_group(wd: Paths, tmp_path: Path)
         f"echo $$ >> {pids}\necho partial\nsleep 300\n",
     )
     started = time.monotonic()
-    with pytest.raises(DecideError, match=r"no answer within 0\.5s; its process group was killed"):
+    with pytest.raises(TimedOut, match=r"no answer within 0\.5s; its process group was killed"):
         decide(wd, str(cli), timeout_s=0.5)
     assert time.monotonic() - started < 3
     ids = [int(p) for p in pids.read_text().split()]
@@ -145,12 +157,15 @@ def test_a_failing_cli_reports_exit_code_and_stderr_tail(wd: Paths, tmp_path: Pa
         'for i in $(seq 1 500); do echo "noise $i" >&2; done\n'
         "echo 'Error: invalid API key · run /login' >&2\nexit 3\n",
     )
-    with pytest.raises(DecideError, match="exited 3") as info:
-        decide(wd, str(cli))
+    slept: list[float] = []
+    with pytest.raises(PermanentError, match="exited 3") as info:
+        decide(wd, str(cli), slept=slept)
     message = info.value.message
     assert "invalid API key · run /login" in message
     assert "noise 1 " not in message  # only the tail
     assert len(message) < 700
+    # "noise 500" in the tail is no HTTP status: a bad key is not retried (it was, 4 times).
+    assert slept == [] and "attempts" not in message
 
 
 @pytest.mark.parametrize(
@@ -171,8 +186,10 @@ def test_unusable_output_is_a_decide_error(
     wd: Paths, tmp_path: Path, body: str, reason: str
 ) -> None:
     cli = fake_cli(tmp_path, "agent", body)
-    with pytest.raises(DecideError, match=reason):
-        decide(wd, str(cli))
+    slept: list[float] = []
+    with pytest.raises(PermanentError, match=reason):
+        decide(wd, str(cli), slept=slept)
+    assert slept == []
 
 
 def test_a_command_is_required() -> None:
@@ -220,7 +237,7 @@ def test_a_failing_cli_s_envelope_is_the_reason_and_is_kept(wd: Paths, tmp_path:
         " Invalid API key · Fix external API key"
     )
     assert "Invalid API key" in info.value.raw
-    assert not info.value.transient
+    assert isinstance(info.value, PermanentError)
 
 
 def test_a_move_printed_by_a_failing_cli_is_not_trusted(wd: Paths, tmp_path: Path) -> None:
@@ -229,7 +246,7 @@ def test_a_move_printed_by_a_failing_cli_is_not_trusted(wd: Paths, tmp_path: Pat
         decide(wd, str(cli))
 
 
-def test_transient_failures_are_retried_with_backoff_within_max_wait(
+def test_temporary_failures_are_retried_with_backoff_within_max_wait(
     wd: Paths, tmp_path: Path
 ) -> None:
     count = tmp_path / "count"
@@ -247,16 +264,73 @@ def test_transient_failures_are_retried_with_backoff_within_max_wait(
     assert [round(s) for s in slept] == [1, 2]
     count.unlink()
     cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3, max_wait_s=2.5)
-    with pytest.raises(DecideError, match=r"529.*would pass max_wait_s=2\.5"):
+    with pytest.raises(TemporaryError, match=r"529.*would pass max_wait_s=2\.5"):
         CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
 
 
-def test_a_failure_that_is_not_transient_is_not_retried(wd: Paths, tmp_path: Path) -> None:
+def test_a_permanent_failure_is_not_retried(wd: Paths, tmp_path: Path) -> None:
     cli = fake_cli(tmp_path, "x", "echo 'Error: Error code: 401 - bad key' >&2\nexit 1\n")
     slept: list[float] = []
     cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3)
-    with pytest.raises(DecideError, match="401 - bad key"):
+    with pytest.raises(PermanentError, match="401 - bad key"):
         CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
+    assert slept == []
+
+
+def _claude_error(status: int, text: str) -> str:
+    envelope = {"type": "result", "is_error": True, "api_error_status": status, "result": text}
+    return f"echo '{json.dumps(envelope)}'\nexit 1\n"
+
+
+def _codex_error(text: str) -> str:
+    events = [
+        {"type": "thread.started"},
+        {"type": "turn.started"},
+        {"type": "error", "message": text},
+    ]
+    return "".join(f"echo '{json.dumps(e)}'\n" for e in events) + "exit 1\n"
+
+
+def _pi_error(text: str) -> str:
+    message = {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": text}
+    events = [{"type": "agent_start"}, {"type": "message_end", "message": message}]
+    return "".join(f"echo '{json.dumps(e)}'\n" for e in events)  # pi exits 0
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        # What the real CLIs print (tests/test_agents_deciders.py runs them) for each status.
+        (_claude_error(401, "Invalid API key · Fix external API key"), PermanentError),
+        (_claude_error(429, "API Error: Request rejected (429) · rate limited"), TemporaryError),
+        (_claude_error(529, "API Error: 529 overloaded"), TemporaryError),
+        (_claude_error(400, "API Error: 400 HTTP 400"), PermanentError),
+        (_codex_error("unexpected status 401 Unauthorized: invalid x-api-key"), PermanentError),
+        (_codex_error("exceeded retry limit, last status: 429 Too Many Requests"), TemporaryError),
+        (_codex_error("We’re currently experiencing high demand"), TemporaryError),
+        (_codex_error("unexpected status 529 <unknown status code>: HTTP 529"), TemporaryError),
+        (_pi_error("401 invalid x-api-key"), PermanentError),
+        (_pi_error("429 rate limited by the server"), TemporaryError),
+        (_pi_error("500 internal error"), TemporaryError),
+        ("echo 'Error: Error code: 401 - invalid x-api-key' >&2\nexit 1\n", PermanentError),
+        ("echo 'Error: Error code: 429 - rate limited' >&2\nexit 1\n", TemporaryError),
+        ("echo 'Error: Error code: 503 - unavailable' >&2\nexit 1\n", TemporaryError),
+        ("echo 'model is overloaded, try later' >&2\nexit 1\n", TemporaryError),
+        # a number in the noise is not a status; a missing CLI is not worth a retry
+        ("echo 'wrote 512 bytes to /tmp/pytest-529/x' >&2\nexit 1\n", PermanentError),
+        ("echo 'bash: claude: command not found' >&2\nexit 127\n", PermanentError),
+        ("echo 'I would wait and see.'\n", InvalidReply),
+    ],
+)
+def test_the_cli_failure_is_typed_where_its_output_is_read(
+    wd: Paths, tmp_path: Path, body: str, kind: type[DecideError]
+) -> None:
+    cli = fake_cli(tmp_path, "agent", body)
+    slept: list[float] = []
+    with pytest.raises(DecideError) as info:
+        decide(wd, str(cli), slept=slept, max_retries=0)
+    assert isinstance(info.value, kind), info.value
+    assert not isinstance(info.value, TimedOut)
     assert slept == []
 
 

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from looop_py.beat.pulse import beat
-from looop_py.deciders.base import DecideError, DecideRequest, request_in
+from looop_py.deciders.base import (
+    DecideError,
+    DecideRequest,
+    InvalidReply,
+    PermanentError,
+    TemporaryError,
+    TimedOut,
+    request_in,
+)
 from looop_py.deciders.openai import OpenAIDecider
 from looop_py.errors import ConfigError
 from looop_py.moves import union
@@ -150,7 +158,7 @@ def test_retries_are_bounded_by_attempts(wd: Paths, key: str) -> None:
     busy = [Reply(503, {"error": {"message": "overloaded"}})] * 5
     with (
         FakeAPI().reply(*busy) as api,
-        pytest.raises(DecideError, match=r"after 3 attempt\(s\).*overloaded"),
+        pytest.raises(TemporaryError, match=r"after 3 attempt\(s\).*overloaded"),
     ):
         make(api, sleeps, max_retries=2).decide(request(wd))
     assert len(api.requests) == 3 and len(sleeps) == 2
@@ -159,9 +167,10 @@ def test_retries_are_bounded_by_attempts(wd: Paths, key: str) -> None:
 def test_retries_are_bounded_by_total_wait(wd: Paths, key: str) -> None:
     sleeps: list[float] = []
     slow = Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "120"})
-    with FakeAPI().reply(slow) as api, pytest.raises(DecideError, match="max_wait_s=5"):
+    with FakeAPI().reply(slow) as api, pytest.raises(TemporaryError, match="max_wait_s=5") as info:
         make(api, sleeps).decide(request(wd))
     assert sleeps == [] and len(api.requests) == 1
+    assert info.value.delay == 120  # what the server asked for, for whoever tries next
 
 
 def test_a_dropped_connection_is_retried(wd: Paths, key: str) -> None:
@@ -174,18 +183,65 @@ def test_a_client_error_is_not_retried_and_says_what_the_server_said(wd: Paths, 
     denied = Reply(401, {"error": {"message": "Incorrect API key provided"}})
     with (
         FakeAPI().reply(denied, ok()) as api,
-        pytest.raises(DecideError, match="HTTP 401: Incorrect API key provided") as info,
+        pytest.raises(PermanentError, match="HTTP 401: Incorrect API key provided") as info,
     ):
         make(api).decide(request(wd))
     assert len(api.requests) == 1
     assert key not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("reply", "kind", "delay"),
+    [
+        (Reply(401, {"error": {"message": "Incorrect API key"}}), PermanentError, None),
+        (Reply(403, {"error": {"message": "not allowed"}}), PermanentError, None),
+        (Reply(400, {"error": {"message": "bad request"}}), PermanentError, None),
+        (Reply(404, {"error": {"message": "no such model"}}), PermanentError, None),
+        (Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "7"}), TemporaryError, 7),
+        (
+            Reply(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "1500"}),
+            TemporaryError,
+            1.5,
+        ),
+        (Reply(408, {"error": {"message": "request timeout"}}), TemporaryError, None),
+        (Reply(500, {"error": {"message": "boom"}}), TemporaryError, None),
+        (Reply(503, "busy", {"Retry-After": "2"}), TemporaryError, 2),
+        (Reply(drop=True), TemporaryError, None),
+        (Reply(200, openai_completion("I think we should wait.")), InvalidReply, None),
+        (Reply(200, b"<html>oops</html>"), InvalidReply, None),
+    ],
+)
+def test_a_failure_is_typed_where_the_transport_sees_it(
+    wd: Paths, key: str, reply: Reply, kind: type[DecideError], delay: float | None
+) -> None:
+    """The HTTP status (or the dropped connection, or the reply) says whether a retry may
+    help, and how long the server asked to wait; the retry loop only reads the type."""
+    sleeps: list[float] = []
+    with FakeAPI().reply(reply) as api, pytest.raises(DecideError) as info:
+        make(api, sleeps, max_retries=0).decide(request(wd))
+    assert type(info.value) is kind, info.value
+    assert getattr(info.value, "delay", None) == delay
+    assert len(api.requests) == 1 and sleeps == []
+
+
+def test_only_temporary_failures_are_retried(wd: Paths, key: str) -> None:
+    sleeps: list[float] = []
+    prose = Reply(200, openai_completion("I think we should wait."))
+    with FakeAPI().reply(prose, ok()) as api, pytest.raises(InvalidReply, match="no JSON object"):
+        make(api, sleeps).decide(request(wd))
+    assert len(api.requests) == 1 and sleeps == []  # a billed reply is not asked for again
+    busy = Reply(503, {"error": {"message": "overloaded"}}, {"Retry-After": "4"})
+    with FakeAPI().reply(busy, busy) as api, pytest.raises(TemporaryError) as info:
+        make(api, sleeps, max_retries=1).decide(request(wd))
+    assert info.value.delay == 4.0 and sleeps == [4.0] and len(api.requests) == 2
+
+
 def test_timeout_when_the_server_is_slower_than_the_client(wd: Paths, key: str) -> None:
     with FakeAPI().reply(Reply(200, openai_completion("{}"), delay_s=1.5)) as api:
         started = time.monotonic()
-        with pytest.raises(DecideError, match=r"no answer .* within 0.3s"):
+        with pytest.raises(TimedOut, match=r"no answer .* within 0.3s") as info:
             make(api, timeout_s=0.3).decide(request(wd))
+        assert isinstance(info.value, TemporaryError)  # a later beat may get an answer
         assert time.monotonic() - started < 1.2
     assert len(api.requests) == 1  # a timeout is not retried
 
@@ -210,9 +266,10 @@ def test_timeout_when_the_server_is_slower_than_the_client(wd: Paths, key: str) 
 def test_malformed_bodies_and_refusals_are_decide_errors(
     wd: Paths, key: str, reply: Reply, reason: str
 ) -> None:
-    with FakeAPI().reply(reply) as api, pytest.raises(DecideError, match=reason) as info:
+    with FakeAPI().reply(reply) as api, pytest.raises(PermanentError, match=reason) as info:
         make(api).decide(request(wd))
     assert info.value.raw  # the archive still gets what the server sent
+    assert len(api.requests) == 1
 
 
 def test_missing_key_is_a_clear_error_before_any_request(
@@ -225,7 +282,7 @@ def test_missing_key_is_a_clear_error_before_any_request(
         base_url="https://llm.example.invalid/v1",
         api_key_env="LOOOP_TEST_OPENAI_KEY",
     )
-    with pytest.raises(DecideError, match=r"\$LOOOP_TEST_OPENAI_KEY is not set") as info:
+    with pytest.raises(PermanentError, match=r"\$LOOOP_TEST_OPENAI_KEY is not set") as info:
         OpenAIDecider(cfg).decide(request(wd))
     assert "export LOOOP_TEST_OPENAI_KEY" in (info.value.hint or "")
 
@@ -269,7 +326,7 @@ def test_unreachable_server_fails_fast(wd: Paths, key: str) -> None:
     api.server.server_close()
     cfg = DeciderConfig(backend="openai", model="m", base_url=base, api_key_env="X", timeout_s=2)
     started = time.monotonic()
-    with pytest.raises(DecideError, match="cannot reach"):
+    with pytest.raises(PermanentError, match="cannot reach"):
         OpenAIDecider(cfg).decide(request(wd))
     assert time.monotonic() - started < 1.5
 

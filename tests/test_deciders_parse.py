@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from looop_py.deciders.base import DecideError
-from looop_py.deciders.parse import CliError, parse_object, parse_output
+from looop_py.deciders.base import DecideError, TemporaryError
+from looop_py.deciders.parse import CliError, Source, parse_object, parse_output
 
 NOOP = {"action": "noop", "reason": "quiet"}
 NOOP_TEXT = json.dumps(NOOP)
@@ -195,7 +195,7 @@ def test_codex_exec_json() -> None:
 
 def test_pi_mode_json() -> None:
     parsed = parse_output(PI_STREAM)
-    assert parsed.value == NOOP and parsed.source == "pi"
+    assert parsed.value == NOOP and parsed.source is Source.PI and parsed.source == "pi"
     assert parsed.usage is not None
     assert (parsed.usage.input_tokens, parsed.usage.output_tokens) == (1000, 30)
     assert (parsed.usage.cache_read_tokens, parsed.usage.cache_write_tokens) == (100, 0)
@@ -244,5 +244,6 @@ def test_pi_retried_then_answered_is_a_reply_and_failed_last_is_its_error() -> N
     }
     start = json.dumps({"type": "agent_start"}) + "\n"
     assert parse_output(start + json.dumps(failed) + "\n" + PI_STREAM).value == NOOP
-    with pytest.raises(CliError, match="pi reported an error: 500 overloaded"):
+    with pytest.raises(CliError, match="pi reported an error: 500 overloaded") as info:
         parse_output(PI_STREAM + json.dumps(failed) + "\n")
+    assert isinstance(info.value, TemporaryError)  # pi's message starts with the status

@@ -2,39 +2,72 @@
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 
 from looop_py.deciders.base import Decider
 from looop_py.errors import ConfigError
-from looop_py.workdir.config import Config
+from looop_py.workdir.config import Config, DeciderConfig
 
-# backend name → "module:Class", imported lazily so a beat pays only for the one it uses.
-REGISTRY = {
-    "rules": "looop_py.deciders.rules:RulesDecider",
-    "command": "looop_py.deciders.command:CommandDecider",
-    "openai": "looop_py.deciders.openai:OpenAIDecider",
-    "anthropic": "looop_py.deciders.anthropic:AnthropicDecider",
-    "script": "looop_py.deciders.script:ScriptDecider",
-    "noop": "looop_py.deciders.noop:NoopDecider",
+# Each factory builds its backend from the [decider] table (its constructor checks the keys
+# it needs) and imports it only then, so a beat pays only for the one it uses.
+Factory = Callable[[DeciderConfig], Decider]
+
+
+def _rules(cfg: DeciderConfig) -> Decider:
+    from looop_py.deciders.rules import RulesDecider  # only when this backend is chosen
+
+    return RulesDecider()
+
+
+def _command(cfg: DeciderConfig) -> Decider:
+    from looop_py.deciders.command import CommandDecider  # only when this backend is chosen
+
+    return CommandDecider(cfg)
+
+
+def _openai(cfg: DeciderConfig) -> Decider:
+    from looop_py.deciders.openai import OpenAIDecider  # only when this backend is chosen
+
+    return OpenAIDecider(cfg)
+
+
+def _anthropic(cfg: DeciderConfig) -> Decider:
+    from looop_py.deciders.anthropic import AnthropicDecider  # only when this backend is chosen
+
+    return AnthropicDecider(cfg)
+
+
+def _script(cfg: DeciderConfig) -> Decider:
+    from looop_py.deciders.script import ScriptDecider  # only when this backend is chosen
+
+    return ScriptDecider(cfg)
+
+
+def _noop(cfg: DeciderConfig) -> Decider:
+    from looop_py.deciders.noop import NoopDecider  # only when this backend is chosen
+
+    return NoopDecider()
+
+
+# backend name → factory; `[decider] backend` names one.
+FACTORIES: dict[str, Factory] = {
+    "rules": _rules,
+    "command": _command,
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "script": _script,
+    "noop": _noop,
 }
-BACKENDS = tuple(REGISTRY)
+BACKENDS = tuple(FACTORIES)
 
 
 def load(config: Config) -> Decider:
-    """Build the backend `[decider] backend` names; its constructor checks its own keys."""
+    """Build the backend `[decider] backend` names."""
     backend = config.decider.backend
-    target = REGISTRY.get(backend)
-    if target is None:
+    factory = FACTORIES.get(backend)
+    if factory is None:
         raise ConfigError(
             f"unknown decider backend {backend!r} in [decider]",
             f"choose one of: {', '.join(BACKENDS)}",
         )
-    module_name, cls_name = target.split(":")
-    module = importlib.import_module(module_name)
-    cls = getattr(module, cls_name)
-    import inspect  # slow to import; needed only to report a broken backend
-
-    # A backend that takes arguments gets the [decider] table; one that needs none, none.
-    if inspect.signature(cls).parameters:
-        return cls(config.decider)  # type: ignore[no-any-return]
-    return cls()  # type: ignore[no-any-return]
+    return factory(config.decider)

@@ -19,7 +19,14 @@ import time
 from typing import Any
 
 from looop_py.deciders import schema, transport
-from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage, prompt_blocks
+from looop_py.deciders.base import (
+    DecideRequest,
+    Decision,
+    InvalidReply,
+    PermanentError,
+    Usage,
+    prompt_blocks,
+)
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 
@@ -77,7 +84,7 @@ class AnthropicDecider:
         if key:
             headers["x-api-key"] = key
         elif not transport.is_loopback(self.base_url):
-            raise DecideError(
+            raise PermanentError(
                 f"${self.key_env} is not set; the anthropic backend needs an API key",
                 f"export {self.key_env}=… in the environment looop runs in (cron too),"
                 " or set api_key_env in [decider]",
@@ -123,19 +130,19 @@ def content_blocks(prompt: str, ttl: str) -> list[dict[str, Any]]:
 def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | None]:
     """(move value, usage, stop_reason) from a Messages API reply."""
     if not isinstance(data, dict):
-        raise DecideError("anthropic: the reply is not a JSON object")
+        raise InvalidReply("anthropic: the reply is not a JSON object")
     if data.get("type") == "error":
         err = data.get("error")
         why = err.get("message") if isinstance(err, dict) else err
-        raise DecideError(f"anthropic: error: {str(why)[:300]}")
+        raise PermanentError(f"anthropic: error: {str(why)[:300]}")
     content = data.get("content")
     stop = data.get("stop_reason")
     if not isinstance(content, list):
-        raise DecideError("anthropic: the reply has no content list")
+        raise InvalidReply("anthropic: the reply has no content list")
     if stop == "refusal":
-        raise DecideError("anthropic: the model refused to answer")
+        raise InvalidReply("anthropic: the model refused to answer")
     if stop == "max_tokens":
-        raise DecideError(
+        raise InvalidReply(
             f"anthropic: the reply was cut off at max_tokens={max_tokens}",
             "raise max_tokens in [decider]",
         )
@@ -149,12 +156,12 @@ def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | Non
             b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
         )
         said = f"; it said: {' '.join(text.split())[:200]!r}" if text.strip() else ""
-        raise DecideError(f"anthropic: the model did not call {TOOL_NAME} (stop={stop}){said}")
+        raise InvalidReply(f"anthropic: the model did not call {TOOL_NAME} (stop={stop}){said}")
     if len(calls) > 1:
-        raise DecideError(f"anthropic: the model called {TOOL_NAME} {len(calls)} times; one move")
+        raise InvalidReply(f"anthropic: the model called {TOOL_NAME} {len(calls)} times; one move")
     value = calls[0].get("input")
     if not isinstance(value, dict):
-        raise DecideError(f"anthropic: the {TOOL_NAME} input is not an object")
+        raise InvalidReply(f"anthropic: the {TOOL_NAME} input is not an object")
     return schema.unwrap(value), _usage(data.get("usage")), stop if isinstance(stop, str) else None
 
 

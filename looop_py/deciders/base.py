@@ -21,10 +21,46 @@ from looop_py.world import Change
 
 
 class DecideError(LooopError):
-    """The backend failed to produce a usable answer (timeout, HTTP error, garbage)."""
+    """The backend failed to produce a usable answer (timeout, HTTP error, garbage).
+
+    A backend raises one of the subclasses below, typed where it sees the failure (an
+    HTTP status, a CLI's exit code or own words, a reply it reads): whoever retries reads
+    the type, never the message.
+    """
 
     raw: str = ""  # what the backend did return, if anything, for the runs/ archive
-    transient: bool = False  # a retry may fix it (a 429 or 5xx the CLI reported)
+
+
+class PermanentError(DecideError):
+    """Retrying this call cannot fix it: a bad key or request (HTTP 400/401/403/404),
+    a server that cannot be reached at all, a CLI that failed for a reason it did not
+    name as temporary."""
+
+
+class InvalidReply(PermanentError):
+    """The backend answered, but not with one usable move (prose, two objects, bad JSON,
+    a refusal, a reply cut at max_tokens). The call was made: asking again in the same
+    beat would pay again for the same prompt."""
+
+
+class TemporaryError(DecideError):
+    """A later attempt may succeed: HTTP 408, 429 or 5xx, a dropped connection, a model
+    the provider (or the CLI) calls overloaded. `delay`: the seconds the provider asked
+    to wait (Retry-After), None when it did not say."""
+
+    def __init__(self, message: str, hint: str | None = None, *, delay: float | None = None):
+        super().__init__(message, hint)
+        self.delay = delay
+
+
+class TimedOut(TemporaryError):
+    """No answer within `timeout_s`. A later beat may get one, but the call is not retried
+    within this one: it already held the pulse lock for the whole timeout."""
+
+
+def temporary_status(status: int) -> bool:
+    """Whether an HTTP error status says a later attempt may succeed (408, 429, 5xx)."""
+    return status in (408, 429) or 500 <= status <= 599
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ group is killed, so an agent's own children die with it.
 The envelope is read whatever the exit code: an agent CLI that fails says why
 in it (claude's `is_error` result, codex's `turn.failed`, pi's error message),
 and that text, not just "exited 1", is the reason the beat reports; the raw
-output is kept for runs/. A failure that names a transient cause (429, 5xx,
-overloaded) is retried with the HTTP backends' rules: `max_retries` more
-attempts, the delay doubling from `backoff_s`, all waits within `max_wait_s`.
+output is kept for runs/. Where the output is read, the failure is typed
+(base.py): the envelope or, without one, stderr naming a temporary cause (a
+429 or 5xx status, an overload) makes a TemporaryError; a timeout is
+TimedOut; anything else is permanent. A TemporaryError is retried with the
+HTTP backends' rules: `max_retries` more attempts, the delay doubling from
+`backoff_s`, all waits within `max_wait_s`.
 """
 
 from __future__ import annotations
@@ -29,24 +32,32 @@ from pathlib import Path
 
 from looop_py import procs
 from looop_py.deciders import parse, pricing
-from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
+from looop_py.deciders.base import (
+    DecideError,
+    DecideRequest,
+    Decision,
+    InvalidReply,
+    PermanentError,
+    TemporaryError,
+    TimedOut,
+    Usage,
+)
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 
 PLACEHOLDER = "{{prompt_file}}"
 STDOUT_CAP = 4 * 1024 * 1024
 STDERR_TAIL = 2048
-# What an agent CLI says when the model API failed in a way a retry can fix.
-_TRANSIENT = re.compile(
-    r"\b(?:408|429|5\d\d)\b|rate.?limit|overloaded|high demand|temporar", re.IGNORECASE
-)
+# bash's own exit codes for a command it could not run: not executable, not found.
+_NOT_RUN = (126, 127)
 # `llm -u` prints its usage to stderr: "Token usage: 120 input, 30 output".
 _LLM_USAGE = re.compile(rb"Token usage: ([\d,]+) input, ([\d,]+) output")
 
 
-def transient(reason: str) -> bool:
-    """Whether a failed decide names a cause that retrying can fix (429, 5xx, overload)."""
-    return bool(_TRANSIENT.search(reason))
+def _retryable(exc: DecideError) -> TemporaryError | None:
+    """The failure if another attempt within this decide may fix it: a TemporaryError, but
+    not a timeout (it held the pulse lock for all of timeout_s; the next beat tries)."""
+    return exc if isinstance(exc, TemporaryError) and not isinstance(exc, TimedOut) else None
 
 
 def render(command: str, prompt_file: Path) -> str:
@@ -70,7 +81,7 @@ class CommandDecider:
         self.sleep = sleep
 
     def decide(self, request: DecideRequest) -> Decision:
-        """One decide, retried while the CLI's failure names a transient cause."""
+        """One decide, retried while it fails with a TemporaryError (not a timeout)."""
         waited = 0.0
         attempt = 0
         while True:
@@ -78,11 +89,16 @@ class CommandDecider:
             try:
                 decision = self._once(request)
             except DecideError as exc:
-                if not getattr(exc, "transient", False) or attempt > self.cfg.max_retries:
+                temporary = _retryable(exc)
+                if temporary is None or attempt > self.cfg.max_retries:
                     if attempt > 1:
                         exc.message += f" (after {attempt} attempts)"
                     raise
-                delay = self.cfg.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.1)
+                delay = (
+                    temporary.delay
+                    if temporary.delay is not None
+                    else self.cfg.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.1)
+                )
                 if waited + delay > self.cfg.max_wait_s:
                     exc.message += (
                         f" (after {attempt} attempt(s); waiting {delay:.1f}s more would pass"
@@ -128,15 +144,15 @@ class CommandDecider:
         stderr = " ".join(result.stderr_tail.decode("utf-8", "replace").split())[-500:]
         tail = f"; stderr: {stderr}" if stderr else ""
         if result.returncode is None:
-            raise DecideError(f"could not start bash for the decider command{tail}")
+            raise PermanentError(f"could not start bash for the decider command{tail}")
         if result.timed_out:
-            raise DecideError(
+            raise TimedOut(
                 f"the decider command gave no answer within {self.cfg.timeout_s:g}s;"
                 f" its process group was killed{tail}",
                 "raise [decider] timeout_s, or use a faster model",
             )
         if result.stdout_bytes > STDOUT_CAP:
-            raise DecideError(
+            raise InvalidReply(
                 f"the decider command printed {result.stdout_bytes} bytes; the cap is {STDOUT_CAP}"
             )
         raw = result.stdout.decode("utf-8", "replace")
@@ -144,19 +160,30 @@ class CommandDecider:
         try:
             parsed = parse.parse_output(result.stdout)
         except DecideError as exc:
-            exc.raw = raw
-            if failed:  # the CLI's own words (an envelope's error), else its stderr
-                said = exc.message if isinstance(exc, parse.CliError) else stderr[-300:]
-                exc.message = f"the decider command exited {result.exit_code}" + (
-                    f": {said}" if said else ""
-                )
-                exc.hint = exc.hint or (
-                    "run it by hand in the work dir to see why, or try `looop decider test`"
-                )
-            exc.transient = transient(exc.message)
-            raise
+            if not failed:
+                exc.raw = raw
+                raise
+            # The CLI's own words (an envelope's error, typed where it was read), else
+            # its stderr, typed here: the one place looop sees it.
+            cli = isinstance(exc, parse.CliError)
+            said = exc.message if cli else stderr[-300:]
+            message = f"the decider command exited {result.exit_code}" + (
+                f": {said}" if said else ""
+            )
+            hint = exc.hint or (
+                "run it by hand in the work dir to see why, or try `looop decider test`"
+            )
+            if cli:
+                error: DecideError = exc
+                error.message, error.hint = message, hint
+            elif result.exit_code in _NOT_RUN:
+                error = PermanentError(message, hint)
+            else:
+                error = parse.cli_error(message, hint)
+            error.raw = raw
+            raise error from None
         if failed:
-            refused = DecideError(
+            refused = PermanentError(
                 f"the decider command exited {result.exit_code} after printing a reply{tail}",
                 "a CLI that fails is not trusted with a move; run it by hand to see why",
             )

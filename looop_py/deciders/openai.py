@@ -15,7 +15,13 @@ import urllib.parse
 from typing import Any
 
 from looop_py.deciders import parse, schema, transport
-from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
+from looop_py.deciders.base import (
+    DecideRequest,
+    Decision,
+    InvalidReply,
+    PermanentError,
+    Usage,
+)
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 
@@ -68,7 +74,7 @@ class OpenAIDecider:
             return {"Authorization": f"Bearer {key}"}
         if transport.is_loopback(self.base_url):
             return {}  # Ollama, llama.cpp and friends on this machine need no key
-        raise DecideError(
+        raise PermanentError(
             f"${self.key_env} is not set; the openai backend needs an API key",
             f"export {self.key_env}=… in the environment looop runs in (cron too),"
             " or set api_key_env in [decider]",
@@ -94,35 +100,35 @@ class OpenAIDecider:
 def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | None]:
     """(move value, usage, finish_reason) from a chat.completion object."""
     if not isinstance(data, dict):
-        raise DecideError("openai: the reply is not a JSON object")
+        raise InvalidReply("openai: the reply is not a JSON object")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         err = data.get("error")  # some servers answer 200 with an error object
         why = err.get("message") if isinstance(err, dict) else err
-        raise DecideError(
+        raise (PermanentError if why else InvalidReply)(
             "openai: the reply has no choices" + (f": {str(why)[:300]}" if why else "")
         )
     message = choices[0].get("message")
     finish = choices[0].get("finish_reason")
     if not isinstance(message, dict):
-        raise DecideError("openai: the first choice has no message")
+        raise InvalidReply("openai: the first choice has no message")
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal.strip():
-        raise DecideError(f"openai: the model refused: {refusal.strip()[:300]}")
+        raise InvalidReply(f"openai: the model refused: {refusal.strip()[:300]}")
     if finish == "length":
-        raise DecideError(
+        raise InvalidReply(
             f"openai: the reply was cut off at max_tokens={max_tokens}",
             "raise max_tokens in [decider]",
         )
     if finish == "content_filter":
-        raise DecideError("openai: the reply was withheld by the provider's content filter")
+        raise InvalidReply("openai: the reply was withheld by the provider's content filter")
     content = message.get("content")
     if isinstance(content, list):  # some servers answer with content parts
         content = "".join(
             p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
         )
     if not isinstance(content, str) or not content.strip():
-        raise DecideError(f"openai: the reply has no text (finish_reason={finish})")
+        raise InvalidReply(f"openai: the reply has no text (finish_reason={finish})")
     move = schema.unwrap(parse.parse_object(content))
     return move, _usage(data.get("usage")), finish if isinstance(finish, str) else None
 

@@ -15,19 +15,30 @@ envelopes agent CLIs print around the model's text:
 
 Event kinds a parser does not know are skipped (pi 0.73 added `compaction_start/end`,
 `queue_update`, `session_info`): a CLI's new events must not turn a good reply into an
-error. An error the CLI itself reported is a `CliError`, so the caller can show its text.
+error. An error the CLI itself reported is a `CliError`, so the caller can show its text,
+typed here by what the CLI said: temporary when it names an HTTP status that says a later
+attempt may succeed (408, 429, 5xx) or an overload, else permanent (`cli_error`). Output that
+holds no move is an InvalidReply.
 
 Whether the object is a valid move is not decided here (moves.parse does that).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from looop_py import jsonio
-from looop_py.deciders.base import DecideError, Usage
+from looop_py.deciders.base import (
+    DecideError,
+    InvalidReply,
+    PermanentError,
+    TemporaryError,
+    Usage,
+    temporary_status,
+)
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL)
 _CLAUDE_EVENTS = {"system", "assistant", "user", "result", "stream_event"}
@@ -35,8 +46,50 @@ _CLAUDE_EVENTS = {"system", "assistant", "user", "result", "stream_event"}
 _PI_MARKS = {"session", "agent_start", "agent_end", "turn_start", "turn_end"}
 
 
+# How agent CLIs name the HTTP status of a failed model call: claude "API Error: 500 …" and
+# "Request rejected (429)", codex "unexpected status 529 …" and "last status: 429 …", llm
+# "Error code: 429 - …". A bare number (a line count, a port, a path) is not a status.
+_STATUS = re.compile(
+    r"\b(?:status|error code|api error)\s*:?\s*([1-5]\d\d)\b|\(([1-5]\d\d)\)", re.I
+)
+# What they say about a temporary failure that names no status (codex: "high demand").
+_TEMPORARY = re.compile(r"rate.?limit|overloaded|high demand|temporar", re.I)
+
+
 class CliError(DecideError):
-    """The agent CLI reported that it failed (its envelope says so); the text is its own."""
+    """The agent CLI reported that it failed (its envelope or stderr says so); the text is
+    its own. Always raised as CliTemporary or CliPermanent (`cli_error`)."""
+
+
+class CliTemporary(CliError, TemporaryError):
+    """The CLI named a cause a later attempt may get past (a 429, a 5xx, an overload)."""
+
+
+class CliPermanent(CliError, PermanentError):
+    """The CLI failed for any other reason (a bad key, a bad request, its own error)."""
+
+
+def cli_error(message: str, hint: str | None = None, *, status: int | None = None) -> CliError:
+    """The CLI's failure, typed by the HTTP status it reported (`status`, else one its words
+    name) or, naming none, by whether its words call the failure temporary."""
+    if status is None:
+        found = _STATUS.search(message)
+        status = int(found[1] or found[2]) if found else None
+    if status is not None:
+        temporary = temporary_status(status)
+    else:
+        temporary = _TEMPORARY.search(message) is not None
+    return (CliTemporary if temporary else CliPermanent)(message, hint)
+
+
+class Source(enum.StrEnum):
+    """What the move was read from (`source` in a decide's meta)."""
+
+    TEXT = "text"  # the model's text as printed
+    CLAUDE_JSON = "claude-json"
+    CLAUDE_STREAM = "claude-stream"
+    CODEX = "codex"
+    PI = "pi"
 
 
 @dataclass(frozen=True)
@@ -44,7 +97,7 @@ class Parsed:
     value: dict[str, Any]  # the one JSON object the model produced
     text: str  # the model's own text it was read from (envelopes removed)
     usage: Usage | None = None  # tokens/cost when the output reported them
-    source: str = "text"  # text | claude-json | claude-stream | codex | pi
+    source: Source = Source.TEXT
 
 
 def _preview(text: str, limit: int = 60) -> str:
@@ -58,7 +111,7 @@ def decode_utf8(raw: bytes | str, what: str = "the output") -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DecideError(
+        raise InvalidReply(
             f"{what} is not UTF-8 (invalid byte at offset {exc.start})",
             "the decider must print UTF-8 JSON",
         ) from None
@@ -68,27 +121,27 @@ def parse_object(text: str) -> dict[str, Any]:
     """One JSON object from model text: surrounding whitespace and one fence allowed."""
     body = text.strip().lstrip("\ufeff").strip()
     if not body:
-        raise DecideError("the decider returned no text; expected one JSON object")
+        raise InvalidReply("the decider returned no text; expected one JSON object")
     fence = _FENCE.match(body)
     if fence:
         body = fence.group("body").strip()
         if "```" in body:
-            raise DecideError(
+            raise InvalidReply(
                 "the reply holds more than one code fence; exactly one move is allowed"
             )
         if not body:
-            raise DecideError("the code fence is empty; expected one JSON object inside")
+            raise InvalidReply("the code fence is empty; expected one JSON object inside")
     elif body.startswith("```"):
-        raise DecideError(
+        raise InvalidReply(
             "a code fence that is not the whole reply (unclosed, or text after it)",
             "reply with one JSON object, optionally inside one ``` fence, and nothing else",
         )
     try:
         value = jsonio.loads(body)
     except jsonio.JSONDecodeError as exc:
-        raise DecideError(_why_not_json(body, str(exc))) from None
+        raise InvalidReply(_why_not_json(body, str(exc))) from None
     if not isinstance(value, dict):
-        raise DecideError(
+        raise InvalidReply(
             f"the decider returned a JSON {_kind(value)}, not an object",
             'reply with one object such as {"action": "noop"}',
         )
@@ -137,7 +190,7 @@ def parse_output(raw: bytes | str) -> Parsed:
         if "result" in kinds:
             return _claude_result(next(e for e in reversed(events) if e["type"] == "result"), True)
         if kinds & _CLAUDE_EVENTS and kinds <= _CLAUDE_EVENTS:
-            raise DecideError(
+            raise InvalidReply(
                 "the claude stream ended without a result event (was the run cut short?)"
             )
     value = parse_object(text)
@@ -175,15 +228,16 @@ def _num(value: Any) -> float | None:
 
 
 def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
-    source = "claude-stream" if stream else "claude-json"
+    source = Source.CLAUDE_STREAM if stream else Source.CLAUDE_JSON
     result = event.get("result")
     if event.get("is_error") or event.get("subtype") not in (None, "success"):
         why = result if isinstance(result, str) and result else event.get("subtype", "error")
         status = event.get("api_error_status")
-        code = f" (HTTP {status})" if isinstance(status, int) else ""
-        raise CliError(f"claude reported an error{code}: {str(why)[:300]}")
+        status = status if isinstance(status, int) and not isinstance(status, bool) else None
+        code = f" (HTTP {status})" if status is not None else ""
+        raise cli_error(f"claude reported an error{code}: {str(why)[:300]}", status=status)
     if not isinstance(result, str):
-        raise DecideError("the claude result event has no text `result`")
+        raise InvalidReply("the claude result event has no text `result`")
     usage = None
     u = event.get("usage")
     if isinstance(u, dict):
@@ -209,7 +263,7 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
         if kind == "turn.failed":
             err = e.get("error")
             msg = err.get("message") if isinstance(err, dict) else err
-            raise CliError(f"codex reported a failed turn: {str(msg)[:300]}")
+            raise cli_error(f"codex reported a failed turn: {str(msg)[:300]}")
         if kind == "error":
             error = str(e.get("message"))[:300]
         if kind == "turn.completed" and isinstance(e.get("usage"), dict):
@@ -227,10 +281,10 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
             text = item["text"]
     if text is None:
         if error:
-            raise CliError(f"codex reported an error: {error}")
-        raise DecideError("codex printed no reply")
+            raise cli_error(f"codex reported an error: {error}")
+        raise InvalidReply("codex printed no reply")
     usage = Usage(tokens_in, tokens_out, None, min(cached, tokens_in)) if metered else None
-    return Parsed(parse_object(text), text, usage, "codex")
+    return Parsed(parse_object(text), text, usage, Source.CODEX)
 
 
 def _pi(events: list[dict[str, Any]]) -> Parsed:
@@ -272,9 +326,11 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
             ]
             if parts:
                 text = "".join(parts)
-    if error is not None:
-        raise CliError(f"pi reported an error: {error}")
+    if error is not None:  # pi's message starts with the HTTP status: "429 rate limited …"
+        leading = re.match(r"\s*([1-5]\d\d)\b", error)
+        status = int(leading[1]) if leading else None
+        raise cli_error(f"pi reported an error: {error}", status=status)
     if text is None:
-        raise DecideError("pi printed no assistant message")
+        raise InvalidReply("pi printed no assistant message")
     usage = Usage(tokens_in, tokens_out, cost, read, written) if metered else None
-    return Parsed(parse_object(text), text, usage, "pi")
+    return Parsed(parse_object(text), text, usage, Source.PI)

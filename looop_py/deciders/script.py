@@ -20,7 +20,15 @@ from typing import Any
 
 from looop_py import jsonio
 from looop_py.deciders import parse
-from looop_py.deciders.base import DecideError, DecideRequest, Decision, Usage
+from looop_py.deciders.base import (
+    DecideError,
+    DecideRequest,
+    Decision,
+    InvalidReply,
+    PermanentError,
+    TemporaryError,
+    Usage,
+)
 from looop_py.errors import ConfigError, LooopError
 from looop_py.locks import PulseLock
 from looop_py.workdir.config import DeciderConfig
@@ -68,16 +76,16 @@ def load_entries(path: Path) -> list[bytes | str]:
     try:
         data = jsonio.read_bounded(path, jsonio.STATE_CAP)
     except FileNotFoundError as exc:
-        raise DecideError(f"cannot read the script {path}: {exc.strerror}") from exc
+        raise PermanentError(f"cannot read the script {path}: {exc.strerror}") from exc
     except LooopError as exc:
-        raise DecideError(f"cannot read the script: {exc.message}") from exc
+        raise PermanentError(f"cannot read the script: {exc.message}") from exc
     if data.lstrip()[:1] == b"[":
         try:
             array = jsonio.loads_bounded(data, jsonio.MAX_DEPTH + 1)
         except (jsonio.JSONDecodeError, jsonio.TooDeep) as exc:
-            raise DecideError(f"the script {path} is not a valid JSON array ({exc})") from exc
+            raise PermanentError(f"the script {path} is not a valid JSON array ({exc})") from exc
         if not isinstance(array, list):
-            raise DecideError(f"the script {path} is not a JSON array")
+            raise PermanentError(f"the script {path} is not a JSON array")
         return [jsonio.dumps(v).decode() for v in array]
     lines = (line.strip() for line in data.split(b"\n"))
     return [line for line in lines if line and not line.startswith(b"#")]
@@ -101,7 +109,7 @@ def take(state_dir: Path, key: str, count: int, legacy: str | None = None) -> in
     state_dir.mkdir(exist_ok=True)
     lock = PulseLock(state_dir / "script-cursor.lock")
     if not lock.acquire(timeout_s=10):
-        raise DecideError("the script cursor stayed locked by another process for 10s")
+        raise TemporaryError("the script cursor stayed locked by another process for 10s")
     with lock:
         try:
             cursor = jsonio.read_json(cursor_path, {})
@@ -121,11 +129,11 @@ def _usage(value: Any) -> Usage | None:
     if value is None:
         return None  # replays an unmetered decide
     if not isinstance(value, dict):
-        raise DecideError("a script entry's usage must be an object or null")
+        raise InvalidReply("a script entry's usage must be an object or null")
     tokens_in, tokens_out = value.get("input_tokens", 0), value.get("output_tokens", 0)
     cost = value.get("cost_usd")
     if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
-        raise DecideError("a script entry's usage needs integer input_tokens/output_tokens")
+        raise InvalidReply("a script entry's usage needs integer input_tokens/output_tokens")
     if cost is not None and (not isinstance(cost, int | float) or isinstance(cost, bool)):
-        raise DecideError("a script entry's usage.cost_usd must be a number")
+        raise InvalidReply("a script entry's usage.cost_usd must be a number")
     return Usage(tokens_in, tokens_out, None if cost is None else float(cost))

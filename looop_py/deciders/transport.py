@@ -1,11 +1,15 @@
 """One JSON POST to a model API, with timeouts and bounded retries. Standard library only.
 
-Retried: 408, 429 and 5xx answers, and connections the server dropped. The
-delay doubles from `backoff_s`; a Retry-After header (seconds or an HTTP date,
-or OpenAI's retry-after-ms) replaces it. Attempts are bounded by
-`max_retries` and the time spent waiting by `max_wait_s`, so a beat never
-sleeps for longer than the user allowed. A timeout is not retried: a server
-too slow once is likely too slow again, and the beat holds the pulse lock.
+Each failure is typed where it is seen (base.py): a 408, 429 or 5xx answer
+and a connection the server dropped are a TemporaryError carrying the
+server's Retry-After (seconds or an HTTP date, or OpenAI's retry-after-ms);
+any other error status, a server that cannot be reached and a reply that is
+not JSON are permanent. The retry loop retries only a TemporaryError: the
+delay doubles from `backoff_s`, the server's Retry-After replaces it.
+Attempts are bounded by `max_retries` and the time spent waiting by
+`max_wait_s`, so a beat never sleeps for longer than the user allowed. A
+timeout (TimedOut) is not retried: a server too slow once is likely too slow
+again, and the beat holds the pulse lock.
 """
 
 from __future__ import annotations
@@ -22,11 +26,20 @@ from typing import Any
 
 from looop_py import jsonio
 from looop_py.deciders import pricing
-from looop_py.deciders.base import DecideError, Decision, Usage
+from looop_py.deciders.base import (
+    DecideError,
+    Decision,
+    InvalidReply,
+    PermanentError,
+    TemporaryError,
+    TimedOut,
+    Usage,
+    temporary_status,
+)
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 
-# A provider's reply → (move value, usage, why it stopped); raises DecideError.
+# A provider's reply → (move value, usage, why it stopped); raises a DecideError.
 ReadReply = Callable[[Any, int], tuple[Any, Usage | None, str | None]]
 
 MAX_BODY = 16 * 1024 * 1024
@@ -53,7 +66,7 @@ class Reply:
         try:
             return jsonio.loads(self.body)
         except jsonio.JSONDecodeError:
-            raise DecideError(
+            raise InvalidReply(
                 f"{provider} answered HTTP {self.status} with a body that is not JSON: "
                 f"{_snippet(self.body)}"
             ) from None
@@ -121,8 +134,15 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
-def _retryable(status: int) -> bool:
-    return status in (408, 429) or 500 <= status <= 599
+def status_error(
+    provider: str, status: int, body: bytes, headers: Mapping[str, str], hint: str | None
+) -> DecideError:
+    """What an error status means: temporary (with how long the server asked to wait) or
+    permanent (with the provider's own words)."""
+    said = error_message(body)
+    if temporary_status(status):
+        return TemporaryError(f"HTTP {status}: {said}", delay=retry_after(headers, time.time()))
+    return PermanentError(f"{provider} answered HTTP {status}: {said}", hint)
 
 
 def post_json(
@@ -135,7 +155,7 @@ def post_json(
     sleep: Callable[[float], None] = time.sleep,
     hint: str | None = None,
 ) -> Reply:
-    """POST `payload` as JSON; the first 2xx reply, or DecideError naming why not."""
+    """POST `payload` as JSON; the first 2xx reply, or a typed DecideError naming why not."""
     check_url(url)
     data = jsonio.dumps(payload)
     # A proxy from the environment must not capture a local model server.
@@ -150,35 +170,42 @@ def post_json(
         request.add_header("Accept", "application/json")
         for name, value in headers.items():
             request.add_header(name, value)
-        status, body, reply_headers, failure = _attempt(opener, request, policy.timeout_s, url)
-        if failure is None and 200 <= status <= 299:
-            return Reply(status, body, reply_headers, attempt, waited)
-        if failure is None and not _retryable(status):
-            raise DecideError(f"{provider} answered HTTP {status}: {error_message(body)}", hint)
-        why = failure or f"HTTP {status}: {error_message(body)}"
-        if attempt > policy.max_retries:
-            raise DecideError(f"{provider} failed after {attempt} attempt(s); last: {why}")
-        asked = retry_after(reply_headers, time.time())
-        delay = (
-            asked
-            if asked is not None
-            else policy.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.1)
-        )
-        if waited + delay > policy.max_wait_s:
-            raise DecideError(
-                f"{provider} failed after {attempt} attempt(s); last: {why}; waiting "
-                f"{delay:.1f}s more would pass max_wait_s={policy.max_wait_s:g}"
+        try:
+            status, body, reply_headers = _attempt(opener, request, policy.timeout_s, url)
+            if not 200 <= status <= 299:
+                raise status_error(provider, status, body, reply_headers, hint)
+        except TimedOut:
+            raise
+        except TemporaryError as exc:
+            why = exc.message
+            if attempt > policy.max_retries:
+                raise TemporaryError(
+                    f"{provider} failed after {attempt} attempt(s); last: {why}", delay=exc.delay
+                ) from None
+            delay = (
+                exc.delay
+                if exc.delay is not None
+                else policy.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.1)
             )
-        sleep(delay)
-        waited += delay
+            if waited + delay > policy.max_wait_s:
+                raise TemporaryError(
+                    f"{provider} failed after {attempt} attempt(s); last: {why}; waiting "
+                    f"{delay:.1f}s more would pass max_wait_s={policy.max_wait_s:g}",
+                    delay=delay,
+                ) from None
+            sleep(delay)
+            waited += delay
+            continue
+        return Reply(status, body, reply_headers, attempt, waited)
 
 
 def _attempt(
     opener: urllib.request.OpenerDirector, request: urllib.request.Request, timeout: float, url: str
-) -> tuple[int, bytes, dict[str, str], str | None]:
-    """(status, body, lower-cased headers, None) or (0, b"", {}, retryable failure).
+) -> tuple[int, bytes, dict[str, str]]:
+    """(status, body, lower-cased headers) of whatever the server answered.
 
-    Failures that retrying cannot fix raise DecideError at once.
+    No answer is a typed error: a dropped connection or a broken reply is temporary, a
+    timeout TimedOut, a server that cannot be reached permanent.
     """
     try:
         with opener.open(request, timeout=timeout) as resp:
@@ -191,26 +218,24 @@ def _attempt(
             body = b""
         status, hdrs = exc.code, exc.headers
     except TimeoutError as exc:
-        raise DecideError(f"no answer from {url} within {timeout:g}s", "raise timeout_s") from exc
+        raise TimedOut(f"no answer from {url} within {timeout:g}s", "raise timeout_s") from exc
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, TimeoutError):
-            raise DecideError(
-                f"no answer from {url} within {timeout:g}s", "raise timeout_s"
-            ) from exc
+            raise TimedOut(f"no answer from {url} within {timeout:g}s", "raise timeout_s") from exc
         if isinstance(reason, ConnectionResetError | ConnectionAbortedError):
-            return 0, b"", {}, f"connection dropped ({reason})"
-        raise DecideError(
+            raise TemporaryError(f"connection dropped ({reason})") from exc
+        raise PermanentError(
             f"cannot reach {url}: {reason}", "check base_url and that the server is running"
         ) from exc
     except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
-        return 0, b"", {}, f"connection dropped ({exc.__class__.__name__})"
+        raise TemporaryError(f"connection dropped ({exc.__class__.__name__})") from exc
     except http.client.HTTPException as exc:
-        return 0, b"", {}, f"broken HTTP reply ({exc.__class__.__name__})"
+        raise TemporaryError(f"broken HTTP reply ({exc.__class__.__name__})") from exc
     if len(body) > MAX_BODY:
-        raise DecideError(f"the reply from {url} is larger than {MAX_BODY} bytes")
+        raise InvalidReply(f"the reply from {url} is larger than {MAX_BODY} bytes")
     headers = {k.lower(): v for k, v in (hdrs.items() if hdrs is not None else [])}
-    return status, body, headers, None
+    return status, body, headers
 
 
 def decide(

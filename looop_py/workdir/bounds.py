@@ -109,7 +109,7 @@ ACTION_TIMEOUT = seconds(DAY)
 
 # Kept equal to the registries they name (a test checks): those modules sit in
 # layers above this one.
-BACKENDS = ("rules", "command", "openai", "anthropic", "script", "noop")  # deciders.REGISTRY
+BACKENDS = ("rules", "command", "openai", "anthropic", "script", "noop")  # deciders.FACTORIES
 BUILTIN_RUNTIMES = ("claude", "codex", "pi", "aider", "shell")  # workers.runtimes.BUILTINS
 USAGE_KINDS = ("", "claude", "codex", "pi", "aider")  # workers.runtimes.USAGE_KINDS
 PLACEHOLDER = "{{prompt_file}}"
