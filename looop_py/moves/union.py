@@ -136,22 +136,6 @@ Action = (
     | AskHuman
 )
 
-# What each action is, for gates and spend limits (design.md §4).
-CLASSES = {
-    "noop": "none",
-    "write_goal": "policy",
-    "archive_goal": "policy",
-    "write_sensor": "policy",
-    "write_playbook": "policy",
-    "write_schedule": "policy",
-    "drop_schedule": "policy",
-    "run_shell": "shell",
-    "start_worker": "spawn",
-    "kill_worker": "spawn",
-    "start_round": "spawn",
-    "ask_human": "mailbox",
-}
-
 
 @dataclass(frozen=True)
 class Move:
