@@ -17,7 +17,6 @@ from pathlib import Path
 import orjson
 
 from looop_py.errors import CorruptFile
-from looop_py.ids import is_safe_segment
 from looop_py.logfile import ROTATE_BYTES as ROTATE_BYTES  # noqa: PLC0414 - re-exported
 from looop_py.logfile import append_text as append_text  # noqa: PLC0414 - re-exported
 
@@ -270,29 +269,6 @@ def iter_json_lines(lines: list[bytes]) -> Iterator[Any]:
             yield orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-
-
-def json_files(directory: Path, *, skip: set[str] | None = None) -> list[tuple[str, Any]]:
-    """(stem, parsed value) of each `<safe name>.json` in a directory, sorted by name.
-
-    A file that is not valid JSON maps to None; hidden files, temp files and
-    names in `skip` (file names) are left out; a missing directory is empty.
-    """
-
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        return []
-    found: list[tuple[str, Any]] = []
-    for name in names:
-        stem = name.removesuffix(".json")
-        if stem == name or not is_safe_segment(stem) or (skip and name in skip):
-            continue
-        try:
-            found.append((stem, read_json(directory / name)))
-        except (CorruptFile, OSError):
-            found.append((stem, None))
-    return found
 
 
 def sweep_temp_files(directory: Path, *, older_than_s: float, now: float) -> int:

@@ -27,34 +27,8 @@ def test_release_unlinks_and_the_lock_file_keeps_the_epoch(wd: Paths) -> None:
         assert os.path.isfile(claims.claim_path(wd, "repo"))
         claims.unclaim(wd, "repo", me, now=time.time())
         assert not os.path.exists(claims.claim_path(wd, "repo"))
-        assert not (wd.claims / claims.RELEASED).exists()  # nothing renamed on release
+        assert os.listdir(wd.claims) == [claims.LOCKS]  # nothing renamed on release
         assert (wd.claims / claims.LOCKS / "repo.lock").read_bytes() == b"%d\n" % expected
-
-
-def test_a_legacy_released_record_still_sets_the_next_epoch(wd: Paths) -> None:
-    released = wd.claims / claims.RELEASED
-    released.mkdir(parents=True)
-    jsonio.write_json(released / "repo.json", {"name": "repo", "epoch": 41, "acquired_at": 1.0})
-    (wd.claims / claims.LOCKS).mkdir()
-    (wd.claims / claims.LOCKS / "repo.lock").write_bytes(b"")  # filelock's empty lock file
-    me = holders.own_holder("me")
-    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 42
-    claims.unclaim(wd, "repo", me, now=time.time())
-    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 43
-
-
-def test_a_dead_holders_claim_from_before_keeps_its_epoch_on_reap(wd: Paths) -> None:
-    from functools import partial
-
-    from looop_py.claims import reaper
-    from looop_py.loops.store import is_live
-    from looop_py.workdir.shelf import FilesShelf
-
-    me = holders.own_holder("me")
-    ghost = {"name": "repo", "session": "old", "pid": me.pid, "create_time": 1.0, "epoch": 9}
-    jsonio.write_json(wd.claims / "repo.json", {**ghost, "acquired_at": 1.0})
-    assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd)))[0]["epoch"] == 9
-    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 10
 
 
 def test_the_lock_times_out_as_busy(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -158,6 +158,24 @@ def test_status_why_and_journal(wd: Paths) -> None:
     )
 
 
+def test_a_held_beat_and_sensor_health_each_print_on_lines_of_their_own(wd: Paths) -> None:
+    wd.config.write_text('[decider]\nbackend = "noop"\n[limits]\ndecides_per_hour = 1\n')
+    write_sensor(wd, "n", "date +%s%N")  # changes every beat: each one wakes
+    runner = CliRunner()
+    assert runner.invoke(cli, ["-C", str(wd.root), "pulse"]).exit_code == 0  # the hour's decide
+    pulse = runner.invoke(cli, ["-C", str(wd.root), "pulse", "-v"])
+    lines = pulse.output.splitlines()
+    assert pulse.output.endswith("\n") and len(lines) == 2, pulse.output
+    assert lines[0].split()[:2] == ["ok", "sensor-n"]
+    assert lines[1].startswith("· held: decide cap: 1 decides in the last hour (limit 1) (")
+    status = runner.invoke(cli, ["-C", str(wd.root), "status"])
+    lines = status.output.splitlines()
+    assert status.exit_code == 0 and status.output.endswith("\n"), status.output
+    assert "sensors     1 ok, 0 failed" in lines
+    held = "held        the decider will not be called now: decide cap: 1 decides in the last hour"
+    assert lines[-1] == held + " (limit 1)", status.output
+
+
 def test_why_before_any_beat(wd: Paths) -> None:
     assert "no beat has run yet" in run_looop("-C", str(wd.root), "why").stdout
 

@@ -60,13 +60,6 @@ def test_a_copied_or_moved_work_dir_keeps_its_place_in_the_script(
     assert ask(decider(), moved).move == moves(3)[1]
 
 
-def test_a_cursor_an_older_looop_keyed_by_absolute_path_is_honoured(wd: Paths) -> None:
-    (wd.root / "moves.jsonl").write_text("\n".join(json.dumps(m) for m in moves(3)) + "\n")
-    legacy = {"script": str((wd.root / "moves.jsonl").resolve()), "next": 2}
-    (wd.state / "script-cursor.json").write_text(json.dumps(legacy))
-    assert ask(decider(), wd).move == moves(3)[2]
-
-
 def test_a_script_outside_the_work_dir_is_keyed_by_its_absolute_path(
     wd: Paths, tmp_path: Path
 ) -> None:

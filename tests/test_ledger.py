@@ -77,7 +77,6 @@ def test_worker_sources() -> None:
     assert reap.source_of({}) == "workers"
     assert reap.source_of({"round": None}) == "workers"
     assert reap.source_of({"round": "ci-fix-20261123T120000Z", "loop": "ci-fix"}) == "loop:ci-fix"
-    assert reap.source_of({"round": "ci-fix-20261123T120000Z-2"}) == "loop:ci-fix"  # older meta
 
 
 def _charge_many(root: str, start: int) -> None:

@@ -1,4 +1,4 @@
-"""Normalization of a sensor's result into {signal, detail} (design.md §3), pure."""
+"""Normalization of a sensor's result into {signal, detail} (README "Writing a sensor"), pure."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def test_probes_hand_their_findings_on_typed(wd: Paths) -> None:
     ask = mailbox.open_ask(open_wd(wd), prompt="Deploy?", asker="w1", now=time.time())
     jsonio.write_json(wd.goal_activity, {"goals": {"welcome": 123.0}})
     _, found = run_probes(open_wd(wd), time.time(), goals=read_goals(open_wd(wd)))
-    assert found.live_workers == {"w1"} and found.ended_workers == {"w2"}
+    assert found.live_workers == {"w1"} and {v.id for v in found.sessions} == {"w1", "w2"}
     assert [a.id for a in found.asks] == [ask.id]
     assert found.last_acted == {"welcome": 123.0}
 

@@ -232,7 +232,7 @@ def test_stderr_of_a_succeeding_sensor_and_unrelated_files_keep_it_quiet(wd: Pat
     _quiet_wd(wd)
     _pulse(wd)
     (wd.root / "notes.txt").write_text("a human's scratch file\n")
-    (wd.claims / ".released").mkdir(parents=True, exist_ok=True)  # dotfiles never count
+    (wd.claims / ".locks").mkdir(parents=True, exist_ok=True)  # dotfiles never count
     for _ in range(3):
         beat = _pulse(wd)
         assert beat.get("sealed") is True, beat

@@ -310,10 +310,3 @@ def test_missing_record_dirs_do_not_stop_a_beat(rich: Paths, tmp_path: Path) -> 
     assert not [e for e in events if str(e.get("event", "")).endswith("_failed")], events
     out = run_looop("-C", str(root), "run", "lp", "--json", timeout=30)
     assert out.returncode in (0, 1), out.stderr
-
-
-def test_the_released_claims_dir_is_named_alike_in_both_places() -> None:
-    from looop_py.beat import corrupt
-    from looop_py.claims import lease
-
-    assert corrupt.RELEASED == lease.RELEASED

@@ -128,11 +128,8 @@ def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
             yield Path(d), why
 
 
-RELEASED = ".released"  # claims.lease.RELEASED (a test keeps them equal; lease loads filelock)
-
-
 def _claims(paths: Paths) -> Iterator[tuple[Path, str]]:
-    for path in [*_json_records(paths.claims), *_json_records(paths.claims / RELEASED)]:
+    for path in _json_records(paths.claims):
         data, why = _why_json(path)
         if why is None and data is not None and not isinstance(data, dict):
             why = "not a claim: a JSON object was expected"

@@ -69,14 +69,6 @@ class Seen:
 
         return frozenset(v.id for v in self.sessions if v.state in LIVE_STATES)
 
-    @property
-    def ended_workers(self) -> frozenset[str]:
-        from looop_py.workers.records import WorkerState  # asked when deciding only
-
-        return frozenset(
-            v.id for v in self.sessions if v.state in (WorkerState.EXITED, WorkerState.KILLED)
-        )
-
 
 Probe = Callable[[Seen], "Snapshot"]
 

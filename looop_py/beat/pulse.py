@@ -1,12 +1,19 @@
-"""One beat of the loop, step by step as design.md §1 tells it.
+"""One beat of the loop, its steps in the order `_beat_body` runs them.
 
-    0. REAP     settle dead workers (verify, worktree) and reap dead claims, logged
-    1. SENSE    run sensors and probes, write snapshots
-    2. DIFF     hash the wake-relevant world; unchanged → skip, no decider
-    3. ADVANCE  deterministic housekeeping (filled by the workers/engine issues)
-    4. DECIDE   ask the decider for one move
-    5. ACT      validate and execute it; commit the world hash
+    0. under the pulse lock: sweep temp files, report a move a dead actor left
+       half-done (never re-run), carry out approvals their approver did not
+    1. REAP     set aside records that do not fit, settle dead workers (verify,
+                worktree), reap dead claims; each logged
+    2. ADVANCE  step live loop rounds and start the due ones; no model is asked
+    3. SENSE    run sensors and probes, write snapshots; record the steps that failed
+    4. DIFF     hash the wake-relevant world; unchanged → skip: no decider, and a
+                quiet seal for the next beat (beat/seal.py; not on a shared backend)
+    5. DECIDE   ask the decider for one move, within the spend limits
+    6. ACT      validate and execute it; commit the world hash (and seal it)
+    7. log the beat in events.jsonl, and run the [notify] command if one is set
 
+REAP and ADVANCE come before SENSE, so the probes already see what they settled.
+A plain `looop pulse` tries beat/quiet.py first: when the seal holds, none of this runs.
 The world hash is committed only after a usable decision, so a beat whose
 decide failed is retried by the next one.
 """
@@ -162,10 +169,10 @@ def _beat_body(
         _emit_steps(wd, now, "approval_failed", lambda: approvals.carry_out_pending(wd, cfg, now))
 
     with wd.memo.scope():  # goals/ listed once for ADVANCE, the probes and the hash
-        # 0. REAP and ADVANCE — before SENSE, so the probes already see what they settled.
+        # 1. REAP and 2. ADVANCE — before SENSE, so the probes already see what they settled.
         failed = housekeep(wd, cfg, now) + advance_loops(wd, cfg, now)
 
-        # 1. SENSE
+        # 3. SENSE
         world = sense(wd, cfg, now, ran=ran)
         loop_wake = _loop_wake(wd)  # the index is built once per scan: for the seal
     failed += [
@@ -175,7 +182,7 @@ def _beat_body(
     ]
     _record_failures(wd.paths, failed, now)
 
-    # 2. DIFF
+    # 4. DIFF
     last = load_committed(wd.paths) if fence is None else fence.load_committed()
     if fence is not None:
         world = fence.scope(world, last)  # host-local readings, each under its host's name
@@ -203,7 +210,7 @@ def _beat_body(
             wd, replace(base, outcome=BeatOutcome.LOCKED, reason=fence.LOST), started, cfg
         )
 
-    # 4. DECIDE and 5. ACT
+    # 5. DECIDE and 6. ACT
     from looop_py import deciders  # deciding only: a quiet beat never loads a backend
     from looop_py.beat.decide import decide_and_act
 
@@ -352,7 +359,7 @@ def housekeep(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
 
 
 def advance_loops(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
-    """Step live loop rounds and start the due ones; no model is asked (design.md §5)."""
+    """Step live loop rounds and start the due ones; no model is asked (README "Loops")."""
     if not loopindex.index(wd) and wd.shelf.empty("rounds"):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist

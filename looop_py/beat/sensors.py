@@ -116,7 +116,7 @@ def _error(exit_code: int, message: str, stderr: bytes) -> dict[str, Any]:
 
 
 def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
-    """Turn what a sensor did into `{signal, detail}` (design.md §3)."""
+    """Turn what a sensor did into `{signal, detail}` (the table in README "Writing a sensor")."""
     rc = raw.exit_code
     if raw.returncode is None:
         message = (

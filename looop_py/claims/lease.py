@@ -13,9 +13,7 @@ exclude each other too), then compare-then-write, so acquiring is atomic across
 processes. The lock file also holds the name's last epoch (decimal text,
 written under the lock before the claim file): the epoch grows by one at each
 new holder and never goes back, so a release only unlinks the claim file and a
-holder can hand its epoch to whatever it writes to as a fencing token. Work
-dirs from before kept that epoch in `claims/.released/<name>.json`; it is read
-once, while the lock file holds none yet.
+holder can hand its epoch to whatever it writes to as a fencing token.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
     from looop_py.claims.holders import Holder
 
 LOCKS = ".locks"
-RELEASED = ".released"
 LOCK_TIMEOUT_S = 10.0
 POLL_S = 0.0001  # the per-name lock is held for well under a millisecond: look again soon
 POLL_MAX_S = 0.002  # … then back off, so many waiters on few cores leave the holder a CPU
@@ -201,13 +198,10 @@ def read_claim(path: Path | str) -> tuple[Claim | None, bool]:
     return found, found is None
 
 
-def _last_epoch(paths: Paths, name: str, fd: int) -> int:
-    """The name's last epoch: in its lock file (held by the caller), else a legacy record."""
+def _last_epoch(fd: int) -> int:
+    """The name's last epoch, in its lock file (held by the caller); 0 before its first holder."""
     text = os.pread(fd, 32, 0).strip()
-    if text.isdigit():
-        return int(text)
-    released, _ = read_claim(f"{paths.root}/claims/{RELEASED}/{name}.json")
-    return released.epoch if released else 0
+    return int(text) if text.isdigit() else 0
 
 
 def _set_epoch(fd: int, epoch: int) -> None:
@@ -215,10 +209,8 @@ def _set_epoch(fd: int, epoch: int) -> None:
     os.pwrite(fd, b"%d\n" % epoch, 0)
 
 
-def set_aside(paths: Paths, name: str, cur: Claim | None, fd: int) -> None:
-    """Remove the claim file; its epoch stays in the lock file (the caller holds it as `fd`)."""
-    if cur is not None and cur.epoch > _last_epoch(paths, name, fd):
-        _set_epoch(fd, cur.epoch)  # a claim from before the lock file kept epochs
+def set_aside(paths: Paths, name: str) -> None:
+    """Remove the claim file (the caller holds its lock); its epoch stays in the lock file."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(claim_path(paths, name))
 
@@ -261,7 +253,7 @@ def claim(
             if cur.holder_alive():
                 raise held_error(name, cur)
         # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
-        epoch = max(_last_epoch(paths, name, fd), cur.epoch if cur else 0) + 1
+        epoch = max(_last_epoch(fd), cur.epoch if cur else 0) + 1
         new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
         _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
         # No fsync: a lease dies with its holder, and a power loss ends every holder.
@@ -313,11 +305,11 @@ def not_yours_error(name: str, cur: Claim) -> ClaimHeld:
 def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | None:
     """Release `name`; idempotent. Refuses (ClaimHeld) when another live holder has it."""
     path = claim_path(paths, name)
-    with locked(paths, name) as fd:
+    with locked(paths, name):
         cur, unreadable = read_claim(path)
         if cur is None and not unreadable:
             return None
         if cur is not None and not cur.held_by(holder) and cur.live(now):
             raise not_yours_error(name, cur)
-        set_aside(paths, name, cur, fd)
+        set_aside(paths, name)
         return cur

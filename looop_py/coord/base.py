@@ -26,7 +26,7 @@ from looop_py.ids import is_safe_segment
 # typing is not imported at run time: `looop claim` is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from contextlib import AbstractContextManager
     from typing import Any, Protocol
 
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
 
         def close(self) -> None: ...
 
-    Pulse = Iterator[int | None]
 
 PULSE = "pulse"  # the claim each beat takes on a shared backend
 HOST_ENV = "LOOOP_HOST_ID"

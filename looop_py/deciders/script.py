@@ -53,7 +53,7 @@ class ScriptDecider:
     def decide(self, request: DecideRequest) -> Decision:
         path = self.path(request.workdir)
         entries = load_entries(path)
-        index = take(request.state_dir, cursor_key(request.workdir, path), len(entries), str(path))
+        index = take(request.state_dir, cursor_key(request.workdir, path), len(entries))
         if index is None:
             reason = f"script {self.cfg.script} exhausted: all {len(entries)} move(s) replayed"
             return Decision({"action": "noop", "reason": reason}, raw="", usage=Usage(0, 0, 0.0))
@@ -100,11 +100,8 @@ def cursor_key(workdir: Path, path: Path) -> str:
         return str(path)
 
 
-def take(state_dir: Path, key: str, count: int, legacy: str | None = None) -> int | None:
-    """Claim the next index for script `key`, or None when all are used.
-
-    `legacy` is the key an older looop wrote (the absolute path): read, never written.
-    """
+def take(state_dir: Path, key: str, count: int) -> int | None:
+    """Claim the next index for script `key`, or None when all are used."""
     cursor_path = state_dir / CURSOR
     state_dir.mkdir(exist_ok=True)
     lock = PulseLock(state_dir / "script-cursor.lock")
@@ -115,7 +112,7 @@ def take(state_dir: Path, key: str, count: int, legacy: str | None = None) -> in
             cursor = jsonio.read_json(cursor_path, {})
         except Exception:
             cursor = {}  # a broken cursor restarts the script rather than wedging it
-        known = isinstance(cursor, dict) and cursor.get("script") in {key, legacy or key}
+        known = isinstance(cursor, dict) and cursor.get("script") == key
         index = cursor.get("next", 0) if known else 0
         if not isinstance(index, int) or index < 0:
             index = 0

@@ -140,10 +140,6 @@ class Schedule:
         return _cron_next(self.cron, now)
 
 
-def parse_cadence(text: str) -> Schedule:
-    return Schedule.parse(text)
-
-
 def _interval(rest: str) -> int:
     if len(rest) < 2 or rest[-1] not in _UNITS:
         raise ScheduleError(

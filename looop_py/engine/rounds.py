@@ -72,9 +72,6 @@ WALL_PHASES = frozenset(
         Phase.CHECKER_RUNNING,
     }
 )
-WAITING_PHASES = frozenset(
-    {Phase.CLAIM, Phase.MAKER_RUNNING, Phase.CHECKER_RUNNING, Phase.AWAITING_APPROVAL}
-)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The move union (design.md §4) and its strict validation. Pure: values in, moves out.
+"""The move union (README "Deciding and acting"), strictly validated. Pure: values in, moves out.
 
 A decider proposes a JSON object tagged by `action`; nothing runs until it
 parses into one of the dataclasses below. Every field is declared once, with
@@ -135,22 +135,6 @@ Action = (
     | StartRound
     | AskHuman
 )
-
-# What each action is, for gates and spend limits (design.md §4).
-CLASSES = {
-    "noop": "none",
-    "write_goal": "policy",
-    "archive_goal": "policy",
-    "write_sensor": "policy",
-    "write_playbook": "policy",
-    "write_schedule": "policy",
-    "drop_schedule": "policy",
-    "run_shell": "shell",
-    "start_worker": "spawn",
-    "kill_worker": "spawn",
-    "start_round": "spawn",
-    "ask_human": "mailbox",
-}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Every file and directory of a work dir, named once (design.md §2)."""
+"""Every file and directory of a work dir, named once (README "A work dir")."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ class Paths:
         return self.sensors / f"{check_segment(name, 'sensor name')}.sh"
 
     def layout_dirs(self) -> tuple[Path, ...]:
-        """The directories `looop init` creates (design.md §2)."""
+        """The directories `looop init` creates (README "A work dir")."""
         return (
             self.goals,
             self.goals_archive,

@@ -9,7 +9,6 @@ Claims are not reaped here: the beat runs the claim reaper itself.
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from pathlib import Path
@@ -165,15 +164,9 @@ def _finalize(
     return event
 
 
-_ROUND_SUFFIX = re.compile(r"-\d{8}T\d{6}Z(?:-\d+)?$")  # engine.rounds.round_id_for
-
-
 def source_of(meta: dict[str, Any]) -> str:
     """Whose spend a worker is: its loop's (a round's maker or checker), else `workers`."""
     loop = meta.get("loop")
-    rid = meta.get("round")
-    if not (isinstance(loop, str) and loop) and isinstance(rid, str):
-        loop = _ROUND_SUFFIX.sub("", rid)  # a session from before meta named its loop
     return ledger.loop_source(loop) if isinstance(loop, str) and loop else ledger.WORKERS
 
 
