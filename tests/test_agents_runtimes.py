@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from looop_py.workdir import environ
-from looop_py.workdir.config import load
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
 from tests.agentclis import env_for, runtime_toml
@@ -48,10 +47,7 @@ def run_worker(
     wrapper.chmod(0o755)
     mp.setattr(environ, "looop_bin", lambda: str(wrapper))
     wd.config.write_text(wd.config.read_text() + runtime_toml(cli))
-    cfg = load(wd.config, wd.config_cache)
-    launch.start(
-        open_wd(wd), cfg, "w1", "Do the task, then report.", runtime=cli, now=time.time(), **kw
-    )
+    launch.start(open_wd(wd), "w1", "Do the task, then report.", runtime=cli, now=time.time(), **kw)
     d = wd.sessions / "w1"
 
     def ended() -> bool:

@@ -17,7 +17,6 @@ from looop_py.beat.pulse import beat
 from looop_py.locks import PulseLock
 from looop_py.moves import approvals, gate, union
 from looop_py.workdir import journal, mailbox, provenance
-from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, run_looop, wait_for
 
@@ -25,7 +24,7 @@ LOOP = "---\nintent: keep ci green\nlevel: L2-assisted\nmaker: make fix\ncadence
 
 
 def held(wd: Paths, move: dict[str, Any]) -> mailbox.Ask:
-    admission = gate.admit(open_wd(wd), Config(), union.parse(move), time.time())
+    admission = gate.admit(open_wd(wd), union.parse(move), time.time())
     assert admission.held is not None, admission
     return mailbox.get_ask(open_wd(wd), admission.held)
 
@@ -60,8 +59,8 @@ def test_an_approval_whose_command_changed_meanwhile_is_refused_as_stale(wd: Pat
     ask = held(wd, {"action": "run_shell", "cmd": "echo hi"})
     hold = dict(ask.hold)
     hold["move"] = {"action": "run_shell", "cmd": "echo hi; touch x"}  # an edited ask file
-    assert approvals.stale_reason(open_wd(wd), Config(), hold) is not None
-    assert approvals.stale_reason(open_wd(wd), Config(), ask.hold) is None
+    assert approvals.stale_reason(open_wd(wd), hold) is not None
+    assert approvals.stale_reason(open_wd(wd), ask.hold) is None
 
 
 def test_an_approved_shell_worker_runs_its_prompt(wd: Paths, tmp_path: Path) -> None:

@@ -270,7 +270,6 @@ def test_sigkilled_holder_loses_its_claim_on_the_next_beat(wd: Paths) -> None:
 
 def test_a_rounds_claim_lives_as_long_as_its_round(wd: Paths) -> None:
     from looop_py.beat.pulse import housekeep
-    from looop_py.workdir import config
 
     claims.claim(wd, "repo", holders.round_holder("r1"), now=time.time())
     wd.rounds.mkdir(exist_ok=True)
@@ -279,7 +278,7 @@ def test_a_rounds_claim_lives_as_long_as_its_round(wd: Paths) -> None:
     jsonio.write_json(wd.rounds / "r1.json", {"phase": "work"})
     assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd))) == []
     jsonio.write_json(wd.rounds / "r1.json", {"phase": "done"})
-    housekeep(open_wd(wd), config.load(wd.config, wd.config_cache), time.time())  # the beat's step
+    housekeep(open_wd(wd), time.time())  # the beat's step
     assert claims_on_disk(wd) == []
     reaped = [e for e in journal.recent_events(wd) if e["event"] == "claim_reaped"]
     assert [(e["name"], e["reason"]) for e in reaped] == [("repo", "round-ended")]

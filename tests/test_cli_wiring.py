@@ -170,10 +170,9 @@ def test_answer_approve_and_deny_answer_in_json(wd: Paths) -> None:
     def approval(cmd: str) -> str:
         """Held by the gate, as the pulse holds it: the ask shows what would run."""
         from looop_py.moves import gate, union
-        from looop_py.workdir.config import Config
 
         move = union.parse({"action": "run_shell", "cmd": cmd})
-        held = gate.admit(open_wd(wd), Config(), move, now).held
+        held = gate.admit(open_wd(wd), move, now).held
         assert held is not None
         return held
 

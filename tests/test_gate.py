@@ -174,7 +174,7 @@ def test_admit_holds_code_with_what_would_run_and_the_files_fingerprint(wd: Path
     move = union.parse(
         {"action": "write_goal", "id": "g", "body": LOOP.replace("L2-assisted", "L3-unattended")}
     )
-    admission = gate.admit(open_wd(wd), Config(), move, time.time())
+    admission = gate.admit(open_wd(wd), move, time.time())
     assert not admission.run and admission.held
     (ask,) = mailbox.pending(open_wd(wd))
     assert ask.hold["fingerprint"] == provenance.fingerprint(old.read_bytes())
@@ -189,11 +189,11 @@ def test_a_goal_a_model_wrote_is_no_humans_rule(wd: Paths) -> None:
     move = union.parse(
         {"action": "start_worker", "id": "g", "prompt": "make test", "runtime": "shell"}
     )
-    assert gate.judge(open_wd(wd), Config(), move)[0].allowed_by
+    assert gate.judge(open_wd(wd), move)[0].allowed_by
     provenance.record(wd, "goals/g.md", goal.encode(), approved=False, now=time.time())
-    assert gate.judge(open_wd(wd), Config(), move)[0].needs_approval
+    assert gate.judge(open_wd(wd), move)[0].needs_approval
     provenance.record(wd, "goals/g.md", goal.encode(), approved=True, now=time.time())
-    assert gate.judge(open_wd(wd), Config(), move)[0].allowed_by
+    assert gate.judge(open_wd(wd), move)[0].allowed_by
 
 
 def test_the_readme_safety_table_names_every_move() -> None:

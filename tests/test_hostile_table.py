@@ -22,7 +22,6 @@ import pytest
 from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.moves import gate, union
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
@@ -228,11 +227,10 @@ def test_hostile_decisions_run_nothing_without_a_human(wd: Paths, tmp_path: Path
     (wd.root / "tick.txt").write_text("0")
     write_sensor(wd, "tick", "cat tick.txt")
     outside_before = _tree(tmp_path, wd.root)
-    cfg = config_mod.load(wd.config)
     code = [
         i
         for i, mv in enumerate(table)
-        if gate.judge(open_wd(wd), cfg, union.parse(mv))[0].power is gate.Power.CODE
+        if gate.judge(open_wd(wd), union.parse(mv))[0].power is gate.Power.CODE
     ]
     t0 = time.time()
     clock = {"t": t0}

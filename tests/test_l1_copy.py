@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 from looop_py.workers import launch, records
 from tests.conftest import open_wd, wait_for
@@ -24,8 +23,7 @@ def test_an_l1_shell_worker_writes_only_into_a_copy_that_is_discarded(
         "echo changed > keep.txt; echo new > new.txt; rm link\n"
         '"$LOOOP_BIN" done --status done --summary "wrote in a copy"\n'
     )
-    cfg = config.load(wd.config)
-    launch.start(open_wd(wd), cfg, "w1", script, cwd=ws, read_only=True, now=time.time())
+    launch.start(open_wd(wd), "w1", script, cwd=ws, read_only=True, now=time.time())
     d = wd.sessions / "w1"
 
     def ended() -> bool:

@@ -176,8 +176,8 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
         status = records.read_record(wd.sessions / sid / records.STATUS)
         status.pop("finalized_at", None)
         jsonio.write_json(wd.sessions / sid / records.STATUS, status)
-        SessionWorkers(open_wd(wd), config.load(wd.config), lambda: clock[0]).poll(sid)
-    reap.housekeeping(open_wd(wd), config.load(wd.config), clock[0])
+        SessionWorkers(open_wd(wd), lambda: clock[0]).poll(sid)
+    reap.housekeeping(open_wd(wd), clock[0])
     assert ledger.load(open_wd(wd)).tokens == spend.tokens
 
     clock[0] = base + 3 * 3600 + 5  # the next slot (and then some) falls due
@@ -189,12 +189,10 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     assert row.held == "budget"
     assert "held: budget" in render.loops_lines(loop_views.overview(open_wd(wd), clock[0]))[0]
     with pytest.raises(advance.BudgetHeld, match="daily token budget spent"):
-        advance.start_round(
-            open_wd(wd), config.load(wd.config), "tidy", now=clock[0], trigger="move"
-        )
+        advance.start_round(open_wd(wd), "tidy", now=clock[0], trigger="move")
     if ledger.local_day(time.time()) == ledger.local_day(clock[0]):  # `looop run` reads the clock
         with pytest.raises(advance.BudgetHeld, match="loop tidy is held"):
-            advance.run(open_wd(wd), config.load(wd.config), "tidy")
+            advance.run(open_wd(wd), "tidy")
 
     lim = views.limits_now(open_wd(wd), clock[0])
     assert lim.by_source["loop:tidy"] == {"tokens": 1200, "usd": pytest.approx(0.02)}
@@ -221,18 +219,15 @@ def test_a_worker_a_decide_started_is_charged_to_workers(wd: Paths) -> None:
     from looop_py.workers import launch
 
     wd.config.write_text('[decider]\nbackend = "noop"\n[runtimes.shell]\nusage = "claude"\n')
-    cfg = config.load(wd.config)
-    launch.start(open_wd(wd), cfg, "w1", f"echo '{json.dumps(RESULT)}'\n", runtime="shell", now=NOW)
+    launch.start(open_wd(wd), "w1", f"echo '{json.dumps(RESULT)}'\n", runtime="shell", now=NOW)
     deadline = time.monotonic() + 30
     while records.get(open_wd(wd), "w1", time.time()).alive or not records.read_record(
         wd.sessions / "w1" / records.STATUS
     ).get("ended_at"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    reap.housekeeping(open_wd(wd), cfg, NOW)
-    reap.housekeeping(
-        open_wd(wd), cfg, NOW + 1
-    )  # finalized once; and a second look charges nothing
+    reap.housekeeping(open_wd(wd), NOW)
+    reap.housekeeping(open_wd(wd), NOW + 1)  # finalized once; and a second look charges nothing
     spend = ledger.load(open_wd(wd))
     assert spend.by_source == {
         "workers": {

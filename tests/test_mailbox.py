@@ -86,9 +86,8 @@ def test_concurrent_askers_get_distinct_ids(wd: Paths) -> None:
 def held(wd: Paths, move: dict) -> mailbox.Ask:
     """A move the gate held back, as the pulse would hold it."""
     from looop_py.moves import gate, union
-    from looop_py.workdir.config import Config
 
-    admission = gate.admit(open_wd(wd), Config(), union.parse(move), time.time())
+    admission = gate.admit(open_wd(wd), union.parse(move), time.time())
     assert admission.held is not None
     return mailbox.get_ask(open_wd(wd), admission.held)
 

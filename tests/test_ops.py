@@ -57,12 +57,10 @@ def test_config_check(wd: Paths) -> None:
 
 
 def test_decider_check(wd: Paths) -> None:
-    cfg = config_mod.load(wd.config)
-    assert doctor.decider(open_wd(wd), cfg, offline=False, now=time.time()).verdict is Verdict.OK
+    assert doctor.decider(open_wd(wd), offline=False, now=time.time()).verdict is Verdict.OK
     wd.config.write_text('[decider]\nbackend = "command"\ncommand = "echo not a move"\n')
-    cfg = config_mod.load(wd.config)
-    assert doctor.decider(open_wd(wd), cfg, offline=True, now=time.time()).verdict is Verdict.OK
-    failed = doctor.decider(open_wd(wd), cfg, offline=False, now=time.time())
+    assert doctor.decider(open_wd(wd), offline=True, now=time.time()).verdict is Verdict.OK
+    failed = doctor.decider(open_wd(wd), offline=False, now=time.time())
     assert failed.verdict is Verdict.FAIL and failed.message.startswith("command:")
 
 

@@ -11,7 +11,6 @@ from looop_py.engine.levels import LoopLevel
 from looop_py.loops import advance
 from looop_py.loops.specs import load_loops, load_spec
 from looop_py.moves import approvals
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import mailbox, provenance
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
@@ -46,8 +45,7 @@ def test_a_model_written_loop_runs_at_l1_until_a_human_edits_it(wd: Paths) -> No
     assert load_spec(open_wd(wd), "docs").level is LoopLevel.L1_REPORT
     (spec,), _ = load_loops(open_wd(wd))
     assert spec.level is LoopLevel.L1_REPORT
-    cfg = config_mod.load(wd.config)
-    state = advance.start_round(open_wd(wd), cfg, "docs", now=time.time(), trigger="test")
+    state = advance.start_round(open_wd(wd), "docs", now=time.time(), trigger="test")
     assert state.spec.level is LoopLevel.L1_REPORT
     # A human edit changes the file's hash: it is the human's again, at its own level.
     path.write_text(path.read_text() + "Reviewed by me.\n")

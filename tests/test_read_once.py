@@ -34,7 +34,7 @@ checker: |
 
 def test_the_prompt_shows_the_goal_text_that_was_hashed(wd: Paths) -> None:
     (wd.goals / "tidy.md").write_text("# Tidy\nthe version that was hashed\n")
-    seen = sense(open_wd(wd), Config(), time.time())
+    seen = sense(open_wd(wd), time.time())
     (wd.goals / "tidy.md").write_text("# Tidy\nan edit made after SENSE\n")  # mid-beat edit
     text = gather_prompt(
         wd,

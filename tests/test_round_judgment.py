@@ -12,7 +12,6 @@ from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.loops.advance import start_round
-from looop_py.workdir import config as config_mod
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
 from tests.test_loops_e2e import DONE, finished, loop_goal, rounds_of
@@ -39,7 +38,7 @@ def run_round(wd: Paths, level: str, **extra: str) -> Counting:
     beat(open_wd(wd), decider=decider)  # the world as it starts: one wake, before any round
     assert len(decider.wakes) == 1
     decider.wakes.clear()
-    start_round(open_wd(wd), config_mod.load(wd.config), "sweep", now=time.time(), trigger="test")
+    start_round(open_wd(wd), "sweep", now=time.time(), trigger="test")
     deadline = time.monotonic() + 30
     while not finished(wd)():
         assert time.monotonic() < deadline, rounds_of(wd)

@@ -53,7 +53,7 @@ def _seen(path: Path) -> dict[str, str]:
 
 
 def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -> None:
-    cfg = _config(wd)
+    _config(wd)
     out = wd.root / "envs"
     out.mkdir()
     write_sensor(wd, "dump", f"env > {out}/sensor.txt; echo ok")
@@ -61,7 +61,7 @@ def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -
     beat(open_wd(wd))  # the sensor
     # run_shell (an approved command, through bash), a worker with a verify command
     shell = union.parse({"action": "run_shell", "cmd": f"env > {out}/shell.txt"})
-    assert act.execute(open_wd(wd), cfg, shell, now, approved=True).ok
+    assert act.execute(open_wd(wd), shell, now, approved=True).ok
     worker = union.parse(
         {
             "action": "start_worker",
@@ -71,7 +71,7 @@ def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -
             "verify": f"env > {out}/verify.txt",
         }
     )
-    assert act.execute(open_wd(wd), cfg, worker, now, approved=True).ok
+    assert act.execute(open_wd(wd), worker, now, approved=True).ok
     keyed = union.parse(
         {
             "action": "start_worker",
@@ -80,12 +80,12 @@ def test_no_child_process_inherits_the_key(wd: Paths, secrets: dict[str, str]) -
             "runtime": "keyed",
         }
     )
-    assert act.execute(open_wd(wd), cfg, keyed, now).ok
+    assert act.execute(open_wd(wd), keyed, now).ok
     wait_for(lambda: (out / "worker.txt").exists() and (out / "keyed.txt").exists(), 20)
     wait_for(lambda: beat(open_wd(wd), force=True) and (out / "verify.txt").exists(), 20, "verify")
     # the loop action executor gets the same scrubbed environment
     (wd.goals / "ship.md").write_text(LOOP)
-    engine = advance.engine_for(open_wd(wd), cfg, load_spec(open_wd(wd), "ship"))
+    engine = advance.engine_for(open_wd(wd), load_spec(open_wd(wd), "ship"))
     action_env = engine.executor.env  # type: ignore[attr-defined]
     for where in ("sensor", "shell", "worker", "verify", "keyed"):
         env = _seen(out / f"{where}.txt")

@@ -51,7 +51,7 @@ def cfg(wd: Paths) -> config.Config:
 
 
 def start(wd: Paths, sid: str, prompt: str, **kw: Any) -> records.Session:
-    return launch.start(open_wd(wd), cfg(wd), sid, prompt, now=time.time(), **kw)
+    return launch.start(open_wd(wd), sid, prompt, now=time.time(), **kw)
 
 
 def status(wd: Paths, sid: str) -> dict[str, Any]:
@@ -179,11 +179,11 @@ def test_recycled_pid_is_dead_and_housekeeping_records_and_prunes(wwd: Paths) ->
     now = time.time()
     view = records.get(open_wd(wwd), "ghost", now)
     assert (view.alive, view.health, view.state, view.lost) == (False, "dead", "exited", True)
-    events = reap.housekeeping(open_wd(wwd), cfg(wwd), now)
+    events = reap.housekeeping(open_wd(wwd), now)
     assert [e["event"] for e in events] == ["worker_lost", "worker_ended"]
     assert status(wwd, "ghost")["lost"] is True and status(wwd, "ghost")["finalized_at"] == now
-    assert reap.housekeeping(open_wd(wwd), cfg(wwd), now + 60) == []  # settled once only
-    pruned = reap.housekeeping(open_wd(wwd), cfg(wwd), now + 3 * 86400 + 1)
+    assert reap.housekeeping(open_wd(wwd), now + 60) == []  # settled once only
+    pruned = reap.housekeeping(open_wd(wwd), now + 3 * 86400 + 1)
     assert pruned == [{"event": "session_pruned", "id": "ghost"}]
     assert not d.exists()
 
@@ -245,7 +245,7 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
     start(wwd, "reporter", script)
     wait_ended(wwd, "metered")
     wait_ended(wwd, "reporter")
-    events = reap.housekeeping(open_wd(wwd), cfg(wwd), time.time())
+    events = reap.housekeeping(open_wd(wwd), time.time())
     metered = next(e for e in events if e["id"] == "metered")
     assert metered["usage"] == {
         "input_tokens": 105,
@@ -286,7 +286,7 @@ def test_git_worktree_kept_when_it_holds_commits_else_removed(wwd: Paths, tmp_pa
     wait_ended(wwd, "keep")
     wait_ended(wwd, "drop")
     assert (wwd.reports / "keep.txt").read_text().strip() == str(wt_root / "keep")
-    events = {e["id"]: e for e in reap.housekeeping(open_wd(wwd), cfg(wwd), time.time())}
+    events = {e["id"]: e for e in reap.housekeeping(open_wd(wwd), time.time())}
     assert events["keep"]["worktree"] == "kept" and events["drop"]["worktree"] == "removed"
     assert (wt_root / "keep").is_dir() and not (wt_root / "drop").exists()
     branches = subprocess.run(

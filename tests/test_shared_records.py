@@ -376,12 +376,12 @@ def test_an_approved_move_runs_once_on_the_next_beat_of_any_host(
     )
     shelf.write_json(open_wd(a).shelf, "approved", ask.id, {"v": 1, "ask": ask.id, "hold": hold})
     mailbox.answer(open_wd(b), ask.id, "approved", now=2.0, verdict="approved")
-    events = approvals.carry_out_pending(open_wd(b), config_mod.load(b.config), 3.0)
+    events = approvals.carry_out_pending(open_wd(b), 3.0)
     assert events == []
     assert open_wd(a).shelf.names("approved") == []  # carried out once, gone for both hosts
     got = mailbox.get_answer(open_wd(a), ask.id)
     assert got is not None and got.note
-    assert approvals.carry_out_pending(open_wd(a), config_mod.load(a.config), 4.0) == []
+    assert approvals.carry_out_pending(open_wd(a), 4.0) == []
 
 
 class Usurped:
@@ -459,9 +459,7 @@ def test_the_pulse_passing_between_hosts_wakes_no_decider(two: Hosts) -> None:
     from looop_py.workers import kill, launch
 
     a, b = two.workdir("a"), two.workdir("b")
-    launch.start(
-        open_wd(a), config_mod.load(a.config), "w1", "sleep 60", runtime="shell", now=time.time()
-    )
+    launch.start(open_wd(a), "w1", "sleep 60", runtime="shell", now=time.time())
     try:
         outcomes = [beat(open_wd(host), decider=Noop()).outcome for host in (a, b, a, b, a, b)]
     finally:
@@ -497,7 +495,7 @@ def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
     from tests.etcdserver import free_port
 
     a, b = two.workdir("a"), two.workdir("b")
-    free = doctor.coordination(open_wd(a), config_mod.load(a.config), time.time())
+    free = doctor.coordination(open_wd(a), time.time())
     assert free.verdict is doctor.Verdict.OK and "pulse free" in free.message
     assert "host a" in free.message
     with choose.coordinator(open_wd(b)).pulse() as token:
@@ -513,9 +511,7 @@ def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
     assert check["verdict"] == "fail" and "cannot be reached" in check["message"]
     assert "never falls back" in check["fix"]
     files = Hosts("files", tmp_path / "f", None).workdir()
-    assert doctor.coordination(
-        open_wd(files), config_mod.load(files.config), 0.0
-    ).message.startswith("files")
+    assert doctor.coordination(open_wd(files), 0.0).message.startswith("files")
 
 
 def _charge_many(root: str, start: int) -> None:

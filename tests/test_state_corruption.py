@@ -20,7 +20,6 @@ import pytest
 from looop_py.beat.preview import preview
 from looop_py.beat.pulse import beat
 from looop_py.errors import LooopError
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
@@ -57,10 +56,9 @@ def _rich(root: Path) -> Paths:
     (p.sensors / "ok.sh").chmod(0o755)
     p.config.write_text('[decider]\nbackend = "noop"\n')
     p.goal("lp").write_text(LOOP)
-    cfg = config_mod.load(p.config)
     now = time.time()
-    start_round(open_wd(p), cfg, "lp", now=now, trigger="test")
-    launch.start(open_wd(p), cfg, "w1", "exit 0", now=now)
+    start_round(open_wd(p), "lp", now=now, trigger="test")
+    launch.start(open_wd(p), "w1", "exit 0", now=now)
     lease.claim(p, "tgt", Holder("x", os.getpid(), create_time(os.getpid())), now=now)
     mailbox.open_ask(open_wd(p), prompt="q?", asker="human", now=now)
     answered = mailbox.open_ask(open_wd(p), prompt="q2?", asker="human", now=now)

@@ -12,7 +12,6 @@ import pytest
 from looop_py.beat import views
 from looop_py.beat.pulse import beat
 from looop_py.deciders.rules import RulesDecider
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
@@ -26,7 +25,7 @@ def test_a_step_that_raises_is_logged_named_and_shown_until_a_clean_beat(
 
     wd.goal("lp").write_text("---\nintent: t\nlevel: L1\nruntime: shell\nmaker: true\n---\n")
 
-    def boom(paths: Paths, cfg: object, now: float) -> list[dict[str, object]]:
+    def boom(wd: object, now: float) -> list[dict[str, object]]:
         raise RuntimeError("kaboom in advance")
 
     monkeypatch.setattr(advance, "advance", boom)
@@ -83,10 +82,9 @@ def test_twelve_rounds_whose_workers_exit_0_without_done_end_done_with_concerns(
     from looop_py.loops.advance import run
 
     wd.goal("lp").write_text(LOOP)
-    cfg = config_mod.load(wd.config)
     outcomes = []
     for _ in range(12):
-        report = run(open_wd(wd), cfg, "lp")
+        report = run(open_wd(wd), "lp")
         assert report.maker is not None and report.checker is not None, report.error
         outcomes.append((report.maker.status.value, report.checker.status.value))
     assert outcomes == [("done-with-concerns", "done-with-concerns")] * 12

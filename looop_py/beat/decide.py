@@ -111,7 +111,6 @@ def _with_goal_ages(snapshots: dict[str, Any], ages: dict[str, float | None]) ->
 
 def decide_and_act(
     wd: WorkDir,
-    cfg: Config,
     *,
     seen: World,
     changed: tuple[Change, ...],
@@ -120,6 +119,7 @@ def decide_and_act(
     forced_by: str | None = None,
     interrupted: str | None = None,
 ) -> Verdict:
+    cfg = wd.config
     lim = cfg.limits
     ledgers = limits.load(wd)
     items = seen.items
@@ -212,7 +212,7 @@ def decide_and_act(
         return fail(f"rejected decision: {exc.message}")
     runs.write(wd, run, "move.json", move.to_json())
 
-    outcome = act.execute(wd, cfg, move, now)
+    outcome = act.execute(wd, move, now)
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
     limits.save_backoff(wd, None)

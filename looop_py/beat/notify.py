@@ -22,7 +22,6 @@ from typing import Any
 
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import environ, journal, mailbox
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths, has_entries
@@ -40,10 +39,9 @@ def _event(kind: str, key: str, text: str, **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "key": key, "text": text, **fields}
 
 
-def find_events(
-    wd: WorkDir, cfg: config_mod.Config, result: BeatResult, now: float
-) -> list[dict[str, Any]]:
+def find_events(wd: WorkDir, result: BeatResult, now: float) -> list[dict[str, Any]]:
     """Every event a human should hear about now (notified or not). Reads only."""
+    cfg = wd.config
     events: list[dict[str, Any]] = []
     for ask in mailbox.pending(wd):
         kind = "approval" if ask.kind is mailbox.AskKind.APPROVAL else "ask"
@@ -74,7 +72,7 @@ def find_events(
     if result.outcome is BeatOutcome.HELD and "budget" in reason:
         day = time.strftime("%Y-%m-%d", time.localtime(now))
         events.append(_event("budget-exhausted", f"budget:{day}", f"looop: {reason}"))
-    events += _worker_events(wd, cfg, now)
+    events += _worker_events(wd, now)
     events += _round_events(wd)
     return events
 
@@ -104,7 +102,7 @@ def streak_start(paths: Paths, streak: int) -> str:
     return str(earlier[0].get("ts")) if earlier else "now"
 
 
-def _worker_events(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[dict[str, Any]]:
+def _worker_events(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     if not has_entries(wd.paths.sessions):
         return []
     from looop_py.workers import records  # only when sessions/ has entries
@@ -140,10 +138,10 @@ def _round_events(wd: WorkDir) -> list[dict[str, Any]]:
     return out
 
 
-def notify(wd: WorkDir, cfg: config_mod.Config, result: BeatResult, now: float) -> list[str]:
+def notify(wd: WorkDir, result: BeatResult, now: float) -> list[str]:
     """Send each event not notified yet; the keys sent. Never raises."""
     try:
-        events = find_events(wd, cfg, result, now)
+        events = find_events(wd, result, now)
         record = _load(wd.paths)
         fresh = [e for e in events if e["key"] not in record][:MAX_PER_BEAT]
         if not fresh:
@@ -156,7 +154,7 @@ def notify(wd: WorkDir, cfg: config_mod.Config, result: BeatResult, now: float) 
         journal.emit(wd, "notify_failed", now, message=repr(exc))
         return []
     for e in fresh:
-        run_hook(wd, cfg, e, now)
+        run_hook(wd, e, now)
     return [e["key"] for e in fresh]
 
 
@@ -168,8 +166,9 @@ def _load(paths: Paths) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def run_hook(wd: WorkDir, cfg: config_mod.Config, event: dict[str, Any], now: float) -> bool:
+def run_hook(wd: WorkDir, event: dict[str, Any], now: float) -> bool:
     """Run the hook for one event; journal and emit a failure. True when it exited 0."""
+    cfg = wd.config
     event = {**event, "ts": journal.iso(now), "work_dir": str(wd.paths.root)}
     env = environ.child_env(wd.paths, config=cfg, passthrough=cfg.notify.env)
     for name in ("kind", "key", "text", "id", "ts", "work_dir"):

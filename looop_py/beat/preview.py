@@ -58,7 +58,7 @@ def preview(wd: WorkDir) -> Preview:
         raise Busy("a pulse has held the lock for too long", "try again in a minute")
     try:
         with terminate_cleanly():
-            world = sense(wd, cfg, wd.clock(), persist=False)
+            world = sense(wd, wd.clock(), persist=False)
     finally:
         procs.kill_running()
         lock.release()

@@ -44,7 +44,7 @@ def prune(wd: WorkDir) -> Pruned:
         raise Busy("a pulse has held the lock for too long", "try again in a minute")
     try:
         now = wd.clock()
-        events = reap.housekeeping(wd, cfg, now, ttl_s=0)
+        events = reap.housekeeping(wd, now, ttl_s=0)
         removed_runs = runs.prune(wd.paths, cfg.limits.runs_keep)
         archived = store.archive_done(wd.shelf, now)
     finally:

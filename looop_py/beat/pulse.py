@@ -134,18 +134,17 @@ def _beat_locked(
     cfg = wd.config
 
     def body(fence: Fence | None) -> BeatResult:
-        return _beat_body(wd, cfg, fence, force=force, decider=decider, started=started, ran=ran)
+        return _beat_body(wd, fence, force=force, decider=decider, started=started, ran=ran)
 
     if cfg.coordination.backend == "files":
         return body(None)
     from looop_py.beat import shared  # a shared backend only: a beat on files never loads it
 
-    return shared.beat_shared(wd, cfg, body, started=started)
+    return shared.beat_shared(wd, body, started=started)
 
 
 def _beat_body(
     wd: WorkDir,
-    cfg: config_mod.Config,
     fence: Fence | None,
     *,
     force: bool,
@@ -158,6 +157,7 @@ def _beat_body(
     On a shared backend no quiet seal is written: another host may commit meanwhile, so
     every beat there takes the pulse and reads the shared world (beat/quiet.py never skips).
     """
+    cfg = wd.config
     now = wd.clock()
     jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
@@ -166,14 +166,14 @@ def _beat_body(
     if not wd.shelf.empty("approved"):  # approvals their approver did not run (rare)
         from looop_py.moves import approvals
 
-        _emit_steps(wd, now, "approval_failed", lambda: approvals.carry_out_pending(wd, cfg, now))
+        _emit_steps(wd, now, "approval_failed", lambda: approvals.carry_out_pending(wd, now))
 
     with wd.memo.scope():  # goals/ listed once for ADVANCE, the probes and the hash
         # 1. REAP and 2. ADVANCE — before SENSE, so the probes already see what they settled.
-        failed = housekeep(wd, cfg, now) + advance_loops(wd, cfg, now)
+        failed = housekeep(wd, now) + advance_loops(wd, now)
 
         # 3. SENSE
-        world = sense(wd, cfg, now, ran=ran)
+        world = sense(wd, now, ran=ran)
         loop_wake = _loop_wake(wd)  # the index is built once per scan: for the seal
     failed += [
         f"probe {stem}"
@@ -202,7 +202,7 @@ def _beat_body(
     if reason is None:
         wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
         if fence is None:
-            _seal(wd, cfg, world, last, loop_wake)
+            _seal(wd, world, last, loop_wake)
         return _finish(wd, base, started, cfg)
 
     if fence is not None and not fence.held():
@@ -216,7 +216,6 @@ def _beat_body(
 
     verdict = decide_and_act(
         wd,
-        cfg,
         seen=world,
         changed=changed,
         now=now,
@@ -236,7 +235,7 @@ def _beat_body(
         action = (verdict.move or {}).get("action")
         if fence is None:
             committed = commit(wd.paths, world, now, action, verdict.next_wake)
-            _seal(wd, cfg, world, committed, loop_wake)
+            _seal(wd, world, committed, loop_wake)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
     return _finish(wd, result, started, cfg)
@@ -258,12 +257,12 @@ def _loop_wake(wd: WorkDir) -> float | None:
 
 def _seal(
     wd: WorkDir,
-    cfg: config_mod.Config,
     world: World,
     committed: Committed,
     loop_wake: float | None,
 ) -> None:
     """Let the next beat prove from the seal that nothing changed (beat/seal.py)."""
+    cfg = wd.config
     from looop_py.beat import probes  # loaded already: SENSE ran them
     from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
 
@@ -325,7 +324,7 @@ def _report_interrupted(wd: WorkDir, now: float) -> str | None:
     return text
 
 
-def housekeep(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
+def housekeep(wd: WorkDir, now: float) -> list[str]:
     """Set aside records that do not fit, reap dead sessions, verify ended workers, then
     reap dead claims; one event line each. Returns the steps that failed."""
     failed: list[str] = []
@@ -344,7 +343,7 @@ def housekeep(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
     if has_entries(wd.paths.sessions):
         from looop_py.workers import reap  # only when sessions/ has entries
 
-        failed += _emit_steps(wd, now, "reap-sessions", lambda: reap.housekeeping(wd, cfg, now))
+        failed += _emit_steps(wd, now, "reap-sessions", lambda: reap.housekeeping(wd, now))
     if has_entries(wd.paths.claims):
         from functools import partial  # only when claims/ has entries
 
@@ -358,13 +357,13 @@ def housekeep(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
     return failed
 
 
-def advance_loops(wd: WorkDir, cfg: config_mod.Config, now: float) -> list[str]:
+def advance_loops(wd: WorkDir, now: float) -> list[str]:
     """Step live loop rounds and start the due ones; no model is asked (README "Loops")."""
     if not loopindex.index(wd) and wd.shelf.empty("rounds"):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist
 
-    return _emit_steps(wd, now, "advance", lambda: advance.advance(wd, cfg, now))
+    return _emit_steps(wd, now, "advance", lambda: advance.advance(wd, now))
 
 
 # What each step's failure event was called before steps were named (kept for readers).
@@ -423,5 +422,5 @@ def _finish(wd: WorkDir, result: BeatResult, started: float, cfg: config_mod.Con
     if cfg.notify.command:
         from looop_py.beat import notify  # only with a [notify] command configured
 
-        notify.notify(wd, cfg, result, wd.clock())
+        notify.notify(wd, result, wd.clock())
     return result

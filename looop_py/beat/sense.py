@@ -14,7 +14,6 @@ from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
 from looop_py.errors import CorruptFile
 from looop_py.record import field, record
-from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
@@ -54,7 +53,6 @@ class Committed:
 
 def sense(
     wd: WorkDir,
-    cfg: Config,
     now: float,
     *,
     persist: bool = True,
@@ -66,6 +64,7 @@ def sense(
     nothing under state/: the probes leave the loop index and schedule book alone.
     `ran`: sensor runs a quiet attempt already made this beat (beat/quiet.py).
     """
+    cfg = wd.config
     wd.paths.snapshots.mkdir(exist_ok=True)
     found, refused = _inside(wd, sensors.discover(wd.paths, cfg.sensors.timeout_s))
     readings = sensors.sense(

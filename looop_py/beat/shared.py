@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from looop_py.coord.base import Coordinator
-    from looop_py.workdir.config import Config
     from looop_py.workdir.context import WorkDir
 
 WORLD = "world/committed"  # the committed world's key on the backend
@@ -116,9 +115,10 @@ class Standing:
         }
 
 
-def standing(wd: WorkDir, cfg: Config) -> Standing | None:
+def standing(wd: WorkDir) -> Standing | None:
     """This host, the pulse, the committed world and the claims on a shared backend; None on
     files. A backend out of reach is said so, not raised: status still shows the rest."""
+    cfg = wd.config
     c = cfg.coordination
     if c.backend == "files":
         return None
@@ -153,7 +153,6 @@ def _committed(data: bytes | None) -> Committed:
 
 def beat_shared(
     wd: WorkDir,
-    cfg: Config,
     body: Callable[[Fence], BeatResult],
     *,
     started: float,

@@ -274,7 +274,7 @@ def status(wd: WorkDir) -> StatusView:
     except CorruptFile as exc:
         error = exc.message
     committed = load_committed(wd.paths)
-    shared = standing(wd, wd.config)
+    shared = standing(wd)
     claims = _count_entries(wd.paths.claims, suffix=".json")
     if shared is not None and shared.committed is not None:
         committed, claims = shared.committed, shared.claims  # every host's, not this mirror

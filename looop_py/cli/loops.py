@@ -47,10 +47,9 @@ def run_loop(wd: WorkDir, loop: str, wait: bool, as_json: bool) -> None:
       looop run daily-triage
       looop run ci-sweeper --json | jq .outcome
     """
-    cfg = wd.config
     from looop_py.loops import advance
 
-    report = advance.run(wd, cfg, loop, wait_for_human=wait)
+    report = advance.run(wd, loop, wait_for_human=wait)
     if as_json:
         json_out(report.to_dict())
     else:

@@ -63,7 +63,6 @@ def worker_start(
       echo 'make test > reports/t.txt' | looop worker start t - --verify 'test -s reports/t.txt'
       looop worker start fix-1 "Fix issue 1" --workspace git-worktree --json | jq .pid
     """
-    cfg = wd.config
     from looop_py.workers import launch
 
     if prompt is None or prompt == "-":
@@ -72,7 +71,6 @@ def worker_start(
         prompt = sys.stdin.read()
     started = launch.start(
         wd,
-        cfg,
         worker_id,
         prompt,
         runtime=runtime,
@@ -144,10 +142,9 @@ def workers(wd: WorkDir, show_all: bool, as_json: bool) -> None:
       looop workers
       looop workers --all --json | jq '.workers[] | select(.health == "stuck") | .id'
     """
-    cfg = wd.config
     from looop_py.workers.fleet import fleet
 
-    view = fleet(wd, cfg, time.time(), include_ended=show_all)
+    view = fleet(wd, time.time(), include_ended=show_all)
     if as_json:
         json_out(view.to_json())
     else:

@@ -27,7 +27,6 @@ from looop_py.engine.ports import Answer, Approval, WorkerResult, WorkerStatus
 from looop_py.engine.prompts import PRIOR_HEADING
 from looop_py.errors import ClaimHeld, LooopError, UsageError
 from looop_py.workdir import mailbox, shelf
-from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill, launch, reap, records, runtimes, workspaces
 
@@ -78,7 +77,6 @@ class SessionWorkers:
     """Makers and checkers as detached workers; a round polls them across beats."""
 
     wd: WorkDir
-    config: Config
     clock: Callable[[], float] = time.time
 
     def start(self, request: WorkerRequest) -> str:
@@ -86,11 +84,10 @@ class SessionWorkers:
         meta = records.read_meta(self.wd.paths, request.id)
         if meta.get("round") == request.round_id:
             return request.id  # started before this process died: never twice
-        runtime = runtimes.resolve(self.config, request.runtime)
+        runtime = runtimes.resolve(self.wd.config, request.runtime)
         prompt = script_prompt(request.prompt) if runtime.script else request.prompt
         session = launch.start(
             self.wd,
-            self.config,
             request.id,
             prompt,
             runtime=request.runtime,
@@ -220,11 +217,10 @@ class RoundWorkspaces:
     """L1 reads in place; L2/L3 work in a git worktree of their own when there is a repo."""
 
     wd: WorkDir
-    config: Config
 
     def prepare(self, round_id: str, spec: LoopSpec) -> str:
 
-        wcfg = self.config.workers
+        wcfg = self.wd.config.workers
         if not spec.level.maker_may_write:
             return str(self._repo() or self.wd.paths.root)
         if self._repo() is None:
@@ -233,7 +229,7 @@ class RoundWorkspaces:
 
     def release(self, round_id: str, workspace: str, outcome: str) -> None:
 
-        wcfg = self.config.workers
+        wcfg = self.wd.config.workers
         path = workspaces.root(self.wd.paths, wcfg) / f"round-{round_id}"
         if Path(workspace) != path or not path.exists():
             return
@@ -245,6 +241,6 @@ class RoundWorkspaces:
     def _repo(self) -> Path | None:
 
         try:
-            return workspaces.repo_for(self.wd.paths, self.config.workers)
+            return workspaces.repo_for(self.wd.paths, self.wd.config.workers)
         except LooopError:
             return None

@@ -34,7 +34,6 @@ from looop_py.loops.executor import CommandActionExecutor
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import load_spec
 from looop_py.workdir import ledger
-from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 
 # typing is not imported at run time: the pulse loads this module when loops exist.
@@ -49,12 +48,11 @@ if TYPE_CHECKING:
     from looop_py.workdir.shelf import Shelf
 
 
-def engine_for(
-    wd: WorkDir, config: Config, spec: LoopSpec, clock: Callable[[], float] = time.time
-) -> LoopEngine:
+def engine_for(wd: WorkDir, spec: LoopSpec, clock: Callable[[], float] = time.time) -> LoopEngine:
+    config = wd.config
     return LoopEngine(
         spec,
-        SessionWorkers(wd, config, clock),
+        SessionWorkers(wd, clock),
         executor=CommandActionExecutor(
             action_commands(config.actions),
             cwd=wd.paths.root,
@@ -63,7 +61,7 @@ def engine_for(
         memory=store.memory_of(wd),
         claims=RoundClaims(wd, clock),
         escalations=MailboxApprovals(wd, clock),
-        workspaces=RoundWorkspaces(wd, config),
+        workspaces=RoundWorkspaces(wd),
         store=store.rounds_of(wd),
         clock=clock,
     )
@@ -73,13 +71,14 @@ class BudgetHeld(LooopError):
     """The daily budget is spent: no round starts until it allows one again."""
 
 
-def budget_hold(wd: WorkDir, config: Config, now: float) -> str | None:
+def budget_hold(wd: WorkDir, now: float) -> str | None:
     """Why no round may start now (the daily budget is spent), or None."""
+    config = wd.config
     return ledger.held(wd, config.limits, now)
 
 
-def _refuse_if_held(wd: WorkDir, config: Config, loop: str, now: float) -> None:
-    why = budget_hold(wd, config, now)
+def _refuse_if_held(wd: WorkDir, loop: str, now: float) -> None:
+    why = budget_hold(wd, now)
     if why is not None:
         raise BudgetHeld(
             f"loop {loop} is held: {why}",
@@ -89,7 +88,6 @@ def _refuse_if_held(wd: WorkDir, config: Config, loop: str, now: float) -> None:
 
 def start_round(
     wd: WorkDir,
-    config: Config,
     loop: str,
     *,
     now: float,
@@ -98,11 +96,11 @@ def start_round(
 ) -> RoundState:
     """Begin a round of `loop` and take its first steps (it never waits here); refused
     (BudgetHeld) while the daily budget is spent."""
-    _refuse_if_held(wd, config, loop, now)
+    _refuse_if_held(wd, loop, now)
     spec = load_spec(wd, loop)
     if target is not None:
         spec = spec.with_target(target)
-    engine = engine_for(wd, config, spec, clock=lambda: now)
+    engine = engine_for(wd, spec, clock=lambda: now)
     live = engine.live_rounds()
     if live:
         raise UsageError(
@@ -113,7 +111,7 @@ def start_round(
     return engine.settle(state, now)
 
 
-def advance(wd: WorkDir, config: Config, now: float) -> list[dict[str, Any]]:
+def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     """ADVANCE: step every live round; start the rounds whose cadence fell due."""
     events: list[dict[str, Any]] = []
     rounds = store.rounds_of(wd)
@@ -122,7 +120,7 @@ def advance(wd: WorkDir, config: Config, now: float) -> list[dict[str, Any]]:
             continue  # its worker runs on another host, which steps it on its next beat
         try:
             spec = state.spec
-            engine = engine_for(wd, config, spec, clock=lambda: now)
+            engine = engine_for(wd, spec, clock=lambda: now)
             new = engine.settle(state, now)
         except FenceLost:
             raise  # this beat lost the pulse: nothing more of it may be written
@@ -141,13 +139,13 @@ def advance(wd: WorkDir, config: Config, now: float) -> list[dict[str, Any]]:
             if rounds.live(loop):
                 continue  # stays due; fires once its live round ends
             if not hold:
-                hold.append(budget_hold(wd, config, now))
+                hold.append(budget_hold(wd, now))
             if hold[0] is not None:
                 continue  # stays due, held; fires once the budget allows
             # The slot is spent either way: a loop that cannot start is not retried every beat.
             schedule.mark_fired(book, loop, due_loops[loop], now)
             try:
-                state = start_round(wd, config, loop, now=now, trigger="cadence")
+                state = start_round(wd, loop, now=now, trigger="cadence")
             except FenceLost:
                 raise  # as above
             except LooopError as exc:
@@ -194,9 +192,9 @@ def _round_event(state: RoundState) -> dict[str, Any]:
     return event
 
 
-def run(wd: WorkDir, config: Config, loop: str, *, wait_for_human: bool = False) -> RoundReport:
+def run(wd: WorkDir, loop: str, *, wait_for_human: bool = False) -> RoundReport:
     """`looop run`: one round in the foreground, driven to its end (or to a human); refused
     (BudgetHeld) while the daily budget is spent."""
-    _refuse_if_held(wd, config, loop, time.time())
+    _refuse_if_held(wd, loop, time.time())
     spec = load_spec(wd, loop)
-    return engine_for(wd, config, spec).run_once(wait_for_human=wait_for_human)
+    return engine_for(wd, spec).run_once(wait_for_human=wait_for_human)

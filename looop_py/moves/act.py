@@ -53,15 +53,16 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def execute(wd: WorkDir, cfg: Config, move: Move, now: float, *, approved: bool = False) -> Outcome:
+def execute(wd: WorkDir, move: Move, now: float, *, approved: bool = False) -> Outcome:
     """Carry out one move. Failures are Outcomes, not exceptions, so they get journaled.
 
     `approved`: a human approved exactly this move (moves/approvals.py), so the
     gate does not hold it again (the tripwire still refuses).
     """
+    cfg = wd.config
     a = move.action
     try:
-        admission = gate.admit(wd, cfg, move, now, approved=approved)
+        admission = gate.admit(wd, move, now, approved=approved)
         verdict = admission.verdict
         if verdict.refused is not None:
             why = f"refused by the tripwire ({verdict.refused})"
@@ -103,10 +104,10 @@ def execute(wd: WorkDir, cfg: Config, move: Move, now: float, *, approved: bool 
             case AskHuman(prompt=prompt, options=options):
                 return _guarded(wd, move, now, lambda: _ask(wd, prompt, options, now))
             case StartWorker() | KillWorker():
-                run = lambda: _workers(wd, cfg, move, now, verdict.verify)  # noqa: E731
+                run = lambda: _workers(wd, move, now, verdict.verify)  # noqa: E731
                 return _guarded(wd, move, now, run)
             case StartRound():
-                return _guarded(wd, move, now, lambda: _start_round(wd, cfg, move, now))
+                return _guarded(wd, move, now, lambda: _start_round(wd, move, now))
     except FenceLost:
         raise  # this beat lost the pulse (a shared backend): the whole beat ends, not the move
     except LooopError as exc:
@@ -225,16 +226,13 @@ def _ask(wd: WorkDir, prompt: str, options: tuple[str, ...] | None, now: float) 
     return Outcome(True, f"as {ask.id}", detail={"ask": ask.id})
 
 
-def _workers(
-    wd: WorkDir, cfg: Config, move: Move, now: float, verify: str | None = None
-) -> Outcome:
+def _workers(wd: WorkDir, move: Move, now: float, verify: str | None = None) -> Outcome:
     from looop_py.workers import kill, launch  # only for a worker move
 
     a = move.action
     if isinstance(a, StartWorker):
         started = launch.start(
             wd,
-            cfg,
             a.id,
             a.prompt,
             runtime=a.runtime,
@@ -249,11 +247,11 @@ def _workers(
     return Outcome(True)
 
 
-def _start_round(wd: WorkDir, cfg: Config, move: Move, now: float) -> Outcome:
+def _start_round(wd: WorkDir, move: Move, now: float) -> Outcome:
     from looop_py.loops import advance  # only for a round move: the engine is heavy
 
     a = move.action
     assert isinstance(a, StartRound)
-    state = advance.start_round(wd, cfg, a.loop, now=now, trigger="move", target=a.target)
+    state = advance.start_round(wd, a.loop, now=now, trigger="move", target=a.target)
     stamp_goal(wd, a.loop, now)
     return Outcome(True, f"round {state.id} ({state.phase.value})")

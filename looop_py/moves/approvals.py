@@ -32,7 +32,6 @@ from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
 from looop_py.moves import act, gate, union
 from looop_py.workdir import journal, mailbox, shelf
-from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.mailbox import Answer
 
@@ -70,7 +69,7 @@ def _pulse_lock(wd: WorkDir) -> PulseLock | None:
     return lock if lock.acquire(timeout_s=LOCK_WAIT_S) else None
 
 
-def stale_reason(wd: WorkDir, cfg: Config, hold: dict[str, Any]) -> str | None:
+def stale_reason(wd: WorkDir, hold: dict[str, Any]) -> str | None:
     """Why the held move may no longer run as shown; None when it still would, exactly."""
     shown = hold.get("runs")
     if not isinstance(shown, str) or not isinstance(hold.get("move"), dict):
@@ -79,7 +78,7 @@ def stale_reason(wd: WorkDir, cfg: Config, hold: dict[str, Any]) -> str | None:
         move = union.parse(hold["move"])
     except union.MoveError as exc:
         return f"the held move no longer validates: {exc.message}"
-    verdict, fingerprint = gate.judge(wd, cfg, move)
+    verdict, fingerprint = gate.judge(wd, move)
     if hold.get("file") and hold.get("fingerprint") != fingerprint:
         return f"{hold['file']} changed since it was asked"
     if verdict.refused is not None:
@@ -99,13 +98,12 @@ def display(ask: mailbox.Ask) -> str:
 
 def _settle_round(wd: WorkDir, round_id: str, now: float) -> str:
     """Move an answered round on at once (the executor, or the refusal into memory)."""
-    cfg = wd.config
     lock = _pulse_lock(wd)
     if lock is None:
         return "the next beat carries it on"
     try:
         state = store.rounds_of(wd).load(round_id)
-        state = advance.engine_for(wd, cfg, state.spec, clock=lambda: now).settle(state, now)
+        state = advance.engine_for(wd, state.spec, clock=lambda: now).settle(state, now)
     finally:
         lock.release()
     outcome = state.outcome.value if state.outcome else state.phase.value
@@ -123,8 +121,7 @@ def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
         )
     if not isinstance(ask.hold.get("move"), dict):
         raise UsageError(f"{ask_id} holds nothing looop can run")
-    cfg = wd.config
-    stale = stale_reason(wd, cfg, ask.hold)
+    stale = stale_reason(wd, ask.hold)
     if stale is not None:
         _refuse_stale(wd, ask_id, stale, now)
     intent = {"v": 1, "ask": ask_id, "hold": ask.hold, "approved_at": now, "state": "approved"}
@@ -141,7 +138,7 @@ def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
         journal.write(wd, f"✓ approved {ask_id}: {summary} · queued for the next beat", now)
         return Answer("approved", now, "approved", QUEUED)
     try:
-        note = carry_out(wd, cfg, ask_id, now, by="approve")
+        note = carry_out(wd, ask_id, now, by="approve")
     finally:
         lock.release()
     got = mailbox.get_answer(wd, ask_id)
@@ -160,7 +157,7 @@ def _refuse_stale(wd: WorkDir, ask_id: str, why: str, now: float) -> None:
 # -- carrying approvals out (under the pulse lock) ---------------------------------------------
 
 
-def carry_out(wd: WorkDir, cfg: Config, ask_id: str, now: float, *, by: str) -> str:
+def carry_out(wd: WorkDir, ask_id: str, now: float, *, by: str) -> str:
     """Run one recorded approval, exactly once; the caller holds the pulse lock."""
     box = wd.shelf
     try:
@@ -179,7 +176,7 @@ def carry_out(wd: WorkDir, cfg: Config, ask_id: str, now: float, *, by: str) -> 
     if answer is not None and answer.verdict != "approved":
         note = f"dropped: it was answered {answer.verdict or answer.text!r}"
         return _finish(wd, ask_id, hold, ok=False, note=note, now=now, by=by, answer=False)
-    stale = stale_reason(wd, cfg, hold)
+    stale = stale_reason(wd, hold)
     if stale is not None:
         note = f"stale: {stale}; nothing ran"
         return _finish(wd, ask_id, hold, ok=False, note=note, now=now, by=by, verdict="stale")
@@ -188,7 +185,7 @@ def carry_out(wd: WorkDir, cfg: Config, ask_id: str, now: float, *, by: str) -> 
     if box.shared:
         running["host"] = box.host
     shelf.write_json(box, INTENTS, ask_id, running)  # on etcd: fenced by this beat's token
-    outcome = act.execute(wd, cfg, move, now, approved=True)
+    outcome = act.execute(wd, move, now, approved=True)
     note = ("ran: " if outcome.ok else "failed: ") + (outcome.note or "ok")
     return _finish(wd, ask_id, hold, ok=outcome.ok, note=note, now=now, by=by)
 
@@ -221,12 +218,12 @@ def _finish(
     return note
 
 
-def carry_out_pending(wd: WorkDir, cfg: Config, now: float) -> list[dict[str, Any]]:
+def carry_out_pending(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     """The beat's share: every approval whose approver did not get to run it. Lock held."""
     events: list[dict[str, Any]] = []
     for ask_id in wd.shelf.names(INTENTS):
         try:
-            carry_out(wd, cfg, ask_id, now, by="pulse")
+            carry_out(wd, ask_id, now, by="pulse")
         except FenceLost:
             raise  # this beat lost the pulse: nothing more of it may run or be written
         except LooopError as exc:

@@ -299,8 +299,9 @@ def current_file(wd: WorkDir, move: Move) -> tuple[str | None, bytes | None]:
     return rel, _read(wd, rel)
 
 
-def judge(wd: WorkDir, config: Config, move: Move) -> tuple[Verdict, str]:
+def judge(wd: WorkDir, move: Move) -> tuple[Verdict, str]:
     """The verdict on `move` against the files as they are now; the replaced file's fingerprint."""
+    config = wd.config
     rel, data = current_file(wd, move)
     if isinstance(move.action, StartWorker):
         rel = f"goals/{move.action.id}.md"
@@ -313,11 +314,9 @@ def judge(wd: WorkDir, config: Config, move: Move) -> tuple[Verdict, str]:
     return classify(move, text, config), provenance.fingerprint(data)
 
 
-def admit(
-    wd: WorkDir, config: Config, move: Move, now: float, *, approved: bool = False
-) -> Admission:
+def admit(wd: WorkDir, move: Move, now: float, *, approved: bool = False) -> Admission:
     """The gate act.py calls for every move before it carries it out."""
-    verdict, fingerprint = judge(wd, config, move)
+    verdict, fingerprint = judge(wd, move)
     if verdict.refused is not None:
         return Admission(verdict, run=False)
     if approved or not verdict.needs_approval:

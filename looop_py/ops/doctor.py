@@ -89,12 +89,12 @@ def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
     cfg = wd.config
     checks.append(Check("config", Verdict.OK, f"{wd.paths.config} is valid"))
     steps: list[Callable[[], Check]] = [
-        lambda: decider(wd, cfg, offline=offline, now=now),
+        lambda: decider(wd, offline=offline, now=now),
         lambda: budget(cfg),
         *(lambda name=name: runtime(cfg, name) for name in _runtimes_in_use(cfg)),
         lambda: scheduled(wd.paths, now),
         lambda: pulse_lock(wd.paths, cfg, now),
-        lambda: coordination(wd, cfg, now),
+        lambda: coordination(wd, now),
     ]
     for step in steps:
         try:
@@ -147,7 +147,8 @@ def clock_skew(paths: Paths) -> Check:
     return Check("clock", Verdict.OK, f"file times agree with the clock ({skew:+.2f} s)")
 
 
-def decider(wd: WorkDir, cfg: Config, *, offline: bool, now: float) -> Check:
+def decider(wd: WorkDir, *, offline: bool, now: float) -> Check:
+    cfg = wd.config
     backend = cfg.decider.backend
     if backend in ("rules", "noop"):
         return Check("decider", Verdict.OK, f"{backend}: offline, nothing to reach")
@@ -261,8 +262,9 @@ def pulse_lock(paths: Paths, cfg: Config, now: float) -> Check:
     return Check("pulse lock", Verdict.OK, "held by a pulse running now")
 
 
-def coordination(wd: WorkDir, cfg: Config, now: float) -> Check:
+def coordination(wd: WorkDir, now: float) -> Check:
     """On a shared backend: does it answer, with a quorum, and who holds the pulse?"""
+    cfg = wd.config
     c = cfg.coordination
     if c.backend == "files":
         return Check("coordination", Verdict.OK, "files: this machine only")

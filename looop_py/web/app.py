@@ -213,12 +213,11 @@ class Web:
 
 def start_round(wd: WorkDir, loop: str) -> dict[str, Any]:
     """Start a round of `loop` now, under the pulse lock (it never races a beat)."""
-    cfg = wd.config
     lock = PulseLock(wd.paths.pulse_lock)
     if not lock.acquire(timeout_s=approvals.LOCK_WAIT_S):
         raise Busy("a pulse held the lock for two minutes", "try again")
     try:
-        state = advance.start_round(wd, cfg, loop, now=time.time(), trigger="page")
+        state = advance.start_round(wd, loop, now=time.time(), trigger="page")
     finally:
         lock.release()
     return {"round": state.id, "loop": loop, "phase": state.phase.value}

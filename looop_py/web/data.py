@@ -90,7 +90,7 @@ def overview(wd: WorkDir, now: float, days: int = 1) -> dict[str, Any]:
         "wake_ratio": round(woke / ran, 3) if ran else None,
         "spend": spend_by_day(wd, now),
         "budget": {"daily_tokens": cfg.limits.daily_tokens, "daily_usd": cfg.limits.daily_usd},
-        "workers": fleet.fleet(wd, cfg, now).to_json(),
+        "workers": fleet.fleet(wd, now).to_json(),
         "rounds": [r.to_json() for r in loop_views.list_rounds(wd, include_done=False)],
         "asks": asks(wd, now)["asks"],
     }
@@ -169,8 +169,7 @@ def asks(wd: WorkDir, now: float) -> dict[str, Any]:
 
 def workers(wd: WorkDir, now: float, *, include_ended: bool = True) -> dict[str, Any]:
     """`looop workers --all --json`."""
-    cfg = wd.config
-    return fleet.fleet(wd, cfg, now, include_ended=include_ended).to_json()
+    return fleet.fleet(wd, now, include_ended=include_ended).to_json()
 
 
 def worker(wd: WorkDir, worker_id: str, now: float, lines: int = 200) -> dict[str, Any] | None:

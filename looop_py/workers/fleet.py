@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workers import reap, records
 
@@ -26,7 +25,8 @@ class Fleet:
         }
 
 
-def fleet(wd: WorkDir, config: Config, now: float, *, include_ended: bool = False) -> Fleet:
+def fleet(wd: WorkDir, now: float, *, include_ended: bool = False) -> Fleet:
+    config = wd.config
     views = records.list_sessions(wd, now)
     live = {v.id for v in views if v.alive}
     kept = [k for k in reap.kept_worktrees(wd.paths, config) if k["id"] not in live]

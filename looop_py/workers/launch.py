@@ -76,7 +76,6 @@ def worker_env(
 
 def start(
     wd: WorkDir,
-    config: Config,
     id: str,
     prompt: str,
     *,
@@ -97,6 +96,7 @@ def start(
     `refuse_prose` (`looop worker start`) refuses prose on a script runtime.
     """
 
+    config = wd.config
     session_id = check_segment(id, "worker id")
     if not prompt.strip():
         raise WorkerRefused("the prompt is empty", "say what the worker should do")

@@ -43,28 +43,28 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 
-def housekeeping(
-    wd: WorkDir, config: Config, now: float, *, ttl_s: float | None = None
-) -> list[dict[str, Any]]:
+def housekeeping(wd: WorkDir, now: float, *, ttl_s: float | None = None) -> list[dict[str, Any]]:
     """Record lost workers, verify and settle dead ones, prune old records.
 
     A settled session is pruned once it has been dead for `ttl_s` (default
     [workers] session_ttl_s; `looop prune` passes 0). Returns one event dict
     per thing done ({"event": name, ...}); the pulse logs them.
     """
+    config = wd.config
     events: list[dict[str, Any]] = []
     dirs = session_dirs(wd.paths)
     if dirs:
         ttl = config.workers.session_ttl_s if ttl_s is None else ttl_s
         budget_end = time.monotonic() + config.workers.verify_budget_s
         for d in dirs:
-            events += _housekeep_one(wd, config, d, now, budget_end, ttl_s=ttl)
+            events += _housekeep_one(wd, d, now, budget_end, ttl_s=ttl)
     return events
 
 
 def _housekeep_one(
-    wd: WorkDir, config: Config, d: Path, now: float, budget_end: float, *, ttl_s: float
+    wd: WorkDir, d: Path, now: float, budget_end: float, *, ttl_s: float
 ) -> list[dict[str, Any]]:
+    config = wd.config
     meta, status = read_record(d / META), read_record(d / STATUS)
     if meta.get("unreadable") or status.get("unreadable"):
         return []  # never remove what cannot be read
