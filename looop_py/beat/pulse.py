@@ -287,7 +287,7 @@ def _seal(
         for view in seen.sessions:
             status = records.read_record(paths.sessions / view.id / records.STATUS)
             # reap.housekeeping's rule: a settled session is pruned ttl after it ended.
-            ended = records.as_number(status.get("ended_at")) or records.as_number(
+            ended = jsonio.number(status.get("ended_at")) or jsonio.number(
                 status.get("finalized_at")
             )
             if view.alive or not status.get("finalized_at") or ended is None:

@@ -7,8 +7,6 @@ the DIFF hashes and the prompt shows exactly the same text.
 
 from __future__ import annotations
 
-import math
-
 from looop_py import jsonio, procs, world
 from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
@@ -136,16 +134,10 @@ def parse_committed(data: Any) -> Committed:
     return Committed(
         digest if isinstance(digest, str) else None,
         dict(items),
-        _number(data.get("committed_at")),
+        jsonio.number(data.get("committed_at")),
         _text(data.get("action")),
-        _number(data.get("next_wake")),
+        jsonio.number(data.get("next_wake")),
     )
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def _text(value: Any) -> str | None:

@@ -89,11 +89,11 @@ class Claim:
             name=name,
             session=body.get("session") if isinstance(body.get("session"), str) else None,
             pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-            create_time=_num(body.get("create_time")),
+            create_time=jsonio.number(body.get("create_time")),
             epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0,
-            acquired_at=_num(body.get("acquired_at")) or 0.0,
-            expires_at=_num(body.get("expires_at")),
-            ttl_s=_num(body.get("ttl_s")),
+            acquired_at=jsonio.number(body.get("acquired_at")) or 0.0,
+            expires_at=jsonio.number(body.get("expires_at")),
+            ttl_s=jsonio.number(body.get("ttl_s")),
             host=body.get("host") if isinstance(body.get("host"), str) else None,
         )
 
@@ -143,10 +143,6 @@ class Claim:
 class Outcome:
     claim: Claim
     action: str  # acquired | held (already ours, unchanged) | renewed
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def claim_path(paths: Paths, name: str) -> str:
