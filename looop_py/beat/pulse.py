@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from looop_py import jsonio, procs
 from looop_py.beat import seal
@@ -28,7 +29,6 @@ from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.loops import index as loopindex
 from looop_py.moves import wal
-from looop_py.record import replace
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import goals, journal, shelf
 from looop_py.workdir.paths import Paths, has_entries

@@ -7,11 +7,12 @@ the DIFF hashes and the prompt shows exactly the same text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from looop_py import jsonio, procs, world
 from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
 from looop_py.errors import CorruptFile
-from looop_py.record import field, record
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class World:
     """Everything one SENSE step saw."""
 
@@ -37,7 +38,7 @@ class World:
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Committed:
     """The world as of the last usable decision."""
 

@@ -24,12 +24,12 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.ids import check_segment
-from looop_py.record import record, replace
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -46,7 +46,7 @@ POLL_S = 0.0001  # the per-name lock is held for well under a millisecond: look 
 POLL_MAX_S = 0.002  # … then back off, so many waiters on few cores leave the holder a CPU
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
     name: str
     session: str | None
@@ -139,7 +139,7 @@ class Claim:
         return f"{who} (pid {self.pid}{where}, epoch {self.epoch})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     claim: Claim
     action: str  # acquired | held (already ours, unchanged) | renewed

@@ -12,12 +12,12 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError, UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.record import record
 from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 
@@ -38,7 +38,7 @@ GOALS_TOTAL_CAP = 16 * 1024 * 1024  # all goals of one beat together
 FRONTMATTER_MAX_VALUES = 100_000  # YAML aliases can expand a small file enormously
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GoalFile:
     """A goal as one beat read it. `error` set: it could not be read, and `body` is a
     notice saying why (stable while the file stays wrong, so it hashes and shows)."""

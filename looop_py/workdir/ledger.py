@@ -25,10 +25,10 @@ Pure parts take `now`.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 
 from looop_py import jsonio
 from looop_py.errors import Busy, CorruptFile
-from looop_py.record import field, record, replace
 from looop_py.workdir import shelf as shelf_mod
 
 # typing is not imported at run time: the ledger is read on beats that decide or start rounds.
@@ -53,7 +53,7 @@ def loop_source(loop: str) -> str:
     return f"loop:{loop}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Charge:
     """One usage report: what a decide or a worker spent."""
 
@@ -66,7 +66,7 @@ class Charge:
     cache_write_tokens: int = 0
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Spend:
     day: str = ""
     tokens: int = 0
