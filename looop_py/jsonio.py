@@ -8,6 +8,7 @@ never a torn one, whenever the writer dies.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import stat
 import threading
@@ -48,6 +49,21 @@ def loads(data: bytes | str) -> Any:
 
 
 JSONDecodeError = orjson.JSONDecodeError
+
+
+def number(value: Any) -> float | None:
+    """`value` as a float if it is a finite number, else None: the one rule for numbers read back.
+
+    A bool is not a number (JSON `true` is no 1), and neither are NaN and ±inf
+    (orjson writes them as null; TOML and Python callers can still hand them in).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an int past the range of a float
+        return None
+    return value if math.isfinite(value) else None
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:

@@ -22,8 +22,6 @@ import os
 import select
 import time
 
-from looop_py.record import record
-
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from signal import SIGKILL as SIGKILL  # noqa: PLC0414 - re-exported for orphans.py
     from signal import SIGPIPE, SIGXFSZ
+    from typing import Final
 else:
     # The C half of `signal`: its Python wrapper builds IntEnums (enum, ~3 ms)
     # that the quiet beat never uses.
@@ -48,25 +47,88 @@ _READ = 65536
 RC_TIMEOUT = 124
 
 
-@record(frozen=True)
+# Job and Result are plain classes, not dataclasses: a quiet beat makes them and
+# must not import `dataclasses` (it pulls in inspect, ast and dis). `Final` keeps
+# their fields read-only for the type checker.
+
+
 class Job:
-    key: str
-    argv: list[str]
-    timeout_s: float
-    cap: int
-    stdin: Path | None = None
-    stderr_tail: int = 1024
+    __slots__ = ("argv", "cap", "key", "stderr_tail", "stdin", "timeout_s")
+    __match_args__ = ("key", "argv", "timeout_s", "cap", "stdin", "stderr_tail")
+    key: Final[str]
+    argv: Final[list[str]]
+    timeout_s: Final[float]
+    cap: Final[int]
+    stdin: Final[Path | None]
+    stderr_tail: Final[int]
+
+    def __init__(  # noqa: PLR0917 - positional, as a dataclass's would be
+        self,
+        key: str,
+        argv: list[str],
+        timeout_s: float,
+        cap: int,
+        stdin: Path | None = None,
+        stderr_tail: int = 1024,
+    ) -> None:
+        self.key = key
+        self.argv = argv
+        self.timeout_s = timeout_s
+        self.cap = cap
+        self.stdin = stdin
+        self.stderr_tail = stderr_tail
+
+    def __repr__(self) -> str:
+        return _repr(self)
 
 
-@record(frozen=True)
 class Result:
-    returncode: int | None  # None: it never started (see spawn_errno)
-    stdout: bytes  # at most cap + 1 bytes
-    stdout_bytes: int  # everything it printed
-    stderr_tail: bytes
-    timed_out: bool = False
-    spawn_errno: int | None = None
-    duration_s: float = 0.0
+    __slots__ = (
+        "duration_s",
+        "returncode",
+        "spawn_errno",
+        "stderr_tail",
+        "stdout",
+        "stdout_bytes",
+        "timed_out",
+    )
+    __match_args__ = (
+        "returncode",
+        "stdout",
+        "stdout_bytes",
+        "stderr_tail",
+        "timed_out",
+        "spawn_errno",
+        "duration_s",
+    )
+    returncode: Final[int | None]  # None: it never started (see spawn_errno)
+    stdout: Final[bytes]  # at most cap + 1 bytes
+    stdout_bytes: Final[int]  # everything it printed
+    stderr_tail: Final[bytes]
+    timed_out: Final[bool]
+    spawn_errno: Final[int | None]
+    duration_s: Final[float]
+
+    def __init__(  # noqa: PLR0917 - positional, as a dataclass's would be
+        self,
+        returncode: int | None,
+        stdout: bytes,
+        stdout_bytes: int,
+        stderr_tail: bytes,
+        timed_out: bool = False,
+        spawn_errno: int | None = None,
+        duration_s: float = 0.0,
+    ) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stdout_bytes = stdout_bytes
+        self.stderr_tail = stderr_tail
+        self.timed_out = timed_out
+        self.spawn_errno = spawn_errno
+        self.duration_s = duration_s
+
+    def __repr__(self) -> str:
+        return _repr(self)
 
     @property
     def exit_code(self) -> int:
@@ -76,6 +138,11 @@ class Result:
         if self.returncode is None:
             return 127 if self.spawn_errno in (errno.ENOENT, errno.ENOTDIR) else 126
         return 128 - self.returncode if self.returncode < 0 else self.returncode
+
+
+def _repr(obj: Job | Result) -> str:
+    inner = ", ".join(f"{name}={getattr(obj, name)!r}" for name in obj.__match_args__)
+    return f"{type(obj).__qualname__}({inner})"
 
 
 class _Child:

@@ -15,12 +15,10 @@ from collections.abc import Iterable, Mapping
 
 import xxhash
 
-from looop_py.record import record
-
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Final
 
 PREFIX = "xxh3:"
 
@@ -56,11 +54,31 @@ def world_hash(items: Mapping[str, str]) -> str:
     return PREFIX + h.hexdigest()
 
 
-@record(frozen=True)
 class Change:
-    item: str
-    old: str | None  # None: the item appeared
-    new: str | None  # None: the item is gone
+    """One item that differs. A plain class, not a dataclass: the quiet beat imports this module
+    and must not import `dataclasses`. `Final` keeps the fields read-only for the type checker."""
+
+    __slots__ = ("item", "new", "old")
+    __match_args__ = ("item", "old", "new")
+    item: Final[str]
+    old: Final[str | None]  # None: the item appeared
+    new: Final[str | None]  # None: the item is gone
+
+    def __init__(self, item: str, old: str | None, new: str | None) -> None:
+        self.item = item
+        self.old = old
+        self.new = new
+
+    def __repr__(self) -> str:
+        return f"Change(item={self.item!r}, old={self.old!r}, new={self.new!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Change):
+            return NotImplemented
+        return (self.item, self.old, self.new) == (other.item, other.old, other.new)
+
+    def __hash__(self) -> int:
+        return hash((self.item, self.old, self.new))
 
     @property
     def kind(self) -> str:

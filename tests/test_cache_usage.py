@@ -3,6 +3,7 @@ and priced at `usd_per_mtok_cached_in` / `usd_per_mtok_cache_write` when those a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ def usd(plain: int, read: int, written: int, out: int) -> float:
 def openai(wd: Paths, body: dict[str, Any]) -> Usage | None:
     cfg = DeciderConfig(backend="openai", model="m", timeout_s=2.0, **PRICES)
     with FakeAPI().reply(Reply(200, body)) as api:
-        cfg = DeciderConfig(**{**cfg.__dict__, "base_url": api.base})
+        cfg = dataclasses.replace(cfg, base_url=api.base)
         return OpenAIDecider(cfg).decide(request_in(wd, 0.0, prompt="P")).usage
 
 

@@ -16,10 +16,10 @@ budgets count every source the ledger holds (decides, loop rounds, workers).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.workdir import ledger, shelf
 from looop_py.workdir.config import LimitsConfig
@@ -132,10 +132,7 @@ def _read(wd: WorkDir, name: str) -> dict[str, Any]:
 
 def _num(data: Mapping[str, Any], key: str) -> float:
     """A finite number from a ledger, else 0: a damaged field counts as nothing spent."""
-    value = data.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0.0
-    return float(value)
+    return jsonio.number(data.get(key)) or 0.0
 
 
 def load(wd: WorkDir) -> Ledgers:
@@ -147,9 +144,7 @@ def load(wd: WorkDir) -> Ledgers:
     policy = b.get("policy")
     return Ledgers(
         decides=tuple(
-            float(t)
-            for t in (ts if isinstance(ts, list) else [])
-            if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+            t for t in map(jsonio.number, ts if isinstance(ts, list) else []) if t is not None
         ),
         spend=ledger.load(wd),
         backoff=Backoff(

@@ -26,6 +26,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from looop_py import jsonio, procs
 from looop_py.beat import seal
@@ -35,7 +36,6 @@ from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.loops import index as loopindex
 from looop_py.moves import wal
-from looop_py.record import replace
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
@@ -284,7 +284,7 @@ def _seal(
         for view in seen.sessions:
             status = records.read_record(wd.paths.sessions / view.id / records.STATUS)
             # reap.housekeeping's rule: a settled session is pruned ttl after it ended.
-            ended = records.as_number(status.get("ended_at")) or records.as_number(
+            ended = jsonio.number(status.get("ended_at")) or jsonio.number(
                 status.get("finalized_at")
             )
             if view.alive or not status.get("finalized_at") or ended is None:

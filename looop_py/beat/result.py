@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass, field
 
 from looop_py.beat.sensors import Reading
-from looop_py.record import field, record
 from looop_py.world import Change
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -24,7 +24,7 @@ class BeatOutcome(enum.StrEnum):
     LOCKED = "locked"  # another pulse is running; this one stepped aside
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BeatResult:
     outcome: BeatOutcome
     world_hash: str | None = None

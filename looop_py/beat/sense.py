@@ -7,13 +7,12 @@ the DIFF hashes and the prompt shows exactly the same text.
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, field
 
 from looop_py import jsonio, procs, world
 from looop_py.beat import probes, sensors
 from looop_py.beat.probes import Seen
 from looop_py.errors import CorruptFile
-from looop_py.record import field, record
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class World:
     """Everything one SENSE step saw."""
 
@@ -40,7 +39,7 @@ class World:
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Committed:
     """The world as of the last usable decision."""
 
@@ -135,16 +134,10 @@ def parse_committed(data: Any) -> Committed:
     return Committed(
         digest if isinstance(digest, str) else None,
         dict(items),
-        _number(data.get("committed_at")),
+        jsonio.number(data.get("committed_at")),
         _text(data.get("action")),
-        _number(data.get("next_wake")),
+        jsonio.number(data.get("next_wake")),
     )
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def _text(value: Any) -> str | None:

@@ -13,12 +13,12 @@ import os
 import re
 import signal
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio, orphans, procs
 from looop_py.beat.seal import fresh, parse_header, raw_digest
 from looop_py.ids import is_safe_segment
-from looop_py.record import record
 from looop_py.workdir.paths import Paths
 from looop_py.world import is_error_signal
 
@@ -32,7 +32,7 @@ STDERR_TAIL = 1024
 RC_NOT_EXECUTABLE = 126
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sensor:
     """One script in sensors/, with the knobs its header sets."""
 
@@ -50,7 +50,7 @@ class Sensor:
 RawRun = procs.Result  # what a process did, before any interpretation
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reading:
     """A normalized snapshot plus how it was obtained."""
 

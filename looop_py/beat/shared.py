@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass, replace
 from functools import partial
 
 from looop_py import jsonio
@@ -25,7 +26,6 @@ from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, LooopError, Unavailable
 from looop_py.loops import store
-from looop_py.record import record, replace
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.world import world_hash
@@ -91,7 +91,7 @@ class Fence:
         return True
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Standing:
     """Where this host stands on a shared backend, as `looop status` shows it."""
 

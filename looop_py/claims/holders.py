@@ -10,17 +10,17 @@ A loop round is a holder without a process.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from looop_py import identity
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
-from looop_py.record import record
 from looop_py.workdir.paths import Paths
 
 ROUND_PREFIX = "round."
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Holder:
     """Who asks: a session label (optional) and the process whose life the claim follows.
 

@@ -22,12 +22,12 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.ids import check_segment
-from looop_py.record import record, replace
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -43,7 +43,7 @@ POLL_S = 0.0001  # the per-name lock is held for well under a millisecond: look 
 POLL_MAX_S = 0.002  # … then back off, so many waiters on few cores leave the holder a CPU
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
     name: str
     session: str | None
@@ -86,11 +86,11 @@ class Claim:
             name=name,
             session=body.get("session") if isinstance(body.get("session"), str) else None,
             pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-            create_time=_num(body.get("create_time")),
+            create_time=jsonio.number(body.get("create_time")),
             epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0,
-            acquired_at=_num(body.get("acquired_at")) or 0.0,
-            expires_at=_num(body.get("expires_at")),
-            ttl_s=_num(body.get("ttl_s")),
+            acquired_at=jsonio.number(body.get("acquired_at")) or 0.0,
+            expires_at=jsonio.number(body.get("expires_at")),
+            ttl_s=jsonio.number(body.get("ttl_s")),
             host=body.get("host") if isinstance(body.get("host"), str) else None,
         )
 
@@ -136,14 +136,10 @@ class Claim:
         return f"{who} (pid {self.pid}{where}, epoch {self.epoch})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     claim: Claim
     action: str  # acquired | held (already ours, unchanged) | renewed
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def claim_path(paths: Paths, name: str) -> str:

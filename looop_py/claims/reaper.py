@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py.claims.holders import ROUND_PREFIX
 from looop_py.claims.lease import Claim, locked, read_claim, set_aside
 from looop_py.ids import is_safe_segment
-from looop_py.record import record
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 DEBRIS_GRACE_S = 10.0  # an unreadable claim file older than this is removed by the reaper
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimView:
     name: str
     claim: Claim | None  # None: unreadable

@@ -160,9 +160,10 @@ def _row(stem: str, data: Any) -> RoundRow:
         phase=phase,
         outcome=_text(data.get("outcome")),
         trigger=_text(data.get("trigger")),
-        started_at=_num(data.get("started_at")),
-        ended_at=_num(data.get("ended_at")),
-        tokens=int(_num(data.get("input_tokens")) or 0) + int(_num(data.get("output_tokens")) or 0),
+        started_at=jsonio.number(data.get("started_at")),
+        ended_at=jsonio.number(data.get("ended_at")),
+        tokens=int(jsonio.number(data.get("input_tokens")) or 0)
+        + int(jsonio.number(data.get("output_tokens")) or 0),
         ask=_text(data.get("ask")) if phase == "awaiting-approval" else None,
         error=_text(data.get("error")),
         host=_text(data.get("host")),
@@ -171,10 +172,6 @@ def _row(stem: str, data: Any) -> RoundRow:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def rows(shelf: Shelf, *, include_done: bool) -> list[RoundRow]:
@@ -268,7 +265,7 @@ def archive_done(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> li
     for name, data in shelf_mod.json_items(shelf, LIVE):
         if not isinstance(data, dict) or data.get("phase") != DONE:
             continue
-        ended = _num(data.get("ended_at"))
+        ended = jsonio.number(data.get("ended_at"))
         if ended is not None and now - ended > keep_s and shelf.move(LIVE, name, ARCHIVE):
             moved.append(name)
     return moved

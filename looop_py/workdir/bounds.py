@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
 from looop_py.errors import ConfigError
-from looop_py.record import fields, is_record
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -268,7 +267,7 @@ def numeric_keys(config_cls: type[Any]) -> list[str]:
     out: list[str] = []
     for section in fields(config_cls):
         sample = getattr(config_cls(), section.name)
-        if not is_record(sample):
+        if not is_dataclass(sample):
             continue
         for f in fields(sample):
             if str(f.type).removesuffix(" | None") in ("int", "float"):

@@ -9,12 +9,12 @@ typo never silently falls back to a default.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import ConfigError
 from looop_py.ids import is_safe_segment
-from looop_py.record import MISSING, Field, field, fields, is_record, record
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -22,14 +22,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SensorsConfig:
     timeout_s: float = 60.0  # per sensor; a `# looop:timeout=N` header overrides it
     max_bytes: int = 8192  # stdout cap; more is reported as too-large, never stored
     concurrency: int = 8  # sensors running at once
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeciderConfig:
     backend: str = "rules"  # rules | command | openai | anthropic | script | noop
     # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
@@ -53,7 +53,7 @@ class DeciderConfig:
     cache_ttl: str = "1h"  # anthropic: how long its prompt cache keeps the stable part, 5m | 1h
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GatesConfig:
     shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
     shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
@@ -64,7 +64,7 @@ class GatesConfig:
     allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LimitsConfig:
     decides_per_hour: int = 120  # 0 = no cap
     daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
@@ -78,7 +78,7 @@ class LimitsConfig:
     runs_keep: int = 50  # decide archives kept in runs/
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkersConfig:
     max_live: int = 8  # fleet cap: live workers at once
     default_runtime: str = "shell"  # runtime when a start names none
@@ -91,7 +91,7 @@ class WorkersConfig:
     worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RuntimeConfig:
     """`[runtimes.NAME]`: how to launch one kind of worker."""
 
@@ -108,7 +108,7 @@ class RuntimeConfig:
 DEFAULT_SCRUB = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_PASSWORD")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EnvConfig:
     """`[env]`: variables no child process (sensor, worker, run_shell, verify, action) gets."""
 
@@ -116,7 +116,7 @@ class EnvConfig:
     keep: tuple[str, ...] = ()  # names every child keeps although they match `scrub`
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NotifyConfig:
     """`[notify]`: a command run once per event a human should hear about."""
 
@@ -126,7 +126,7 @@ class NotifyConfig:
     env: tuple[str, ...] = ()  # scrubbed variables the hook still gets, e.g. ["NTFY_TOKEN"]
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CoordinationConfig:
     """`[coordination]`: where claims, the pulse and the committed world are kept (README
     "More than one machine")."""
@@ -144,7 +144,7 @@ class CoordinationConfig:
     password_env: str = ""  # the environment variable holding that password (never the file)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
@@ -312,6 +312,6 @@ def _key(where: str, name: str) -> str:
 def _nested_type(f: Field[Any]) -> type[Any] | None:
     if f.default_factory is not MISSING:
         sample = f.default_factory()
-        if is_record(sample):
+        if is_dataclass(sample):
             return type(sample)
     return None

@@ -71,7 +71,7 @@ class Memo:
         return value
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class WorkDir:
     """A work dir's paths, its parsed looop.toml, the shelf its records live on and the
     clock every policy reads `now` from."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.record import record
 from looop_py.workdir.paths import Paths
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -37,7 +37,7 @@ GOALS_TOTAL_CAP = 16 * 1024 * 1024  # all goals of one beat together
 FRONTMATTER_MAX_VALUES = 100_000  # YAML aliases can expand a small file enormously
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GoalFile:
     """A goal as one beat read it. `error` set: it could not be read, and `body` is a
     notice saying why (stable while the file stays wrong, so it hashes and shows)."""

@@ -24,11 +24,11 @@ Pure parts take `now`.
 
 from __future__ import annotations
 
-import math
 import time
+from dataclasses import dataclass, field, replace
 
+from looop_py import jsonio
 from looop_py.errors import Busy, CorruptFile
-from looop_py.record import field, record, replace
 from looop_py.workdir import shelf as shelf_mod
 
 # typing is not imported at run time: the ledger is read on beats that decide or start rounds.
@@ -53,7 +53,7 @@ def loop_source(loop: str) -> str:
     return f"loop:{loop}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Charge:
     """One usage report: what a decide or a worker spent."""
 
@@ -66,7 +66,7 @@ class Charge:
     cache_write_tokens: int = 0
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Spend:
     day: str = ""
     tokens: int = 0
@@ -191,8 +191,8 @@ def from_usage(key: str, source: str, usage: Mapping[str, Any] | None) -> Charge
     tokens = _int(usage.get("total_tokens")) or (
         _int(usage.get("input_tokens")) + _int(usage.get("output_tokens"))
     )
-    cost: Any = usage.get("cost_usd")
-    usd = float(cost) if _finite(cost) and cost >= 0 else None
+    usd = jsonio.number(usage.get("cost_usd"))
+    usd = usd if usd is not None and usd >= 0 else None
     if not tokens and usd is None:
         return None
     return Charge(
@@ -262,14 +262,8 @@ def record_charge(
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0
-    return max(0, int(value))
+    return max(0, int(value)) if jsonio.number(value) is not None else 0
 
 
 def _usd(value: Any) -> float:
-    return float(value) if _finite(value) and value >= 0 else 0.0
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return max(0.0, jsonio.number(value) or 0.0)

@@ -93,14 +93,10 @@ class Ask:
             ref=data.get("ref"),
             hold=dict(data.get("hold") or {}),
             waiter=data["waiter"] if isinstance(data.get("waiter"), dict) else {},
-            expired_at=_number(data.get("expired_at")),
+            expired_at=jsonio.number(data.get("expired_at")),
             host=data["host"] if isinstance(data.get("host"), str) else None,
             stranded=data["stranded"] if isinstance(data.get("stranded"), str) else None,
         )
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py.errors import NotAWorkDir
 from looop_py.ids import check_segment
-from looop_py.record import record
 from looop_py.workdir.locate import CONFIG_NAME as CONFIG_NAME  # noqa: PLC0414 - named here too
 from looop_py.workdir.locate import locate
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Paths:
     root: Path
 

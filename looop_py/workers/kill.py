@@ -25,7 +25,6 @@ from looop_py.workers.records import (
     META,
     STATUS,
     as_dict,
-    as_number,
     read_record,
     session_dir,
 )
@@ -69,7 +68,7 @@ def kill(paths: Paths, id: str, *, reason: str | None = None) -> KillResult:
     assert isinstance(pid, int) and isinstance(created, int | float)
     jsonio.write_json(d / KILL, {"reason": reason, "at": time.time()})
     limits = as_dict(meta.get("limits"))
-    grace = as_number(limits.get("kill_grace_s"))
+    grace = jsonio.number(limits.get("kill_grace_s"))
     grace = 5.0 if grace is None else grace
     tree = [(pid, float(created)), *descendants(pid)]
     _signal_group(pid, signal.SIGTERM)  # the worker is its group's leader

@@ -29,7 +29,6 @@ from looop_py.workers.records import (
     STATUS,
     VERIFY,
     as_dict,
-    as_number,
     read_record,
     session_dirs,
 )
@@ -73,7 +72,7 @@ def _housekeep_one(
         if is_alive(meta["pid"], meta.get("create_time")):
             return []
     elif status.get("state") == "starting":
-        started = as_number(meta.get("started_at"))
+        started = jsonio.number(meta.get("started_at"))
         if started is not None and now - started < STARTING_GRACE_S:
             return []
     events: list[dict[str, Any]] = []
@@ -91,7 +90,9 @@ def _housekeep_one(
             events.append(_run_verify(wd.paths, config, d, verify, now))
         events.append(_finalize(wd, d, meta, status, now))
         return events
-    ended = as_number(status.get("ended_at")) or as_number(status.get("finalized_at")) or now
+    ended = (
+        jsonio.number(status.get("ended_at")) or jsonio.number(status.get("finalized_at")) or now
+    )
     if now - ended > ttl_s:
         shutil.rmtree(d, ignore_errors=True)
         events.append({"event": "session_pruned", "id": sid})

@@ -127,10 +127,6 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def as_number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 @dataclass(frozen=True)
 class Session:
     """A worker that `start` launched."""
@@ -246,7 +242,7 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
     else:
         state = WorkerState.parse(status.get("state"))
     pid = meta.get("pid") if isinstance(meta.get("pid"), int) else None
-    started = as_number(meta.get("started_at"))
+    started = jsonio.number(meta.get("started_at"))
     if pid is not None:
         alive = is_alive(pid, meta.get("create_time"))
     else:  # a start in progress has no pid yet
@@ -267,7 +263,7 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
         output_at = started
     idle = None if output_at is None else max(0.0, now - output_at)
     limits = as_dict(meta.get("limits"))
-    stuck_after = as_number(limits.get("stuck_after_s")) or 900.0
+    stuck_after = jsonio.number(limits.get("stuck_after_s")) or 900.0
     if not alive:
         health = Health.DEAD
     elif d.name in waiting:
@@ -281,7 +277,7 @@ def view(paths: Paths, d: Path, now: float, waiting: set[str]) -> SessionView:
     usage = status.get("usage") if isinstance(status.get("usage"), dict) else None
     if usage is None and isinstance(result.get("usage"), dict):
         usage = result["usage"]
-    ended = as_number(status.get("ended_at"))
+    ended = jsonio.number(status.get("ended_at"))
     return SessionView(
         id=d.name,
         state=state,
