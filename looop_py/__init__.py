@@ -18,6 +18,9 @@ _EXPORTS: dict[str, str] = {
     "LooopError": "looop_py.errors",
     "Paths": "looop_py.workdir.paths",
     "Config": "looop_py.workdir.config",
+    # -- the door: a work dir opened once (looop.toml, its shelf), passed to the core --
+    "WorkDir": "looop_py.workdir.context",
+    "open_workdir": "looop_py.coord.choose",
     # -- the loop engine (looop_py/engine/) --
     "LoopLevel": "looop_py.engine.levels",
     "ProposedAction": "looop_py.engine.levels",
