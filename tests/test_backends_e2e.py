@@ -14,11 +14,11 @@ import pytest
 from looop_py import jsonio
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import invoke_looop, write_sensor
 
 
 def pulse(wd: Paths, *args: str) -> dict:
-    r = run_looop("-C", str(wd.root), "pulse", "--json", *args)
+    r = invoke_looop("-C", str(wd.root), "pulse", "--json", *args)
     assert r.returncode in (0, 1), r.stderr
     return jsonio.loads(r.stdout)
 
@@ -122,7 +122,7 @@ def test_ask_from_inside_a_worker_blocks_until_answered(wd: Paths) -> None:
         'printf "%s" "$answer" > reports/answer.txt\n'
         '"$LOOOP_BIN" done --summary "got $answer"\n'
     )
-    r = run_looop("-C", str(wd.root), "worker", "start", "painter", script, "--runtime", "shell")
+    r = invoke_looop("-C", str(wd.root), "worker", "start", "painter", script, "--runtime", "shell")
     assert r.returncode == 0, r.stderr
     deadline = time.monotonic() + 20
     while not mailbox.pending(wd):
@@ -130,9 +130,9 @@ def test_ask_from_inside_a_worker_blocks_until_answered(wd: Paths) -> None:
         time.sleep(0.05)
     (ask,) = mailbox.pending(wd)
     assert ask.asker == "painter"
-    health = jsonio.loads(run_looop("-C", str(wd.root), "workers", "--json").stdout)
+    health = jsonio.loads(invoke_looop("-C", str(wd.root), "workers", "--json").stdout)
     assert health["workers"][0]["health"] == "waiting-ask"
-    assert run_looop("-C", str(wd.root), "answer", ask.id, "blue").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "answer", ask.id, "blue").returncode == 0
     answer = wd.reports / "answer.txt"
     while not answer.exists() or not (wd.sessions / "painter" / "result.json").exists():
         assert time.monotonic() < deadline + 10

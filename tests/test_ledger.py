@@ -20,7 +20,7 @@ from looop_py.loops.adapters import SessionWorkers
 from looop_py.workdir import config, ledger
 from looop_py.workdir.paths import Paths
 from looop_py.workers import reap, records
-from tests.conftest import run_looop
+from tests.conftest import invoke_looop
 
 NOW = 1_800_000_000.0
 # A worker's CLI stream: 10 fresh prompt tokens, 400 read from the cache, 190 out, $0.01.
@@ -203,10 +203,10 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     assert "loop:tidy 1200 tokens $0.0200" in text and "cache hits  98%" in text
     assert "daily token budget spent" in text  # the decider is held by the same ledger
     # `looop status` itself (the ledger's day is today: the fake clock started at 10:00 today)
-    shown = json.loads(run_looop("-C", str(wd.root), "status", "--json").stdout)["limits"]
+    shown = json.loads(invoke_looop("-C", str(wd.root), "status", "--json").stdout)["limits"]
     assert shown["by_source"]["loop:tidy"]["tokens"] == 1200 and shown["tokens_today"] >= 1200
-    assert "loop:tidy 1200 tokens" in run_looop("-C", str(wd.root), "status").stdout
-    assert "held: budget" in run_looop("-C", str(wd.root), "loops").stdout
+    assert "loop:tidy 1200 tokens" in invoke_looop("-C", str(wd.root), "status").stdout
+    assert "held: budget" in invoke_looop("-C", str(wd.root), "loops").stdout
 
     # Once the budget is raised, the held loop starts at the next beat.
     wd.config.write_text(

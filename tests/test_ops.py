@@ -18,7 +18,7 @@ from looop_py.ops.doctor import Verdict
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import invoke_looop, run_looop
 
 CRONTAB = shutil.which("crontab")
 needs_crontab = pytest.mark.skipif(
@@ -32,7 +32,7 @@ def by_name(report: doctor.Report) -> dict[str, doctor.Check]:
 
 
 def test_a_fresh_init_passes_doctor_offline(wd: Paths) -> None:
-    done = run_looop("-C", str(wd.root), "doctor", "--offline", "--json")
+    done = invoke_looop("-C", str(wd.root), "doctor", "--offline", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = jsonio.loads(done.stdout)
     assert report["ok"] is True
@@ -52,7 +52,7 @@ def test_config_check(wd: Paths) -> None:
     wd.config.write_text("[sensors]\ntimeout_s = 'soon'\n")
     report = doctor.diagnose(wd, offline=True)
     assert not report.ok and by_name(report)["config"].verdict is Verdict.FAIL
-    done = run_looop("-C", str(wd.root), "doctor", "--offline")
+    done = invoke_looop("-C", str(wd.root), "doctor", "--offline")
     assert done.returncode == 1 and "✗ config" in done.stdout
 
 

@@ -15,7 +15,7 @@ from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import invoke_looop, write_sensor
 
 
 class Counting:
@@ -179,7 +179,7 @@ def test_concurrent_pulses_one_beats_the_rest_step_aside(wd: Paths) -> None:
 
 def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
     write_sensor(wd, "quick", "echo ok")
-    assert run_looop("-C", str(wd.root), "pulse").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "pulse").returncode == 0
     write_sensor(wd, "slow", "echo started > slow.started; sleep 30; echo late")
     p = subprocess.Popen(
         [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse"],
@@ -198,7 +198,7 @@ def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
     for line in wd.events.read_bytes().splitlines():
         jsonio.loads(line)
     (wd.sensors / "slow.sh").unlink()
-    done = run_looop("-C", str(wd.root), "pulse", "--json")
+    done = invoke_looop("-C", str(wd.root), "pulse", "--json")
     assert done.returncode == 0, done.stderr
     assert jsonio.loads(done.stdout)["outcome"] in ("decided", "skipped")
 

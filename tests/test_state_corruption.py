@@ -24,7 +24,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import run_looop
+from tests.conftest import invoke_looop
 
 LOOP = """---
 intent: test the state files
@@ -258,10 +258,10 @@ def test_every_file_corrupt_at_once_every_command_exits_0_to_4(
         ["schedules"],
         ["doctor", "--offline"],
     ):
-        out = run_looop("-C", str(root), *args)
+        out = invoke_looop("-C", str(root), *args)
         assert 0 <= out.returncode <= 4, (args, out.returncode, out.stderr)
         assert "Traceback" not in out.stderr
-    out = run_looop("-C", str(root), "pulse", "--force")
+    out = invoke_looop("-C", str(root), "pulse", "--force")
     assert out.returncode == 0, out.stderr
     last = journal.last_event(Paths(root), "beat")
     assert last is not None and last["outcome"] in ("decided", "skipped")
@@ -308,7 +308,7 @@ def test_missing_record_dirs_do_not_stop_a_beat(rich: Paths, tmp_path: Path) -> 
     assert beat(p, force=True).outcome == "decided"
     events = journal.recent_events(p, 50)
     assert not [e for e in events if str(e.get("event", "")).endswith("_failed")], events
-    out = run_looop("-C", str(root), "run", "lp", "--json", timeout=30)
+    out = invoke_looop("-C", str(root), "run", "lp", "--json")
     assert out.returncode in (0, 1), out.stderr
 
 
