@@ -110,10 +110,16 @@ def invoke_looop(
     )
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "it") -> None:
-    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds."""
+def wait_for(
+    predicate: Callable[[], object], timeout: float = 10.0, what: str | Callable[[], object] = "it"
+) -> None:
+    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds.
+
+    `what` names what was awaited in the failure; a callable is asked then (the state seen).
+    """
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            said = what() if callable(what) else what
+            pytest.fail(f"timed out after {timeout} s waiting for {said}")
         time.sleep(0.02)

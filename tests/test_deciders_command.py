@@ -31,8 +31,10 @@ def fake_cli(tmp_path: Path, name: str, body: str) -> Path:
 
 
 def decide(wd: Paths, command: str, timeout_s: float = 10.0, **kw: Any) -> Decision:
+    """One decide; a retry's back-off goes to a list, not to time.sleep."""
     cfg = DeciderConfig(backend="command", command=command, timeout_s=timeout_s, **kw)
-    return CommandDecider(cfg).decide(request_in(wd, 0.0, prompt=PROMPT))
+    waits: list[float] = []
+    return CommandDecider(cfg, sleep=waits.append).decide(request_in(wd, 0.0, prompt=PROMPT))
 
 
 def stream_json(move: dict[str, object]) -> str:
