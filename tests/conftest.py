@@ -111,15 +111,21 @@ def invoke_looop(
 
 
 def wait_for(
-    predicate: Callable[[], object], timeout: float = 10.0, what: str | Callable[[], object] = "it"
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    what: str | Callable[[], object] = "it",
+    *,
+    interval: float = 0.02,
 ) -> None:
-    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds.
+    """Poll until `predicate()` is truthy, `interval` apart; fail the test after `timeout` s.
 
-    `what` names what was awaited in the failure; a callable is asked then (the state seen).
+    Every test that waits for something waits through this. `what` names what was awaited
+    in the failure; a callable is asked then (to show the state seen). A predicate may act
+    (run a beat, try a claim) and may assert, to fail at once when waiting is hopeless.
     """
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             said = what() if callable(what) else what
             pytest.fail(f"timed out after {timeout} s waiting for {said}")
-        time.sleep(0.02)
+        time.sleep(interval)

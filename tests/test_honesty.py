@@ -16,7 +16,7 @@ from looop_py.loops.specs import CADENCE_NOTE, goal_text
 from looop_py.workdir import mailbox
 from looop_py.workdir.mailbox import AskError, AskState
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop
+from tests.conftest import invoke_looop, wait_for
 
 NO_CADENCE = """---
 intent: runs when asked
@@ -83,9 +83,7 @@ def test_an_ask_whose_waiting_process_died_is_stranded(wd: Paths) -> None:
     )
     ask = _ask(wd)
     child = subprocess.Popen([sys.executable, "-c", code, ask.id])
-    deadline = time.monotonic() + 10
-    while not mailbox.get_ask(wd, ask.id).waiter and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: mailbox.get_ask(wd, ask.id).waiter, 10, "the child to wait on the ask")
     assert mailbox.listing(wd)[0].state is AskState.PENDING  # it waits
     child.kill()
     child.wait()

@@ -14,7 +14,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from looop_py.workdir import bounds
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.goals import GOAL_CAP, frontmatter
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop, write_sensor
+from tests.conftest import invoke_looop, wait_for, write_sensor
 
 
 def _deep(signal: Any) -> bool:
@@ -178,10 +177,12 @@ def test_the_hostile_corpus_never_crashes_and_the_next_clean_beat_succeeds(wd: P
             assert ok(snaps[name]["signal"]), (name, snaps[name])
     assert snaps["no-shebang"]["signal"] == "no shebang"
     pids = [int(x) for x in (wd.root / "pids").read_text().split()]
-    deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [p for p in pids if _alive(p)], "a sensor's daemon outlived the beat"
+    wait_for(
+        lambda: not any(_alive(p) for p in pids),
+        5,
+        lambda: f"a sensor's daemon outlived the beat: {[p for p in pids if _alive(p)]}",
+        interval=0.05,
+    )
 
     loops = json.loads(invoke_looop("-C", str(wd.root), "loops", "--json").stdout)
     for goal in ("deep-yaml", "yaml-bomb", "huge", "dir", "fifo", "zero"):

@@ -11,7 +11,7 @@ from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop, write_sensor
+from tests.conftest import invoke_looop, wait_for, write_sensor
 
 TRIGGER = "kick"
 
@@ -47,11 +47,13 @@ def rounds_of(wd: Paths) -> list[dict]:
 
 
 def beat_until(wd: Paths, done: object, limit_s: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not done():  # type: ignore[operator]
-        assert time.monotonic() < deadline, rounds_of(wd)
+    def beaten() -> bool:
+        if done():  # type: ignore[operator]
+            return True
         beat(wd)
-        time.sleep(0.05)
+        return False
+
+    wait_for(beaten, limit_s, lambda: f"the rounds to get there: {rounds_of(wd)}", interval=0.05)
 
 
 def finished(wd: Paths, n: int = 1) -> object:

@@ -25,10 +25,7 @@ def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None
         text=True,
         env={**__import__("os").environ, "LOOOP_SESSION_ID": "w7"},
     )
-    deadline = time.monotonic() + 20
-    while not mailbox.pending(wd):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    wait_for(lambda: mailbox.pending(wd) or proc.poll() is not None, 20, "the ask", interval=0.05)
     (ask,) = mailbox.pending(wd)
     assert ask.id == "w7-1" and ask.asker == "w7"
     time.sleep(0.3)

@@ -18,7 +18,7 @@ from looop_py.ops.doctor import Verdict
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop, run_looop
+from tests.conftest import invoke_looop, run_looop, wait_for
 
 CRONTAB = shutil.which("crontab")
 needs_crontab = pytest.mark.skipif(
@@ -107,9 +107,7 @@ def test_pulse_lock_check(wd: Paths) -> None:
         ["flock", str(wd.pulse_lock), "sleep", "30"], stdout=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 10
-        while not PulseLock(wd.pulse_lock).held_elsewhere() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(PulseLock(wd.pulse_lock).held_elsewhere, 10, "flock to hold the pulse lock")
         assert doctor.pulse_lock(wd, cfg, now).verdict is Verdict.OK  # no beat yet: running
         journal.emit(wd, "beat", now - 3 * 3600, outcome="skipped")
         hung = doctor.pulse_lock(wd, cfg, now)

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from looop_py import jsonio
 from looop_py.beat import probes, quiet, seal, survey
 from looop_py.beat.sense import Committed
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import run_looop, wait_for, write_sensor
 
 
 def _events(wd: Paths) -> list[dict[str, object]]:
@@ -431,11 +430,14 @@ def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths) -> None:
     assert done.returncode == 0, done.stderr
     assert not _pulse(wd).get("sealed")  # it runs: full beats
     assert not (wd.root / seal.SEAL).exists()
-    deadline = time.monotonic() + 20
-    while not (wd.root / seal.SEAL).exists():  # it ends; a beat settles it, then seals
-        assert time.monotonic() < deadline, _last_beat(wd)
+
+    def sealed() -> bool:  # it ends; a beat settles it, then seals
+        if (wd.root / seal.SEAL).exists():
+            return True
         _pulse(wd)
-        time.sleep(0.2)
+        return False
+
+    wait_for(sealed, 20, lambda: f"a seal; the last beat: {_last_beat(wd)}", interval=0.2)
     beat = _pulse(wd)
     assert beat.get("sealed") is True and beat["world_hash"] == _sensed_hash(wd)
     status = json.loads((wd.sessions / "w1" / "status.json").read_text())

@@ -269,11 +269,18 @@ def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
     def waiting() -> bool:
         return any(r.phase == "awaiting-approval" for r in store.rows(shared, include_done=False))
 
-    deadline = time.monotonic() + 60
-    while not waiting():  # host a beats: its maker and checker run here, then it escalates
-        assert time.monotonic() < deadline, store.rows(shared, include_done=True)
+    def beaten() -> bool:  # host a beats: its maker and checker run here, then it escalates
+        if waiting():
+            return True
         beat(a)
-        time.sleep(0.05)
+        return False
+
+    wait_for(
+        beaten,
+        60,
+        lambda: f"the escalation: {store.rows(shared, include_done=True)}",
+        interval=0.05,
+    )
     (row,) = store.rows(shared, include_done=False)
     assert row.host == "a" and (a.sessions / f"{row.id}.maker").is_dir()
     (ask,) = [x for x in mailbox.pending(b) if x.kind is mailbox.AskKind.APPROVAL]

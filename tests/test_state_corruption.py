@@ -24,7 +24,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import invoke_looop
+from tests.conftest import invoke_looop, wait_for
 
 LOOP = """---
 intent: test the state files
@@ -67,9 +67,7 @@ def _rich(root: Path) -> Paths:
     mailbox.answer(p, answered.id, "yes", now=now)
     timers.write(p, "tick", now=now, every_s=3600)
     act.stamp_goal(p, "lp", now)
-    deadline = time.monotonic() + 10
-    while records.get(p, "w1", time.time()).alive and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not records.get(p, "w1", time.time()).alive, 10, "w1 to end", interval=0.05)
     records.report(p, "w1", status="done", summary="s", tokens=None, cost_usd=None, now=now)
     assert beat(p).outcome == "decided"
     assert beat(p, force=True).outcome == "decided"
