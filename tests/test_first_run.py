@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from looop_py import jsonio
@@ -31,7 +30,8 @@ def test_init_then_two_pulses_explain_themselves(tmp_path: Path) -> None:
         return any(w["id"] == "welcome" and not w["alive"] for w in view["workers"])
 
     wait_for(ended, timeout=20, what="the welcome worker to end")
-    time.sleep(0.05)
+    status = root / "sessions" / "welcome" / "status.json"  # its supervisor records the end
+    wait_for(lambda: jsonio.read_json(status).get("ended_at"), 5, "the welcome worker's status")
     second = invoke_looop("-C", str(root), "pulse")
     assert second.returncode == 0, second.stderr
     line = second.stdout.strip()

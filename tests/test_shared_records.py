@@ -696,7 +696,17 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
             timeout=30,
             what="the round to finish",
         )
-        time.sleep(1.0)  # a few more beats on both hosts: nothing may run it again
+
+        def beats() -> list[int]:
+            return [len((tmp_path / f"{i}.log").read_text().splitlines()) for i in range(2)]
+
+        # A few more beats on both hosts: nothing may run it again.
+        before = beats()
+        wait_for(
+            lambda: all(n >= m + 3 for n, m in zip(beats(), before, strict=True)),
+            30,
+            "3 more beats on each host",
+        )
     finally:
         for p in loops:
             p.kill()
