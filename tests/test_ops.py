@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from looop_py import jsonio
 from looop_py.locks import PulseLock
@@ -122,14 +124,19 @@ def test_pulse_lock_check(wd: Paths) -> None:
 
 @pytest.fixture
 def crontab() -> Iterator[list[str]]:
-    """The real user crontab, emptied for the test and put back as it was afterwards."""
+    """The real user crontab, emptied for the test and put back as it was afterwards.
+
+    It is the user's, not the test's: one test at a time holds it, across the parallel
+    workers of a run and any other run on this machine (a file lock in the temp dir).
+    """
     if CRONTAB is None:
         pytest.fail("CI must have a crontab program: .ci/run installs cron")
-    before = cron.read_table()
-    try:
-        yield before
-    finally:
-        cron.write_table(before)
+    with FileLock(os.path.join(tempfile.gettempdir(), "looop-tests-crontab.lock")):
+        before = cron.read_table()
+        try:
+            yield before
+        finally:
+            cron.write_table(before)
 
 
 OTHERS = ["# the user's own lines", "MAILTO=ops@example.org", "17 3 * * * /usr/bin/backup --all"]
