@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from looop_py.coord.choose import open_workdir
 from looop_py.workdir.context import Clock, WorkDir
@@ -90,10 +91,77 @@ def run_looop(
     )
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "it") -> None:
-    """Poll until `predicate()` is truthy; fail the test after `timeout` seconds."""
+class _Left(Exception):
+    """console.leave, which ends the process with os._exit, called in this process."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _leave(code: int) -> None:
+    raise _Left(code)
+
+
+def invoke_looop(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`run_looop` in this process: the same door (console.main: the plain pulse and claim
+    lines without click, the rest through the click group), the same environment and
+    exit codes, no interpreter start-up. For tests of what a command does, not of the
+    process it runs in (signals, start-up, locks or crashes across processes keep
+    `run_looop`)."""
+    from looop_py import console
+
+    overrides: dict[str, str | None] = {"LOOOP_DIR": None, **(env or {})}
+    here, argv, leave = os.getcwd(), sys.argv, console.leave
+    code = 0
+    with CliRunner().isolation(input=input, env=overrides) as (out, err, _):
+        # `python -m looop_py` runs with argv[0] = the path of looop_py/__main__.py.
+        sys.argv = [str(Path(console.__file__).with_name("__main__.py")), *args]
+        console.leave = _leave
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            console.main()
+        except _Left as left:
+            code = left.code
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+            if isinstance(exit_.code, str):
+                print(exit_.code, file=sys.stderr)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            console.leave, sys.argv = leave, argv
+            os.chdir(here)
+        stdout, stderr = out.getvalue(), err.getvalue()
+    return subprocess.CompletedProcess(
+        ["looop", *args],
+        code,
+        stdout.decode("utf-8"),
+        stderr.decode("utf-8"),
+    )
+
+
+def wait_for(
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    what: str | Callable[[], object] = "it",
+    *,
+    interval: float = 0.02,
+) -> None:
+    """Poll until `predicate()` is truthy, `interval` apart; fail the test after `timeout` s.
+
+    Every test that waits for something waits through this. `what` names what was awaited
+    in the failure; a callable is asked then (to show the state seen). A predicate may act
+    (run a beat, try a claim) and may assert, to fail at once when waiting is hopeless.
+    """
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+            said = what() if callable(what) else what
+            pytest.fail(f"timed out after {timeout} s waiting for {said}")
+        time.sleep(interval)

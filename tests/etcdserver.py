@@ -13,12 +13,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_for
 
 ETCD = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd") else None)
 
@@ -86,14 +87,16 @@ class Cluster:
                 stderr=log,
                 start_new_session=True,
             )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while not all(self.healthy(i) for i in range(len(self.names))):
+
+        def healthy() -> bool:
+            if all(self.healthy(i) for i in range(len(self.names))):
+                return True
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"etcd {name} exited: {self.log(name)[-2000:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("etcd did not become healthy in 30 s")
-            time.sleep(0.05)
+            return False
+
+        wait_for(healthy, 30, "etcd to become healthy", interval=0.05)
         return self
 
     def log(self, name: str) -> str:

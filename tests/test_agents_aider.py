@@ -10,6 +10,7 @@ for: no .git, no .gitignore edit, no .aider* files, and no attempt to reach the 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 from looop_py.workdir.paths import Paths
 from looop_py.workers import aider, records
-from tests.agentclis import AIDER_INFO, env_for, runtime_toml
+from tests.agentclis import AIDER_INFO, env_for, need, runtime_toml
 from tests.conftest import run_looop
 from tests.fakemodel import FakeModel, Turn
 from tests.test_agents_runtimes import run_worker
@@ -36,6 +37,23 @@ def offline(mp: pytest.MonkeyPatch, model: FakeModel) -> None:
     """Every host but 127.0.0.1 goes through the fake server, which records and refuses it."""
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"):
         mp.setenv(name, model.base)
+
+
+def hurried(mp: pytest.MonkeyPatch, bin_dir: Path) -> None:
+    """The real aider, run by a copy of its entry script whose `time.sleep` waits 1/1000 of
+    what it is asked: its back-off between tries (~64 s over 9, and its HTTP client's within
+    each) costs no real time, and it tries exactly as often. First on PATH from here on."""
+    real = Path(need("aider"))
+    python = real.read_text().splitlines()[0]  # the shebang of aider's own venv
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "aider"
+    script.write_text(
+        f"{python}\nimport sys, time\n\n"
+        "_sleep = time.sleep\ntime.sleep = lambda s: _sleep(s / 1000)\n\n"
+        "from aider.main import main\n\nsys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    mp.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 def workdir(tmp_path: Path) -> Path:
@@ -106,13 +124,15 @@ def test_l1_runs_aider_in_a_throwaway_copy_and_still_records_its_result(
     ("status", "says"),
     [
         (401, "The API provider is not able to authenticate you"),
-        # After aider's own retries (9 tries over ~64 s, each retried twice by openai's client).
+        # After aider's own retries (9 tries, each retried twice by openai's client), hurried.
         (500, "internal error in the fake model server The API provider's servers are down"),
     ],
 )
 def test_a_failed_request_ends_the_worker_blocked_in_aider_s_words(
     status: int, says: str, wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if status == 500:
+        hurried(monkeypatch, tmp_path / "hurried")
     with FakeModel(script=[Turn(status=status)] * 100, sequential=True) as model:
         offline(monkeypatch, model)
         exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch, wait_s=200)

@@ -58,8 +58,8 @@ def run_worker(
     except BaseException:
         print((d / records.OUTPUT).read_text()[-3000:])
         raise
+    # The supervisor writes result.json (usage and all) before the status that says it ended.
     wait_for((d / records.RESULT).exists, timeout=10, what="result.json")
-    time.sleep(0.2)  # the supervisor writes result.json, then may add usage to it
     status = records.read_record(d / records.STATUS)
     result = records.read_record(d / records.RESULT)
     log = (d / records.OUTPUT).read_text()[-3000:]

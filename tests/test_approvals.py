@@ -18,7 +18,7 @@ from looop_py.locks import PulseLock
 from looop_py.moves import approvals, gate, union
 from looop_py.workdir import journal, mailbox, provenance
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, wait_for
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 LOOP = "---\nintent: keep ci green\nlevel: L2-assisted\nmaker: make fix\ncadence: every 1h\n---\n"
 
@@ -35,7 +35,7 @@ def test_an_approved_goal_is_written_exactly_as_the_diff_showed(wd: Paths) -> No
     ask = held(wd, {"action": "write_goal", "id": "ci", "body": new})
     assert "-level: L2-assisted" in ask.prompt and "+level: L3-unattended" in ask.prompt
     assert (wd.goals / "ci.md").read_text() == LOOP  # nothing written before approval
-    r = run_looop("-C", str(wd.root), "approve", ask.id)
+    r = invoke_looop("-C", str(wd.root), "approve", ask.id)
     assert r.returncode == 0, r.stderr
     assert (wd.goals / "ci.md").read_text() == new
     data = (wd.goals / "ci.md").read_bytes()
@@ -46,7 +46,7 @@ def test_an_approved_goal_is_written_exactly_as_the_diff_showed(wd: Paths) -> No
 def test_an_approval_whose_file_changed_meanwhile_is_refused_as_stale(wd: Paths) -> None:
     ask = held(wd, {"action": "write_sensor", "name": "ci", "script": "echo model"})
     (wd.sensors / "ci.sh").write_text("#!/bin/sh\necho human\n")  # someone edits it meanwhile
-    r = run_looop("-C", str(wd.root), "approve", ask.id)
+    r = invoke_looop("-C", str(wd.root), "approve", ask.id)
     assert r.returncode == 2 and "stale" in r.stderr and "sensors/ci.sh changed" in r.stderr
     assert (wd.sensors / "ci.sh").read_text() == "#!/bin/sh\necho human\n"
     answer = mailbox.get_answer(open_wd(wd), ask.id)
@@ -67,7 +67,7 @@ def test_an_approved_shell_worker_runs_its_prompt(wd: Paths, tmp_path: Path) -> 
     marker = tmp_path / "worked"
     ask = held(wd, {"action": "start_worker", "id": "w", "prompt": f"touch {marker}"})
     assert f"touch {marker}" in ask.prompt and "runtime shell" in ask.prompt
-    assert run_looop("-C", str(wd.root), "approve", ask.id).returncode == 0
+    assert invoke_looop("-C", str(wd.root), "approve", ask.id).returncode == 0
     wait_for(marker.exists, 20, "the approved worker")
 
 
@@ -120,10 +120,10 @@ def test_killing_approve_while_it_waits_for_the_lock_still_runs_it_once(
     finally:
         lock.release()
     assert not marker.exists()  # it died before it ran anything
-    r = run_looop("-C", str(wd.root), "pulse", "--json")
+    r = invoke_looop("-C", str(wd.root), "pulse", "--json")
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == "x\n"
-    run_looop("-C", str(wd.root), "pulse", "--force")
+    invoke_looop("-C", str(wd.root), "pulse", "--force")
     assert marker.read_text() == "x\n"  # exactly once
     assert any(
         f"✓ approved {ask.id}: run-shell" in line and "ran: exit 0" in line

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,11 @@ import pytest
 from looop_py import jsonio
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
 
 def pulse(wd: Paths, *args: str) -> dict:
-    r = run_looop("-C", str(wd.root), "pulse", "--json", *args)
+    r = invoke_looop("-C", str(wd.root), "pulse", "--json", *args)
     assert r.returncode in (0, 1), r.stderr
     return jsonio.loads(r.stdout)
 
@@ -122,27 +121,24 @@ def test_ask_from_inside_a_worker_blocks_until_answered(wd: Paths) -> None:
         'printf "%s" "$answer" > reports/answer.txt\n'
         '"$LOOOP_BIN" done --summary "got $answer"\n'
     )
-    r = run_looop("-C", str(wd.root), "worker", "start", "painter", script, "--runtime", "shell")
+    r = invoke_looop("-C", str(wd.root), "worker", "start", "painter", script, "--runtime", "shell")
     assert r.returncode == 0, r.stderr
-    deadline = time.monotonic() + 20
-    while not mailbox.pending(open_wd(wd)):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: mailbox.pending(open_wd(wd)), 20, "the worker's ask")
     (ask,) = mailbox.pending(open_wd(wd))
     assert ask.asker == "painter"
-    health = jsonio.loads(run_looop("-C", str(wd.root), "workers", "--json").stdout)
+    health = jsonio.loads(invoke_looop("-C", str(wd.root), "workers", "--json").stdout)
     assert health["workers"][0]["health"] == "waiting-ask"
-    assert run_looop("-C", str(wd.root), "answer", ask.id, "blue").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "answer", ask.id, "blue").returncode == 0
     answer = wd.reports / "answer.txt"
-    while not answer.exists() or not (wd.sessions / "painter" / "result.json").exists():
-        assert time.monotonic() < deadline + 10
-        time.sleep(0.05)
+    result = wd.sessions / "painter" / "result.json"
+    wait_for(lambda: answer.exists() and result.exists(), 30, "the answer and the result")
     assert answer.read_text() == "blue"
-    status = jsonio.read_json(wd.sessions / "painter" / "status.json")
-    while status.get("state") not in ("exited", "killed"):
-        time.sleep(0.05)
-        status = jsonio.read_json(wd.sessions / "painter" / "status.json")
-    assert status["exit_code"] == 0
+
+    def status() -> dict:
+        return jsonio.read_json(wd.sessions / "painter" / "status.json")
+
+    wait_for(lambda: status().get("state") in ("exited", "killed"), 20, "the worker to end")
+    assert status()["exit_code"] == 0
 
 
 def test_start_worker_move_starts_a_real_worker(wd: Path | Paths) -> None:
@@ -162,9 +158,6 @@ def test_start_worker_move_starts_a_real_worker(wd: Path | Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     beat = pulse(wd)
     assert beat["outcome"] == "decided", beat["reason"]
-    deadline = time.monotonic() + 20
-    while not (wd.reports / "w1.txt").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for((wd.reports / "w1.txt").exists, 20, "the worker's report")
     assert (wd.reports / "w1.txt").read_text() == "hi\n"
     assert os.path.exists(wd.sessions / "w1" / "meta.json")

@@ -16,7 +16,7 @@ from looop_py.errors import CorruptFile
 from looop_py.workdir import goals as goals_mod
 from looop_py.workdir.goals import GoalError, frontmatter, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import invoke_looop, open_wd, write_sensor
 
 DEEP = 300  # orjson parses it, but cannot write it back (its limit is 254 levels)
 
@@ -111,11 +111,11 @@ def test_a_deep_goal_is_an_error_naming_it_and_the_beat_goes_on(wd: Paths) -> No
     result = beat(open_wd(wd))
     assert result.outcome in ("decided", "skipped")
     assert beat(open_wd(wd)).outcome == "skipped"
-    out = run_looop("-C", str(wd.root), "loops", "--json")
+    out = invoke_looop("-C", str(wd.root), "loops", "--json")
     assert out.returncode == 0, out.stderr
     errors = json.loads(out.stdout)["errors"]
     assert "levels deep" in errors["deep"] and "values" in errors["bomb"]
-    out = run_looop("-C", str(wd.root), "loops")
+    out = invoke_looop("-C", str(wd.root), "loops")
     assert out.returncode == 0 and "goals/deep.md" in out.stdout + out.stderr
 
 
@@ -173,9 +173,9 @@ def test_a_hostile_goal_is_an_error_naming_it_and_the_others_are_read(wd: Paths,
         assert found["bad"].error and "goals/bad.md" in found["bad"].body.decode()
     assert beat(open_wd(wd)).outcome == "decided"
     assert beat(open_wd(wd)).outcome == "skipped"
-    out = run_looop("-C", str(wd.root), "loops")
+    out = invoke_looop("-C", str(wd.root), "loops")
     assert out.returncode == 0, out.stderr
-    assert run_looop("-C", str(wd.root), "status").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "status").returncode == 0
 
 
 def test_goals_together_are_capped(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,9 +234,9 @@ def run_looop_python(code: str) -> str:
 
 def test_looop_toml_that_is_not_a_small_regular_file_is_exit_2(wd: Paths) -> None:
     wd.config.write_text("# " + "x" * (1024 * 1024) + "\n")
-    out = run_looop("-C", str(wd.root), "pulse")
+    out = invoke_looop("-C", str(wd.root), "pulse")
     assert out.returncode == 2 and "cap" in out.stderr
     wd.config.unlink()
     wd.config.symlink_to("/dev/zero")
-    out = run_looop("-C", str(wd.root), "pulse")
+    out = invoke_looop("-C", str(wd.root), "pulse")
     assert out.returncode == 2, out.stderr

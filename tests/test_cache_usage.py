@@ -203,7 +203,7 @@ def test_a_claude_worker_stream_names_its_cache(tmp_path: Path) -> None:
 def test_through_the_pulse_anthropic_caches_the_stable_part_and_status_shows_hits(
     wd: Paths,
 ) -> None:
-    from tests.conftest import run_looop, write_sensor
+    from tests.conftest import invoke_looop, write_sensor
     from tests.fakeapi import anthropic_message
 
     def reply(read: int, written: int) -> Reply:
@@ -224,7 +224,7 @@ def test_through_the_pulse_anthropic_caches_the_stable_part_and_status_shows_hit
             "usd_per_mtok_cache_write = 6.0\n"
         )
         for _ in range(3):  # the first decide sees every reading appear
-            r = run_looop("-C", str(wd.root), "pulse", "--force", "--json")
+            r = invoke_looop("-C", str(wd.root), "pulse", "--force", "--json")
             assert json.loads(r.stdout)["outcome"] == "decided", r.stdout + r.stderr
     _, first, second = (seen.body["messages"][0]["content"] for seen in api.requests)
     for content in (first, second):
@@ -236,11 +236,11 @@ def test_through_the_pulse_anthropic_caches_the_stable_part_and_status_shows_hit
         assert content[1]["text"].startswith("=== SENSOR READINGS")
     # The ci sensor's detail moved, but the stable part is byte-identical.
     assert first[0]["text"] + first[1]["text"] == second[0]["text"] + second[1]["text"]
-    status = json.loads(run_looop("-C", str(wd.root), "status", "--json").stdout)["limits"]
+    status = json.loads(invoke_looop("-C", str(wd.root), "status", "--json").stdout)["limits"]
     assert status["cache_hit_ratio"] == pytest.approx(8000 / 12300, abs=1e-4)
     decider = status["by_source"]["decider"]
     assert decider["tokens"] == 3 * 4120
     want = (100 * 3 + 4000 * 6 + 20 * 15 + 2 * (100 * 3 + 4000 * 0.3 + 20 * 15)) / 1e6
     assert decider["usd"] == pytest.approx(want)
-    text = run_looop("-C", str(wd.root), "status").stdout
+    text = invoke_looop("-C", str(wd.root), "status").stdout
     assert "cache hits  65% of today's prompt tokens" in text and "decider 12360 tokens" in text

@@ -16,7 +16,7 @@ from looop_py.claims import holders
 from looop_py.claims import lease as claims
 from looop_py.cli import plainclaim
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import run_looop, wait_for
 from tests.test_cli_process import _loaded_after_plain_pulse
 
 
@@ -104,14 +104,15 @@ def test_lasting_ancestor_reads_proc_as_psutil_would() -> None:
     script = "( ( sleep 5; true ); true ); true"
     outer = subprocess.Popen(["bash", "-c", script])
     try:
-        deadline = time.monotonic() + 10
-        sleeper = None
-        while sleeper is None and time.monotonic() < deadline:
+
+        def sleeper() -> psutil.Process | None:
             kids = psutil.Process(outer.pid).children(recursive=True)
-            sleeper = next((k for k in kids if k.name() == "sleep"), None)
-            time.sleep(0.02)
-        assert sleeper is not None
-        copy = sleeper.ppid()
+            return next((k for k in kids if k.name() == "sleep"), None)
+
+        wait_for(sleeper, 10, "the inner sleep")
+        found = sleeper()
+        assert found is not None
+        copy = found.ppid()
         assert copy != outer.pid  # a forked copy between the sleep and the script
         assert identity.lasting_ancestor(copy) == outer.pid
         assert identity._lasting_ancestor_proc(copy) == outer.pid

@@ -11,7 +11,7 @@ from looop_py.errors import ConfigError
 from looop_py.workdir import bounds
 from looop_py.workdir.config import Config, load
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import invoke_looop
 
 NUMERIC = bounds.numeric_keys(Config)
 BAD = {"zero": "0", "negative": "-1", "nan": "nan", "inf": "inf", "wrong-type": '"5"'}
@@ -111,7 +111,7 @@ def test_good_names_and_tables_load(tmp_path: Path) -> None:
 def test_a_bad_value_is_exit_2_for_every_command_and_names_the_key(wd: Paths) -> None:
     wd.config.write_text("[sensors]\ntimeout_s = nan\n")
     for args in (["pulse"], ["status"], ["sense"]):
-        out = run_looop("-C", str(wd.root), *args)
+        out = invoke_looop("-C", str(wd.root), *args)
         assert out.returncode == 2, (args, out.stderr)
         assert "looop.toml: sensors.timeout_s: must be a finite number" in out.stderr
 

@@ -22,6 +22,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import close_opened, open_wd, write_sensor
+from tests.conftest import close_opened, open_wd, wait_for, write_sensor
 from tests.etcdserver import Cluster, use_etcd
 
 TTL = 2.0  # the etcd lease TTL these tests use (the shortest looop.toml allows)
@@ -238,17 +239,26 @@ def _death_then_release(backend: Backend, where: str) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     killed = time.monotonic()
-    while True:
-        try:
-            got = coord.claim("repo", me, now=time.time())
-            break
-        except ClaimHeld:
-            assert time.monotonic() - killed < backend.release_within_s + 5, "never released"
-            time.sleep(0.05)
+    got = _claim_when_free(coord, "repo", me, backend.release_within_s + 5, 0.05)
     waited = time.monotonic() - killed
     print(f"{backend.name} ({where}): holder death -> claim free in {waited:.2f} s")
     assert waited <= backend.release_within_s
     assert got.claim.epoch == epoch + 1
+
+
+def _claim_when_free(coord: Any, name: str, holder: Any, timeout: float, interval: float) -> Any:
+    """Try to claim `name` until it is free; fail the test if it is not within `timeout`."""
+    got: list[Any] = []
+
+    def claimed() -> bool:
+        try:
+            got.append(coord.claim(name, holder, now=time.time()))
+        except ClaimHeld:
+            return False
+        return True
+
+    wait_for(claimed, timeout, f"{name} to be released", interval=interval)
+    return got[0]
 
 
 def test_a_stale_token_writes_nothing(backend: Backend) -> None:
@@ -276,14 +286,7 @@ def test_a_paused_holder_past_its_ttl_writes_nothing(etcd: Cluster, tmp_path: Pa
         os.kill(proc.pid, signal.SIGSTOP)  # paused: its lease keeper thread stops too
         coord = choose.coordinator(open_wd(wd))
         me = holders.own_holder("next")
-        deadline = time.monotonic() + TTL + 5
-        while True:
-            try:
-                got = coord.claim("deploy", me, now=time.time())
-                break
-            except ClaimHeld:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        got = _claim_when_free(coord, "deploy", me, TTL + 5, 0.1)
         assert got.claim.epoch == epoch + 1
         os.kill(proc.pid, signal.SIGCONT)
         # The old holder wakes up believing it holds `epoch`: its write is refused.
@@ -358,19 +361,22 @@ def test_a_killed_pulse_holder_is_replaced_within_the_ttl(backend: Backend, tmp_
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not started.exists():
-            assert time.monotonic() < deadline and holder.poll() is None
-            time.sleep(0.02)
+        wait_for(lambda: started.exists() or holder.poll() is not None, 30, "the slow sensor")
+        assert started.exists(), "the holder ended before its slow sensor started"
         os.environ[HOST_ENV] = "host-b"
         try:
             assert beat(open_wd(b), decider=Noop()).outcome is BeatOutcome.LOCKED
             os.killpg(holder.pid, signal.SIGKILL)
             holder.wait()
             killed = time.monotonic()
-            while (result := beat(open_wd(b), decider=Noop())).outcome is BeatOutcome.LOCKED:
-                assert time.monotonic() - killed < backend.release_within_s + 5
-                time.sleep(0.05)
+            results = []
+
+            def beat_ran() -> bool:
+                results.append(beat(open_wd(b), decider=Noop()))
+                return results[-1].outcome is not BeatOutcome.LOCKED
+
+            wait_for(beat_ran, backend.release_within_s + 5, "a beat on b", interval=0.05)
+            result = results[-1]
         finally:
             del os.environ[HOST_ENV]
         waited = time.monotonic() - killed

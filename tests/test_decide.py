@@ -11,7 +11,7 @@ from looop_py.deciders.base import DecideRequest, Decision, Usage
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
-from tests.conftest import open_wd, run_looop, wait_for, write_sensor
+from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
 
 class Seq:
@@ -167,7 +167,7 @@ def test_limits_hold_the_decider_and_show_in_why(wd: Paths) -> None:
     beat(open_wd(wd), decider=d, force=True)
     held = beat(open_wd(wd), decider=d, force=True)
     assert held.outcome == "held" and "decide cap" in (held.reason or "") and len(d.calls) == 2
-    why = run_looop("-C", str(wd.root), "why").stdout
+    why = invoke_looop("-C", str(wd.root), "why").stdout
     assert "decide cap" in why
 
 

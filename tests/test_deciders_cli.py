@@ -14,7 +14,7 @@ from looop_py.workdir import config as config_mod
 from looop_py.workdir import presets
 from looop_py.workdir.config import Config, DeciderConfig
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import invoke_looop
 from tests.fakeapi import FakeAPI, Reply, openai_completion
 
 
@@ -23,7 +23,7 @@ def test_decider_test_with_a_script_shows_move_usage_and_latency(wd: Paths) -> N
         json.dumps({"move": {"action": "noop"}, "usage": {"input_tokens": 7, "output_tokens": 3}})
     )
     wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.jsonl"\n')
-    r = run_looop("-C", str(wd.root), "decider", "test", "--json")
+    r = invoke_looop("-C", str(wd.root), "decider", "test", "--json")
     assert r.returncode == 0, r.stderr
     view = json.loads(r.stdout)
     assert view["ok"] is True and view["backend"] == "script"
@@ -37,7 +37,7 @@ def test_decider_test_with_a_script_shows_move_usage_and_latency(wd: Paths) -> N
         "total_tokens": 10,
     }
     assert isinstance(view["ms"], int)
-    human = run_looop("-C", str(wd.root), "decider", "test")
+    human = invoke_looop("-C", str(wd.root), "decider", "test")
     assert human.returncode == 0  # the exhausted script still answers a valid noop
     assert "latency" in human.stdout and "valid       yes" in human.stdout
 
@@ -45,7 +45,7 @@ def test_decider_test_with_a_script_shows_move_usage_and_latency(wd: Paths) -> N
 def test_decider_test_shows_the_validation_error(wd: Paths) -> None:
     (wd.root / "moves.jsonl").write_text(json.dumps({"action": "write_goal", "id": "../etc"}))
     wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.jsonl"\n')
-    r = run_looop("-C", str(wd.root), "decider", "test", "--json")
+    r = invoke_looop("-C", str(wd.root), "decider", "test", "--json")
     assert r.returncode == 1
     view = json.loads(r.stdout)
     assert view["ok"] is False and "is not a safe name" in view["invalid"]
@@ -64,7 +64,7 @@ def test_decider_test_against_an_http_backend(wd: Paths) -> None:
             f'[decider]\nbackend = "openai"\nmodel = "tiny"\nbase_url = "{api.base}/v1"\n'
             "usd_per_mtok_in = 1.0\nusd_per_mtok_out = 2.0\n"
         )
-        r = run_looop("-C", str(wd.root), "decider", "test")
+        r = invoke_looop("-C", str(wd.root), "decider", "test")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "40 in / 9 out tokens, $0.000058" in r.stdout
     assert "decider test" in api.requests[0].body["messages"][0]["content"]
@@ -74,17 +74,17 @@ def test_decider_test_reports_a_failing_backend(wd: Paths, tmp_path: Path) -> No
     wd.config.write_text(
         '[decider]\nbackend = "command"\ncommand = "echo boom >&2; exit 2"\ntimeout_s = 5\n'
     )
-    r = run_looop("-C", str(wd.root), "decider", "test", "--json")
+    r = invoke_looop("-C", str(wd.root), "decider", "test", "--json")
     assert r.returncode == 1
     view = json.loads(r.stdout)
     assert "exited 2" in view["error"] and "boom" in view["error"]
-    human = run_looop("-C", str(wd.root), "decider", "test")
+    human = invoke_looop("-C", str(wd.root), "decider", "test")
     assert human.returncode == 1 and "error" in human.stdout
 
 
 def test_decider_help_has_examples() -> None:
     for args in (["decider", "--help"], ["decider", "test", "--help"]):
-        r = run_looop(*args)
+        r = invoke_looop(*args)
         assert r.returncode == 0 and "Example" in r.stdout
 
 
@@ -143,7 +143,7 @@ def _uncomment(text: str, cli: str) -> str:
 def test_init_offers_a_ready_block_for_each_agent_cli_on_path(tmp_path: Path) -> None:
     path = _fake_bin(tmp_path, "claude", "ollama", "codex")
     target = tmp_path / "ops"
-    r = run_looop("init", str(target), "--json", env={"PATH": path})
+    r = invoke_looop("init", str(target), "--json", env={"PATH": path})
     assert r.returncode == 0, r.stderr
     found = json.loads(r.stdout)["agent_clis"]
     assert found == ["claude", "codex", "ollama"]
@@ -159,7 +159,7 @@ def test_init_offers_a_ready_block_for_each_agent_cli_on_path(tmp_path: Path) ->
         cfg = config_mod.load(tmp_path / "try.toml")
         assert cfg.decider.backend == backend, cli
         load(cfg)  # and the backend accepts the block as complete
-    human = run_looop("init", str(tmp_path / "ops2"), env={"PATH": path})
+    human = invoke_looop("init", str(tmp_path / "ops2"), env={"PATH": path})
     assert "found claude, codex, ollama on PATH" in human.stdout
 
 
@@ -167,7 +167,7 @@ def test_init_never_touches_an_existing_looop_toml(tmp_path: Path) -> None:
     target = tmp_path / "ops"
     target.mkdir()
     (target / "looop.toml").write_text('[decider]\nbackend = "noop"\n')
-    r = run_looop("init", str(target), "--json", env={"PATH": _fake_bin(tmp_path, "claude")})
+    r = invoke_looop("init", str(target), "--json", env={"PATH": _fake_bin(tmp_path, "claude")})
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["agent_clis"] == []
     assert (target / "looop.toml").read_text() == '[decider]\nbackend = "noop"\n'

@@ -24,7 +24,7 @@ from looop_py.deciders.command import CommandDecider, render
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop
+from tests.conftest import open_wd, run_looop, wait_for
 
 NOOP = {"action": "noop", "reason": "from the fake cli"}
 PROMPT = "THE PROMPT\nwith 'quotes' and $(not a command) and ünïcode\n"
@@ -144,10 +144,11 @@ def test_a_hanging_cli_is_killed_with_its_whole_group(wd: Paths, tmp_path: Path)
     assert time.monotonic() - started < 3
     ids = [int(p) for p in pids.read_text().split()]
     assert len(ids) == 3
-    deadline = time.monotonic() + 2
-    while any(_alive(p) for p in ids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not [p for p in ids if _alive(p)]
+
+    def alive() -> list[int]:
+        return [p for p in ids if _alive(p)]
+
+    wait_for(lambda: not alive(), 2, lambda: f"the whole group to die; alive: {alive()}")
 
 
 def test_a_failing_cli_reports_exit_code_and_stderr_tail(wd: Paths, tmp_path: Path) -> None:

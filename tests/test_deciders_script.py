@@ -14,7 +14,7 @@ from looop_py.deciders.script import ScriptDecider
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop
+from tests.conftest import invoke_looop
 
 
 def moves(n: int) -> list[dict[str, object]]:
@@ -147,7 +147,7 @@ def test_script_backend_end_to_end_through_looop_pulse(wd: Paths) -> None:
     wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.jsonl"\n')
     reasons = []
     for _ in range(3):
-        r = run_looop("-C", str(wd.root), "pulse", "--force", "--json")
+        r = invoke_looop("-C", str(wd.root), "pulse", "--force", "--json")
         assert r.returncode == 0, r.stderr
         reasons.append(json.loads(r.stdout)["move"]["reason"])
     assert reasons[:2] == ["first", "second"] and "exhausted" in reasons[2]

@@ -7,6 +7,7 @@ import time
 import tomllib
 from pathlib import Path
 
+import psutil
 import pytest
 
 from looop_py import (
@@ -24,6 +25,7 @@ from looop_py.engine.actions import ActionCommand, action_commands
 from looop_py.engine.inproc import ScriptedWorkers, SharedWorkspace, done
 from looop_py.errors import ConfigError
 from looop_py.loops.executor import CommandActionExecutor
+from tests.conftest import wait_for
 
 SPEC = LoopSpec("pr-bot", "open PRs for verified fixes", LoopLevel.L3_UNATTENDED)
 ACTION = ProposedAction("open-pr", "Fix the flaky test\n\nIt raced on the clock.", True)
@@ -60,15 +62,28 @@ def test_a_non_zero_exit_is_an_action_error_with_the_reason(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
-    marker = tmp_path / "still-running"
-    command = f"(sleep 0.6; touch {marker}) & sleep 30"
+    marker, child = tmp_path / "still-running", tmp_path / "child.pid"
+    # /bin/sh runs it (no $BASHPID): the subshell's pid is the parent of a `sh` it starts.
+    command = f"(sh -c 'echo $PPID' > {child}; sleep 0.6; touch {marker}) & sleep 30"
     executor = CommandActionExecutor({"open-pr": ActionCommand(command, 0.2)}, cwd=tmp_path)
     started = time.monotonic()
     with pytest.raises(ActionError, match="timeout"):
         executor.execute(SPEC, ACTION, None)
     assert time.monotonic() - started < 5
-    time.sleep(0.9)
-    assert not marker.exists()  # the background child died with its group
+
+    def child_ended() -> bool:
+        pid = child.read_text().strip() if child.exists() else ""
+        return bool(pid) and not _running(int(pid))
+
+    wait_for(child_ended, 1, "the background child to die with its group")
+    assert not marker.exists()  # and it never will: the one that would touch it is gone
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_kinds_without_a_command_fall_back_or_fail(tmp_path: Path) -> None:

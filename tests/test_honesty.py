@@ -16,7 +16,7 @@ from looop_py.loops.specs import CADENCE_NOTE, goal_text
 from looop_py.workdir import mailbox
 from looop_py.workdir.mailbox import AskError, AskState
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 NO_CADENCE = """---
 intent: runs when asked
@@ -31,7 +31,7 @@ maker: |
 def test_a_loop_without_cadence_runs_only_on_demand(wd: Paths) -> None:
     wd.goal("od").write_text(NO_CADENCE)
     assert index(open_wd(wd))["od"]["loop"] and cadences(index(open_wd(wd))) == {}
-    out = run_looop("-C", str(wd.root), "loops", "--json")
+    out = invoke_looop("-C", str(wd.root), "loops", "--json")
     (row,) = json.loads(out.stdout)["loops"]
     assert row["cadence"] == "on demand" and row["next_fire"] is None
     day = 86400.0
@@ -84,9 +84,9 @@ def test_an_ask_whose_waiting_process_died_is_stranded(wd: Paths) -> None:
     )
     ask = _ask(wd)
     child = subprocess.Popen([sys.executable, "-c", code, ask.id])
-    deadline = time.monotonic() + 10
-    while not mailbox.get_ask(open_wd(wd), ask.id).waiter and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(
+        lambda: mailbox.get_ask(open_wd(wd), ask.id).waiter, 10, "the child to wait on the ask"
+    )
     assert mailbox.listing(open_wd(wd))[0].state is AskState.PENDING  # it waits
     child.kill()
     child.wait()
@@ -122,9 +122,9 @@ def test_withdraw_takes_an_ask_out_and_fails_its_waiter(wd: Paths) -> None:
 
 
 def test_the_cli_ask_timeout_leaves_an_expired_ask(wd: Paths) -> None:
-    out = run_looop("-C", str(wd.root), "ask", "--prompt", "q?", "--timeout", "0.2")
+    out = invoke_looop("-C", str(wd.root), "ask", "--prompt", "q?", "--timeout", "0.2")
     assert out.returncode == 4, out.stderr
     (view,) = mailbox.listing(open_wd(wd))
     assert view.state is AskState.EXPIRED
-    out = run_looop("-C", str(wd.root), "asks", "--json")
+    out = invoke_looop("-C", str(wd.root), "asks", "--json")
     assert out.returncode == 0

@@ -14,7 +14,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from looop_py.workdir import bounds
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.goals import GOAL_CAP, frontmatter
 from looop_py.workdir.paths import Paths
-from tests.conftest import run_looop, write_sensor
+from tests.conftest import invoke_looop, wait_for, write_sensor
 
 
 def _deep(signal: Any) -> bool:
@@ -163,7 +162,7 @@ def test_the_hostile_corpus_never_crashes_and_the_next_clean_beat_succeeds(wd: P
     rc, peak = _peak_rss_kib(wd.root)
     assert rc == 0 and peak < 100 * 1024, (rc, peak)
     for args in COMMANDS:
-        out = run_looop("-C", str(wd.root), *args, timeout=120)
+        out = invoke_looop("-C", str(wd.root), *args)
         assert 0 <= out.returncode <= 4, (args, out.returncode, out.stderr[-2000:])
         assert "Traceback" not in out.stdout + out.stderr, args
         assert "internal error" not in out.stderr, (args, out.stderr)
@@ -178,12 +177,14 @@ def test_the_hostile_corpus_never_crashes_and_the_next_clean_beat_succeeds(wd: P
             assert ok(snaps[name]["signal"]), (name, snaps[name])
     assert snaps["no-shebang"]["signal"] == "no shebang"
     pids = [int(x) for x in (wd.root / "pids").read_text().split()]
-    deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [p for p in pids if _alive(p)], "a sensor's daemon outlived the beat"
+    wait_for(
+        lambda: not any(_alive(p) for p in pids),
+        5,
+        lambda: f"a sensor's daemon outlived the beat: {[p for p in pids if _alive(p)]}",
+        interval=0.05,
+    )
 
-    loops = json.loads(run_looop("-C", str(wd.root), "loops", "--json").stdout)
+    loops = json.loads(invoke_looop("-C", str(wd.root), "loops", "--json").stdout)
     for goal in ("deep-yaml", "yaml-bomb", "huge", "dir", "fifo", "zero"):
         assert goal in loops["errors"], (goal, loops["errors"])
 
@@ -195,7 +196,7 @@ def test_the_hostile_corpus_never_crashes_and_the_next_clean_beat_succeeds(wd: P
     wd.playbook.unlink()
     wd.playbook.write_text("# Playbook\n")
     write_sensor(wd, "fine", "echo fine")
-    out = run_looop("-C", str(wd.root), "pulse", "--json")
+    out = invoke_looop("-C", str(wd.root), "pulse", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["outcome"] == "decided" and result["sensors"]["fine"]["status"] == "ok"
@@ -218,7 +219,7 @@ def test_every_hostile_playbook_pulse_exits_0(wd: Paths, kind: str) -> None:
         wd.playbook.write_bytes(os.urandom(4096))
     else:
         wd.playbook.symlink_to(wd.playbook)
-    out = run_looop("-C", str(wd.root), "pulse", "--json")
+    out = invoke_looop("-C", str(wd.root), "pulse", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["outcome"] == "decided"
 

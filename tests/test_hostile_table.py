@@ -25,7 +25,7 @@ from looop_py.moves import gate, union
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, wait_for, write_sensor
 
 PAYLOADS = [
     "touch {m}",
@@ -246,10 +246,12 @@ def test_hostile_decisions_run_nothing_without_a_human(wd: Paths, tmp_path: Path
     for i in range(4):  # the rules decider starts what `on: [tick]` goals say
         (wd.root / "tick.txt").write_text(str(i + 1))
         pulse(force=False)
-    deadline = time.monotonic() + 30
-    while any(v.alive for v in records.list_sessions(open_wd(wd), time.time())):
-        assert time.monotonic() < deadline, "workers still running"
-        time.sleep(0.1)
+    wait_for(
+        lambda: not any(v.alive for v in records.list_sessions(open_wd(wd), time.time())),
+        30,
+        "the workers to end",
+        interval=0.1,
+    )
     pulse()  # settle: verifies of ended workers run here
 
     assert sorted(p.name for p in out.iterdir()) == []  # 0 executions without approval

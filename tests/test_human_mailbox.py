@@ -9,7 +9,7 @@ import time
 from looop_py import jsonio
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, wait_for
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 
 def test_wait_only_asks_returns_within_a_second_of_a_new_ask(wd: Paths) -> None:
@@ -35,7 +35,7 @@ def test_wait_only_asks_returns_within_a_second_of_a_new_ask(wd: Paths) -> None:
 
 
 def test_wait_times_out_with_exit_4(wd: Paths) -> None:
-    r = run_looop("-C", str(wd.root), "wait", "--timeout", "0.3", "--json")
+    r = invoke_looop("-C", str(wd.root), "wait", "--timeout", "0.3", "--json")
     assert r.returncode == 4 and "nothing needed a human" in jsonio.loads(r.stdout)["error"]
 
 
@@ -47,15 +47,15 @@ def test_tell_and_told_round_trip_in_a_real_worker(wd: Paths) -> None:
         '"$LOOOP_BIN" done --summary "heard: $(cat "$LOOOP_REPORTS_DIR/told.txt")"\n'
     )
     env = {"LOOOP_BIN": f"{sys.executable} -m looop_py"}
-    started = run_looop("-C", str(wd.root), "worker", "start", "w1", "-", input=script, env=env)
+    started = invoke_looop("-C", str(wd.root), "worker", "start", "w1", "-", input=script, env=env)
     assert started.returncode == 0, started.stderr
-    told = run_looop("-C", str(wd.root), "tell", "w1", "use the staging DB", "--json")
+    told = invoke_looop("-C", str(wd.root), "tell", "w1", "use the staging DB", "--json")
     assert told.returncode == 0, told.stderr
     wait_for((wd.sessions / "w1" / "result.json").exists, 20, "the worker's result")
     result = jsonio.read_json(wd.sessions / "w1" / "result.json")
     assert "heard: use the staging DB" in result["summary"]
-    seen = run_looop("-C", str(wd.root), "workers", "--all", "--json")
+    seen = invoke_looop("-C", str(wd.root), "workers", "--all", "--json")
     assert seen.returncode == 0
-    again = run_looop("-C", str(wd.root), "told", "--worker", "w1", "--json")
+    again = invoke_looop("-C", str(wd.root), "told", "--worker", "w1", "--json")
     assert jsonio.loads(again.stdout)["messages"] == []  # each message is read once
     assert (wd.sessions / "w1" / "inbox" / "read").is_dir()

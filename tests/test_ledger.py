@@ -20,7 +20,7 @@ from looop_py.loops.adapters import SessionWorkers
 from looop_py.workdir import config, ledger
 from looop_py.workdir.paths import Paths
 from looop_py.workers import reap, records
-from tests.conftest import open_wd, run_looop
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 NOW = 1_800_000_000.0
 # A worker's CLI stream: 10 fresh prompt tokens, 400 read from the cache, 190 out, $0.01.
@@ -156,12 +156,15 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     clock = [base]
     beat(open_wd(wd, clock=lambda: clock[0]))  # the book learns the cadence: due at 11:00
     clock[0] = base + 3601
-    deadline = time.monotonic() + 60
-    while not any(r["phase"] == "done" for r in _rounds(wd)):
-        assert time.monotonic() < deadline, _rounds(wd)
+
+    def round_done() -> bool:
+        if any(r["phase"] == "done" for r in _rounds(wd)):
+            return True
         beat(open_wd(wd, clock=lambda: clock[0]))
         clock[0] += 1
-        time.sleep(0.05)
+        return False
+
+    wait_for(round_done, 60, lambda: f"a round to be done: {_rounds(wd)}", interval=0.05)
     [first] = _rounds(wd)
     assert first["outcome"] == "reported"
 
@@ -202,10 +205,10 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     assert "loop:tidy 1200 tokens $0.0200" in text and "cache hits  98%" in text
     assert "daily token budget spent" in text  # the decider is held by the same ledger
     # `looop status` itself (the ledger's day is today: the fake clock started at 10:00 today)
-    shown = json.loads(run_looop("-C", str(wd.root), "status", "--json").stdout)["limits"]
+    shown = json.loads(invoke_looop("-C", str(wd.root), "status", "--json").stdout)["limits"]
     assert shown["by_source"]["loop:tidy"]["tokens"] == 1200 and shown["tokens_today"] >= 1200
-    assert "loop:tidy 1200 tokens" in run_looop("-C", str(wd.root), "status").stdout
-    assert "held: budget" in run_looop("-C", str(wd.root), "loops").stdout
+    assert "loop:tidy 1200 tokens" in invoke_looop("-C", str(wd.root), "status").stdout
+    assert "held: budget" in invoke_looop("-C", str(wd.root), "loops").stdout
 
     # Once the budget is raised, the held loop starts at the next beat.
     wd.config.write_text(
@@ -220,12 +223,15 @@ def test_a_worker_a_decide_started_is_charged_to_workers(wd: Paths) -> None:
 
     wd.config.write_text('[decider]\nbackend = "noop"\n[runtimes.shell]\nusage = "claude"\n')
     launch.start(open_wd(wd), "w1", f"echo '{json.dumps(RESULT)}'\n", runtime="shell", now=NOW)
-    deadline = time.monotonic() + 30
-    while records.get(open_wd(wd), "w1", time.time()).alive or not records.read_record(
-        wd.sessions / "w1" / records.STATUS
-    ).get("ended_at"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(
+        lambda: (
+            not records.get(open_wd(wd), "w1", time.time()).alive
+            and records.read_record(wd.sessions / "w1" / records.STATUS).get("ended_at")
+        ),
+        30,
+        "w1 to end",
+        interval=0.05,
+    )
     reap.housekeeping(open_wd(wd), NOW)
     reap.housekeeping(open_wd(wd), NOW + 1)  # finalized once; and a second look charges nothing
     spend = ledger.load(open_wd(wd))

@@ -11,7 +11,7 @@ from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
 TRIGGER = "kick"
 
@@ -47,11 +47,13 @@ def rounds_of(wd: Paths) -> list[dict]:
 
 
 def beat_until(wd: Paths, done: object, limit_s: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not done():  # type: ignore[operator]
-        assert time.monotonic() < deadline, rounds_of(wd)
+    def beaten() -> bool:
+        if done():  # type: ignore[operator]
+            return True
         beat(open_wd(wd))
-        time.sleep(0.05)
+        return False
+
+    wait_for(beaten, limit_s, lambda: f"the rounds to get there: {rounds_of(wd)}", interval=0.05)
 
 
 def finished(wd: Paths, n: int = 1) -> object:
@@ -100,7 +102,7 @@ def test_l2_round_escalates_is_approved_and_proceeds(wd: Paths, tmp_path: Path) 
     (ask,) = [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
     assert "sweep" in ask.prompt and "apply-patch" in ask.prompt
     assert not marker.exists()
-    r = run_looop("-C", str(wd.root), "approve", ask.id)
+    r = invoke_looop("-C", str(wd.root), "approve", ask.id)
     assert r.returncode == 0, r.stderr
     assert marker.exists()
     (done,) = rounds_of(wd)
@@ -113,7 +115,7 @@ def test_l2_denied_round_writes_the_refusal_to_memory(wd: Paths, tmp_path: Path)
     loop_goal(wd, "sweep", "L2", f'{DONE} "patch"', f'{DONE} "ok"', action="apply-patch")
     beat_until(wd, lambda: any(r["phase"] == "awaiting-approval" for r in rounds_of(wd)))
     (ask,) = [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
-    run_looop("-C", str(wd.root), "deny", ask.id, "--reason", "too risky on a Friday")
+    invoke_looop("-C", str(wd.root), "deny", ask.id, "--reason", "too risky on a Friday")
     assert not marker.exists()
     memory = (wd.memory / "sweep.jsonl").read_text()
     assert "too risky on a Friday" in memory
@@ -167,7 +169,7 @@ def test_maker_overspending_ends_budget_exhausted_and_skips_the_checker(wd: Path
     assert r["outcome"] == "budget-exhausted" and r["limit"] == "total-tokens"
     assert r["checker"] is None
     assert not (wd.sessions / f"{r['id']}.checker").exists()
-    report = run_looop("-C", str(wd.root), "rounds", "--all", "--json")
+    report = invoke_looop("-C", str(wd.root), "rounds", "--all", "--json")
     assert jsonio.loads(report.stdout)["rounds"][0]["outcome"] == "budget-exhausted"
 
 
@@ -188,27 +190,27 @@ def test_two_rounds_on_one_target_never_run_at_once(wd: Paths) -> None:
 
 
 def test_looop_loops_rounds_patterns_and_new(wd: Paths) -> None:
-    only_shell = run_looop("-C", str(wd.root), "new", "daily-triage")
+    only_shell = invoke_looop("-C", str(wd.root), "new", "daily-triage")
     assert only_shell.returncode == 2 and "default_runtime" in only_shell.stderr
     wd.config.write_text(
         wd.config.read_text() + "\n[runtimes.mine]\ncommand = 'x {{prompt_file}}'\n"
     )
-    r = run_looop("-C", str(wd.root), "new", "daily-triage")
+    r = invoke_looop("-C", str(wd.root), "new", "daily-triage")
     assert "runtime: mine" in (wd.goals / "daily-triage.md").read_text()
     assert r.returncode == 0 and (wd.goals / "daily-triage.md").exists()
-    again = run_looop("-C", str(wd.root), "new", "daily-triage")
+    again = invoke_looop("-C", str(wd.root), "new", "daily-triage")
     assert again.returncode == 2 and "already exists" in again.stderr
-    listed = jsonio.loads(run_looop("-C", str(wd.root), "loops", "--json").stdout)
+    listed = jsonio.loads(invoke_looop("-C", str(wd.root), "loops", "--json").stdout)
     (lp,) = listed["loops"]
     assert (lp["name"], lp["level"], lp["cadence"]) == ("daily-triage", "L1-report", "daily 09:00")
-    pats = jsonio.loads(run_looop("patterns", "--json").stdout)["patterns"]
+    pats = jsonio.loads(invoke_looop("patterns", "--json").stdout)["patterns"]
     assert len(pats) == 7 and pats[0]["name"] == "daily-triage"
 
 
 def test_looop_run_drives_a_round_in_the_foreground(wd: Paths) -> None:
     setup(wd)
     loop_goal(wd, "triage", "L1", f'{DONE} "two things need you"', f'{DONE} "both real"')
-    r = run_looop("-C", str(wd.root), "run", "triage", timeout=60)
+    r = invoke_looop("-C", str(wd.root), "run", "triage")
     assert r.returncode == 0, r.stderr
     assert "[L1-report] loop `triage` (reported)" in r.stdout
     assert "two things need you" in r.stdout

@@ -14,7 +14,7 @@ from looop_py import jsonio
 from looop_py.errors import UsageError
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, wait_for
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 
 def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None:
@@ -25,15 +25,16 @@ def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None
         text=True,
         env={**__import__("os").environ, "LOOOP_SESSION_ID": "w7"},
     )
-    deadline = time.monotonic() + 20
-    while not mailbox.pending(open_wd(wd)):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    wait_for(
+        lambda: mailbox.pending(open_wd(wd)) or proc.poll() is not None,
+        20,
+        "the ask",
+        interval=0.05,
+    )
     (ask,) = mailbox.pending(open_wd(wd))
     assert ask.id == "w7-1" and ask.asker == "w7"
-    time.sleep(0.3)
-    assert proc.poll() is None  # still blocked
-    r = run_looop("-C", str(wd.root), "answer", "w7-1", "ship it\nwith care")
+    assert proc.poll() is None  # still blocked: it prints below the answer given after this
+    r = invoke_looop("-C", str(wd.root), "answer", "w7-1", "ship it\nwith care")
     assert r.returncode == 0, r.stderr
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0
@@ -44,12 +45,13 @@ def test_ask_blocks_until_answered_and_prints_only_the_answer(wd: Paths) -> None
 def test_answer_from_stdin_and_only_once(wd: Paths) -> None:
     ask = mailbox.open_ask(open_wd(wd), prompt="q", asker="human", now=time.time())
     assert (
-        run_looop("-C", str(wd.root), "answer", ask.id, "-", input="from stdin\n").returncode == 0
+        invoke_looop("-C", str(wd.root), "answer", ask.id, "-", input="from stdin\n").returncode
+        == 0
     )
     assert mailbox.get_answer(open_wd(wd), ask.id).text == "from stdin"  # type: ignore[union-attr]
-    again = run_looop("-C", str(wd.root), "answer", ask.id, "other")
+    again = invoke_looop("-C", str(wd.root), "answer", ask.id, "other")
     assert again.returncode == 2 and "already answered" in again.stderr
-    assert run_looop("-C", str(wd.root), "answer", ask.id, "other", "--force").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "answer", ask.id, "other", "--force").returncode == 0
 
 
 def test_options_are_enforced(wd: Paths) -> None:
@@ -61,7 +63,7 @@ def test_options_are_enforced(wd: Paths) -> None:
 
 
 def test_ask_times_out_with_exit_4_and_stays_pending(wd: Paths) -> None:
-    r = run_looop("-C", str(wd.root), "ask", "--prompt", "anyone?", "--timeout", "0.3")
+    r = invoke_looop("-C", str(wd.root), "ask", "--prompt", "anyone?", "--timeout", "0.3")
     assert r.returncode == 4 and r.stdout == ""
     assert [a.id for a in mailbox.pending(open_wd(wd))] == ["human-1"]
 
@@ -96,10 +98,10 @@ def test_approve_runs_the_held_move_once(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "count"
     ask = held(wd, {"action": "run_shell", "cmd": f"echo x >> {marker}"})
     assert f"echo x >> {marker}" in ask.prompt
-    r = run_looop("-C", str(wd.root), "approve", ask.id)
+    r = invoke_looop("-C", str(wd.root), "approve", ask.id)
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == "x\n"
-    again = run_looop("-C", str(wd.root), "approve", ask.id)
+    again = invoke_looop("-C", str(wd.root), "approve", ask.id)
     assert again.returncode == 2 and marker.read_text() == "x\n"
     answered = jsonio.read_json(wd.answers / f"{ask.id}.json")
     assert answered["verdict"] == "approved" and answered["note"].startswith("ran")
@@ -109,16 +111,16 @@ def test_approve_runs_the_held_move_once(wd: Paths, tmp_path: Path) -> None:
 def test_deny_runs_nothing(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "never"
     ask = held(wd, {"action": "run_shell", "cmd": f"touch {marker}"})
-    r = run_looop("-C", str(wd.root), "deny", ask.id, "--reason", "not today")
+    r = invoke_looop("-C", str(wd.root), "deny", ask.id, "--reason", "not today")
     assert r.returncode == 0
     assert not marker.exists()
     assert "denied decider-1" in wd.journal.read_text() and "not today" in wd.journal.read_text()
-    assert run_looop("-C", str(wd.root), "approve", ask.id).returncode == 2
+    assert invoke_looop("-C", str(wd.root), "approve", ask.id).returncode == 2
 
 
 def test_a_question_cannot_be_approved_and_an_approval_cannot_be_answered(wd: Paths) -> None:
     q = mailbox.open_ask(open_wd(wd), prompt="q", asker="human", now=time.time())
-    assert "is a question" in run_looop("-C", str(wd.root), "approve", q.id).stderr
+    assert "is a question" in invoke_looop("-C", str(wd.root), "approve", q.id).stderr
     a = mailbox.open_ask(
         open_wd(wd),
         prompt="run?",
@@ -127,12 +129,12 @@ def test_a_question_cannot_be_approved_and_an_approval_cannot_be_answered(wd: Pa
         kind="approval",
         hold={"move": {"action": "noop"}},
     )
-    assert "is an approval" in run_looop("-C", str(wd.root), "answer", a.id, "yes").stderr
+    assert "is an approval" in invoke_looop("-C", str(wd.root), "answer", a.id, "yes").stderr
 
 
 def test_asks_lists_pending_as_json(wd: Paths) -> None:
     mailbox.open_ask(open_wd(wd), prompt="first", asker="w1", now=time.time())
-    listed = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
+    listed = jsonio.loads(invoke_looop("-C", str(wd.root), "asks", "--json").stdout)
     assert [a["id"] for a in listed["asks"]] == ["w1-1"]
 
 
@@ -147,13 +149,13 @@ def test_asks_shows_a_stranded_ask_and_withdraw_removes_it(wd: Paths) -> None:
     proc.kill()
     proc.wait()
     (filed,) = mailbox.pending(open_wd(wd))
-    listed = run_looop("-C", str(wd.root), "asks")
+    listed = invoke_looop("-C", str(wd.root), "asks")
     assert f"looop withdraw {filed.id}" in listed.stdout and "stranded" in listed.stdout
-    as_json = jsonio.loads(run_looop("-C", str(wd.root), "asks", "--json").stdout)
+    as_json = jsonio.loads(invoke_looop("-C", str(wd.root), "asks", "--json").stdout)
     assert as_json["asks"][0]["state"] == "stranded"
-    done = run_looop("-C", str(wd.root), "withdraw", filed.id, "--reason", "gone")
+    done = invoke_looop("-C", str(wd.root), "withdraw", filed.id, "--reason", "gone")
     assert done.returncode == 0, done.stderr
-    assert run_looop("-C", str(wd.root), "asks").stdout.strip() == "no pending asks"
+    assert invoke_looop("-C", str(wd.root), "asks").stdout.strip() == "no pending asks"
 
 
 def test_an_ask_names_its_waiting_process_from_the_moment_it_exists(wd: Paths) -> None:

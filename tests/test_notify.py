@@ -74,11 +74,11 @@ def test_failing_beats_in_a_row_are_one_event(wd: Paths, tmp_path: Path) -> None
 
 
 def test_a_worker_that_ends_badly_is_one_event(wd: Paths, tmp_path: Path) -> None:
-    from tests.conftest import run_looop, wait_for
+    from tests.conftest import invoke_looop, wait_for
 
     log = tmp_path / "hook.log"
     _hook(wd, f"cat >> {log}")
-    r = run_looop("-C", str(wd.root), "worker", "start", "w1", "-", input="exit 3\n")
+    r = invoke_looop("-C", str(wd.root), "worker", "start", "w1", "-", input="exit 3\n")
     assert r.returncode == 0, r.stderr
     wait_for((wd.sessions / "w1" / "status.json").exists, 10, "the worker's status")
     wait_for(lambda: jsonio.read_json(wd.sessions / "w1" / "status.json")["state"] != "running")

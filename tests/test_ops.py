@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from looop_py import jsonio
 from looop_py.locks import PulseLock
@@ -18,7 +20,7 @@ from looop_py.ops.doctor import Verdict
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop
+from tests.conftest import invoke_looop, open_wd, run_looop, wait_for
 
 CRONTAB = shutil.which("crontab")
 needs_crontab = pytest.mark.skipif(
@@ -32,7 +34,7 @@ def by_name(report: doctor.Report) -> dict[str, doctor.Check]:
 
 
 def test_a_fresh_init_passes_doctor_offline(wd: Paths) -> None:
-    done = run_looop("-C", str(wd.root), "doctor", "--offline", "--json")
+    done = invoke_looop("-C", str(wd.root), "doctor", "--offline", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = jsonio.loads(done.stdout)
     assert report["ok"] is True
@@ -52,7 +54,7 @@ def test_config_check(wd: Paths) -> None:
     wd.config.write_text("[sensors]\ntimeout_s = 'soon'\n")
     report = doctor.diagnose(wd, offline=True)
     assert not report.ok and by_name(report)["config"].verdict is Verdict.FAIL
-    done = run_looop("-C", str(wd.root), "doctor", "--offline")
+    done = invoke_looop("-C", str(wd.root), "doctor", "--offline")
     assert done.returncode == 1 and "✗ config" in done.stdout
 
 
@@ -105,9 +107,7 @@ def test_pulse_lock_check(wd: Paths) -> None:
         ["flock", str(wd.pulse_lock), "sleep", "30"], stdout=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 10
-        while not PulseLock(wd.pulse_lock).held_elsewhere() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(PulseLock(wd.pulse_lock).held_elsewhere, 10, "flock to hold the pulse lock")
         assert doctor.pulse_lock(wd, cfg, now).verdict is Verdict.OK  # no beat yet: running
         journal.emit(open_wd(wd), "beat", now - 3 * 3600, outcome="skipped")
         hung = doctor.pulse_lock(wd, cfg, now)
@@ -122,14 +122,19 @@ def test_pulse_lock_check(wd: Paths) -> None:
 
 @pytest.fixture
 def crontab() -> Iterator[list[str]]:
-    """The real user crontab, emptied for the test and put back as it was afterwards."""
+    """The real user crontab, emptied for the test and put back as it was afterwards.
+
+    It is the user's, not the test's: one test at a time holds it, across the parallel
+    workers of a run and any other run on this machine (a file lock in the temp dir).
+    """
     if CRONTAB is None:
         pytest.fail("CI must have a crontab program: .ci/run installs cron")
-    before = cron.read_table()
-    try:
-        yield before
-    finally:
-        cron.write_table(before)
+    with FileLock(os.path.join(tempfile.gettempdir(), "looop-tests-crontab.lock")):
+        before = cron.read_table()
+        try:
+            yield before
+        finally:
+            cron.write_table(before)
 
 
 OTHERS = ["# the user's own lines", "MAILTO=ops@example.org", "17 3 * * * /usr/bin/backup --all"]

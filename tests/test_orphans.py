@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from looop_py import orphans, procs
 from looop_py.beat.pulse import beat
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import open_wd, run_looop, wait_for, write_sensor
 
 
 def _alive(pid: int) -> bool:
@@ -26,11 +25,12 @@ def _pids(path: Path) -> list[int]:
 
 
 def _gone(pids: list[int], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while any(_alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
+    """Wait until none of `pids` is alive; the test fails after `timeout` s (True to assert)."""
+
+    def alive() -> list[int]:
+        return [p for p in pids if _alive(p)]
+
+    wait_for(lambda: not alive(), timeout, lambda: f"every process to end; alive: {alive()}")
     return True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
 
 class Counting:
@@ -179,17 +180,14 @@ def test_concurrent_pulses_one_beats_the_rest_step_aside(wd: Paths) -> None:
 
 def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
     write_sensor(wd, "quick", "echo ok")
-    assert run_looop("-C", str(wd.root), "pulse").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "pulse").returncode == 0
     write_sensor(wd, "slow", "echo started > slow.started; sleep 30; echo late")
     p = subprocess.Popen(
         [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 20
-    while not (wd.root / "slow.started").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for((wd.root / "slow.started").exists, 20, "the slow sensor to start")
     p.send_signal(signal.SIGKILL)
     p.wait()
     # Every state file still parses, and the next beat runs cleanly.
@@ -198,7 +196,7 @@ def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
     for line in wd.events.read_bytes().splitlines():
         jsonio.loads(line)
     (wd.sensors / "slow.sh").unlink()
-    done = run_looop("-C", str(wd.root), "pulse", "--json")
+    done = invoke_looop("-C", str(wd.root), "pulse", "--json")
     assert done.returncode == 0, done.stderr
     assert jsonio.loads(done.stdout)["outcome"] in ("decided", "skipped")
 
@@ -206,7 +204,7 @@ def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
 def test_sigterm_ends_the_beat_and_its_sensor_groups(wd: Paths) -> None:
     import psutil
 
-    marker = "looop-sigterm-test-sensor"
+    marker = f"looop-sigterm-test-sensor-{os.getpid()}"  # not another run's
     write_sensor(wd, "slow", f"echo started > slow.started; exec -a {marker} sleep 30")
     p = subprocess.Popen(
         [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse"],
@@ -214,18 +212,16 @@ def test_sigterm_ends_the_beat_and_its_sensor_groups(wd: Paths) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while not (wd.root / "slow.started").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    time.sleep(0.1)
+
+    def left() -> list[psutil.Process]:
+        procs = psutil.process_iter(["cmdline"])
+        return [x for x in procs if marker in " ".join(x.info["cmdline"] or [])]
+
+    wait_for(left, 20, "the slow sensor's exec")  # it runs, under its marker
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=10)
-    time.sleep(0.1)
-    left = [
-        x for x in psutil.process_iter(["cmdline"]) if marker in " ".join(x.info["cmdline"] or [])
-    ]
-    assert left == []
+    # The beat ended its sensor's group: gone at once, not when its 30 s sleep ends.
+    wait_for(lambda: left() == [], 2, lambda: f"the sensor to be gone: {left()}")
 
 
 @pytest.mark.parametrize("n_goals", [100])

@@ -1,9 +1,12 @@
 """The quiet beat: a seal from the last full beat proves nothing changed (beat/quiet.py).
 
 The hostile question first: can the seal ever vouch for a world that changed?
-Every test here runs the real CLI in a child process, mutates the work dir the
-way a user, a worker or a model would, and checks that the beat that follows
-saw the change exactly as a full beat does (`looop sense` is the oracle).
+Every test here runs the CLI through its own door (console.main, as `looop pulse`
+starts: the quiet beat first, the full one when the seal does not hold), mutates
+the work dir the way a user, a worker or a model would, and checks that the beat
+that follows saw the change exactly as a full beat does (`looop sense` is the
+oracle). The door runs in this process; what only a fresh process shows (what the
+quiet beat imports, its line on a terminal) is checked in a child.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ from looop_py import jsonio
 from looop_py.beat import probes, quiet, seal, survey
 from looop_py.beat.sense import Committed
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
 
 def _events(wd: Paths) -> list[dict[str, object]]:
@@ -36,13 +38,13 @@ def _last_beat(wd: Paths) -> dict[str, object]:
 
 
 def _pulse(wd: Paths, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    done = run_looop("-C", str(wd.root), "pulse", *args, env=env)
+    done = invoke_looop("-C", str(wd.root), "pulse", *args, env=env)
     assert done.returncode == 0, done.stderr
     return _last_beat(wd)
 
 
 def _sensed_hash(wd: Paths, env: dict[str, str] | None = None) -> str:
-    done = run_looop("-C", str(wd.root), "sense", "--json", env=env)
+    done = invoke_looop("-C", str(wd.root), "sense", "--json", env=env)
     assert done.returncode == 0, done.stderr
     return str(json.loads(done.stdout)["world_hash"])
 
@@ -359,7 +361,7 @@ def test_a_quiet_beat_that_breaks_falls_back_to_a_full_one(wd: Paths) -> None:
     _pulse(wd)
     wd.events.unlink()
     wd.events.mkdir()  # the quiet beat cannot append its event: the full beat reports it
-    done = run_looop("-C", str(wd.root), "pulse")
+    done = invoke_looop("-C", str(wd.root), "pulse")
     wd.events.rmdir()
     assert done.returncode in (0, 1, 70), done
     assert _pulse(wd)["outcome"] in ("skipped", "decided")
@@ -421,21 +423,25 @@ def test_archived_rounds_are_surveyed_file_by_file(wd: Paths) -> None:
     assert beat["world_hash"] == _sensed_hash(wd)
 
 
-def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths) -> None:
+def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths, tmp_path: Path) -> None:
     """A settled session is inert files: sealed (surveyed file by file) until its prune
     time; while it runs, and until a beat settles it, every beat is a full one."""
     _quiet_wd(wd)
-    done = run_looop(
-        "-C", str(wd.root), "worker", "start", "w1", "--runtime", "shell", "sleep 1; echo done"
-    )
+    release = tmp_path / "release"  # the worker runs until the test says so
+    script = f"while [ ! -e {release} ]; do sleep 0.05; done; echo done"
+    done = invoke_looop("-C", str(wd.root), "worker", "start", "w1", "--runtime", "shell", script)
     assert done.returncode == 0, done.stderr
     assert not _pulse(wd).get("sealed")  # it runs: full beats
     assert not (wd.root / seal.SEAL).exists()
-    deadline = time.monotonic() + 20
-    while not (wd.root / seal.SEAL).exists():  # it ends; a beat settles it, then seals
-        assert time.monotonic() < deadline, _last_beat(wd)
+    release.touch()
+
+    def sealed() -> bool:  # it ends; a beat settles it, then seals
+        if (wd.root / seal.SEAL).exists():
+            return True
         _pulse(wd)
-        time.sleep(0.2)
+        return False
+
+    wait_for(sealed, 20, lambda: f"a seal; the last beat: {_last_beat(wd)}", interval=0.2)
     beat = _pulse(wd)
     assert beat.get("sealed") is True and beat["world_hash"] == _sensed_hash(wd)
     status = json.loads((wd.sessions / "w1" / "status.json").read_text())

@@ -15,7 +15,7 @@ from looop_py import jsonio
 from looop_py.ops import resident
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, wait_for
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 
 def beats(paths: Paths) -> int:
@@ -44,7 +44,7 @@ def test_up_reacts_within_a_second_idles_cheaply_and_down_stops_it(wd: Paths) ->
     try:
         wait_for(lambda: beats(wd) >= 1, timeout=20, what="the first beat")
         wait_for(lambda: resident.running(wd) == proc.pid, what="the pid file")
-        again = run_looop("-C", str(wd.root), "up")
+        again = invoke_looop("-C", str(wd.root), "up")
         assert again.returncode == 3 and "already running" in again.stderr
 
         time.sleep(0.5)  # let the first beat's writes settle, then watch it idle
@@ -63,7 +63,7 @@ def test_up_reacts_within_a_second_idles_cheaply_and_down_stops_it(wd: Paths) ->
         reacted = time.monotonic() - start
         assert reacted < 1.0, f"reacted in {reacted:.2f} s"
 
-        down = run_looop("-C", str(wd.root), "down")
+        down = invoke_looop("-C", str(wd.root), "down")
         assert down.returncode == 0 and f"pid {proc.pid}" in down.stdout
         assert proc.wait(timeout=10) == 0
         assert resident.running(wd) is None
@@ -74,7 +74,7 @@ def test_up_reacts_within_a_second_idles_cheaply_and_down_stops_it(wd: Paths) ->
 
 
 def test_the_unit_names_this_work_dir(wd: Paths) -> None:
-    done = run_looop("-C", str(wd.root), "up", "--print-unit", "--interval", "30")
+    done = invoke_looop("-C", str(wd.root), "up", "--print-unit", "--interval", "30")
     assert done.returncode == 0
     assert f"-C {wd.root} up --interval 30" in done.stdout and "[Service]" in done.stdout
-    assert run_looop("-C", str(wd.root), "down").stdout.strip() == "looop up was not running"
+    assert invoke_looop("-C", str(wd.root), "down").stdout.strip() == "looop up was not running"

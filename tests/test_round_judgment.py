@@ -13,7 +13,7 @@ from looop_py.beat.result import BeatOutcome
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.loops.advance import start_round
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd
+from tests.conftest import open_wd, wait_for
 from tests.test_loops_e2e import DONE, finished, loop_goal, rounds_of
 
 MAKER = f'echo looking; {DONE} "found 2 things"'
@@ -39,12 +39,15 @@ def run_round(wd: Paths, level: str, **extra: str) -> Counting:
     assert len(decider.wakes) == 1
     decider.wakes.clear()
     start_round(open_wd(wd), "sweep", now=time.time(), trigger="test")
-    deadline = time.monotonic() + 30
-    while not finished(wd)():
-        assert time.monotonic() < deadline, rounds_of(wd)
+
+    def beaten() -> bool:
+        if finished(wd)():
+            return True
         result = beat(open_wd(wd), decider=decider)
         assert result.outcome in (BeatOutcome.SKIPPED, BeatOutcome.DECIDED)
-        time.sleep(0.05)
+        return False
+
+    wait_for(beaten, 30, lambda: f"the round to finish: {rounds_of(wd)}", interval=0.05)
     for _ in range(3):  # the round is over: nothing more to hear
         beat(open_wd(wd), decider=decider)
     return decider

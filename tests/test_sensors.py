@@ -14,7 +14,7 @@ from looop_py.beat.sensors import Reading, discover, sense
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
-from tests.conftest import write_sensor
+from tests.conftest import wait_for, write_sensor
 
 
 def run_all(
@@ -87,6 +87,11 @@ def _descendants_alive(marker: str) -> list[psutil.Process]:
     return found
 
 
+def _wait_ended(marker: str) -> None:
+    """The `sleep 300` under `marker` ends within a second: ended by looop, not by its time."""
+    wait_for(lambda: _descendants_alive(marker) == [], 1, f"{marker} to end")
+
+
 @pytest.mark.slow
 def test_hung_sensor_with_background_child_holding_stdout(wd: Paths) -> None:
     marker = f"looop-test-hang-{os.getpid()}"
@@ -99,8 +104,7 @@ def test_hung_sensor_with_background_child_holding_stdout(wd: Paths) -> None:
     assert elapsed < 2.0, elapsed
     assert snapshot(wd, "hung")["signal"] == {"error": True, "exit_code": 124}
     assert r["fine"].ok
-    time.sleep(0.1)
-    assert _descendants_alive(marker) == []
+    _wait_ended(marker)
 
 
 def test_straggler_left_by_a_finished_sensor_is_ended(wd: Paths) -> None:
@@ -110,8 +114,7 @@ def test_straggler_left_by_a_finished_sensor_is_ended(wd: Paths) -> None:
     run_all(wd, timeout=30)
     assert time.monotonic() - start < 2.0
     assert snapshot(wd, "leaky")["signal"] == "done"
-    time.sleep(0.1)
-    assert _descendants_alive(marker) == []
+    _wait_ended(marker)
 
 
 def test_sensors_run_concurrently(wd: Paths) -> None:

@@ -26,7 +26,7 @@ from looop_py.workdir import config, journal, ledger
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 from looop_py.workers import kill, launch, reap, records
-from tests.conftest import open_wd, run_looop, wait_for
+from tests.conftest import invoke_looop, open_wd, run_looop, wait_for
 
 
 class Noop:
@@ -104,7 +104,7 @@ def test_what_a_worker_leaves_running_is_ended_after_its_exit(wwd: Paths) -> Non
 
 def test_logs_follow_until_the_worker_ends(wwd: Paths) -> None:
     start(wwd, "chatty", "echo one\nsleep 0.4\necho two")
-    r = run_looop("-C", str(wwd.root), "worker", "logs", "chatty", "-f", timeout=10)
+    r = invoke_looop("-C", str(wwd.root), "worker", "logs", "chatty", "-f")
     assert r.returncode == 0 and r.stdout == "one\ntwo\n"
 
 
@@ -135,7 +135,7 @@ def test_kill_ends_a_child_that_ignores_sigterm(wwd: Paths) -> None:
     child_created = identity.create_time(child)
     assert child_created is not None
     t0 = time.monotonic()
-    r = run_looop("-C", str(wwd.root), "worker", "kill", "stubborn", "--json")
+    r = invoke_looop("-C", str(wwd.root), "worker", "kill", "stubborn", "--json")
     assert r.returncode == 0, r.stderr
     result = jsonio.loads(r.stdout)
     assert result["was_alive"] and result["forced"] and result["state"] == "killed"
@@ -155,7 +155,7 @@ def test_fleet_cap_live_ids_and_reusing_a_dead_id(wwd: Paths) -> None:
         start(wwd, "c", "sleep 30")
     with pytest.raises(WorkerRefused, match="worker a is alive"):
         start(wwd, "a", "sleep 30")
-    refused = run_looop("-C", str(wwd.root), "worker", "start", "c", "sleep 1")
+    refused = invoke_looop("-C", str(wwd.root), "worker", "start", "c", "sleep 1")
     assert refused.returncode == 1 and "fleet cap" in refused.stderr
     kill.kill(wwd, "a")
     start(wwd, "c", "sleep 30")
@@ -199,7 +199,7 @@ def test_health_busy_stuck_waiting_ask(wwd: Paths) -> None:
     assert records.get(open_wd(wwd), "slow", now).health == "waiting-ask"
     jsonio.write_json(wwd.answers / "slow-1.json", {"id": "slow-1", "answer": "yes"})
     assert records.get(open_wd(wwd), "slow", now).health == "stuck"
-    listed = jsonio.loads(run_looop("-C", str(wwd.root), "workers", "--json").stdout)
+    listed = jsonio.loads(invoke_looop("-C", str(wwd.root), "workers", "--json").stdout)
     assert [(w["id"], w["alive"]) for w in listed["workers"]] == [("slow", True)]
     assert listed["live"] == 1 and listed["max_live"] == 8
 
@@ -263,7 +263,7 @@ def test_done_report_and_usage_from_the_stream(wwd: Paths) -> None:
     by_source = ledger.load(open_wd(wwd)).by_source
     assert by_source["workers"]["tokens"] == 125 + 500
     assert by_source["workers"]["usd"] == 0.25
-    outside = run_looop("-C", str(wwd.root), "done", env={"LOOOP_SESSION_ID": ""})
+    outside = invoke_looop("-C", str(wwd.root), "done", env={"LOOOP_SESSION_ID": ""})
     assert outside.returncode == 2 and "inside a worker" in outside.stderr
 
 
@@ -296,7 +296,7 @@ def test_git_worktree_kept_when_it_holds_commits_else_removed(wwd: Paths, tmp_pa
         check=True,
     ).stdout.split()
     assert sorted(branches) == ["looop/keep", "main"]
-    listed = jsonio.loads(run_looop("-C", str(wwd.root), "workers", "--json").stdout)
+    listed = jsonio.loads(invoke_looop("-C", str(wwd.root), "workers", "--json").stdout)
     assert [(k["id"], k["branch"]) for k in listed["kept_worktrees"]] == [("keep", "looop/keep")]
     assert "commit(s) on no other branch" in listed["kept_worktrees"][0]["reason"]
     # A new worker with the same id carries on in the kept worktree.

@@ -274,11 +274,18 @@ def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
     def waiting() -> bool:
         return any(r.phase == "awaiting-approval" for r in store.rows(shared, include_done=False))
 
-    deadline = time.monotonic() + 60
-    while not waiting():  # host a beats: its maker and checker run here, then it escalates
-        assert time.monotonic() < deadline, store.rows(shared, include_done=True)
+    def beaten() -> bool:  # host a beats: its maker and checker run here, then it escalates
+        if waiting():
+            return True
         beat(open_wd(a))
-        time.sleep(0.05)
+        return False
+
+    wait_for(
+        beaten,
+        60,
+        lambda: f"the escalation: {store.rows(shared, include_done=True)}",
+        interval=0.05,
+    )
     (row,) = store.rows(shared, include_done=False)
     assert row.host == "a" and (a.sessions / f"{row.id}.maker").is_dir()
     (ask,) = [x for x in mailbox.pending(open_wd(b)) if x.kind is mailbox.AskKind.APPROVAL]
@@ -711,7 +718,17 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
             timeout=30,
             what="the round to finish",
         )
-        time.sleep(1.0)  # a few more beats on both hosts: nothing may run it again
+
+        def beats() -> list[int]:
+            return [len((tmp_path / f"{i}.log").read_text().splitlines()) for i in range(2)]
+
+        # A few more beats on both hosts: nothing may run it again.
+        before = beats()
+        wait_for(
+            lambda: all(n >= m + 3 for n, m in zip(beats(), before, strict=True)),
+            30,
+            "3 more beats on each host",
+        )
     finally:
         for p in loops:
             p.kill()

@@ -23,7 +23,7 @@ from looop_py.errors import LooopError
 from looop_py.workdir import journal, mailbox
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
-from tests.conftest import open_wd, run_looop
+from tests.conftest import invoke_looop, open_wd, wait_for
 
 LOOP = """---
 intent: test the state files
@@ -65,9 +65,9 @@ def _rich(root: Path) -> Paths:
     mailbox.answer(open_wd(p), answered.id, "yes", now=now)
     timers.write(open_wd(p), "tick", now=now, every_s=3600)
     act.stamp_goal(open_wd(p), "lp", now)
-    deadline = time.monotonic() + 10
-    while records.get(open_wd(p), "w1", time.time()).alive and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        lambda: not records.get(open_wd(p), "w1", time.time()).alive, 10, "w1 to end", interval=0.05
+    )
     records.report(p, "w1", status="done", summary="s", tokens=None, cost_usd=None, now=now)
     assert beat(open_wd(p)).outcome == "decided"
     assert beat(open_wd(p), force=True).outcome == "decided"
@@ -256,10 +256,10 @@ def test_every_file_corrupt_at_once_every_command_exits_0_to_4(
         ["schedules"],
         ["doctor", "--offline"],
     ):
-        out = run_looop("-C", str(root), *args)
+        out = invoke_looop("-C", str(root), *args)
         assert 0 <= out.returncode <= 4, (args, out.returncode, out.stderr)
         assert "Traceback" not in out.stderr
-    out = run_looop("-C", str(root), "pulse", "--force")
+    out = invoke_looop("-C", str(root), "pulse", "--force")
     assert out.returncode == 0, out.stderr
     last = journal.last_event(Paths(root), "beat")
     assert last is not None and last["outcome"] in ("decided", "skipped")
@@ -306,5 +306,5 @@ def test_missing_record_dirs_do_not_stop_a_beat(rich: Paths, tmp_path: Path) -> 
     assert beat(open_wd(p), force=True).outcome == "decided"
     events = journal.recent_events(p, 50)
     assert not [e for e in events if str(e.get("event", "")).endswith("_failed")], events
-    out = run_looop("-C", str(root), "run", "lp", "--json", timeout=30)
+    out = invoke_looop("-C", str(root), "run", "lp", "--json")
     assert out.returncode in (0, 1), out.stderr

@@ -20,7 +20,7 @@ from looop_py.web import app as web_app
 from looop_py.web import security
 from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
-from tests.conftest import open_wd, run_looop, write_sensor
+from tests.conftest import invoke_looop, open_wd, write_sensor
 
 BASE = "http://127.0.0.1:8765"
 
@@ -164,7 +164,7 @@ def test_bearer_token_works_for_scripts(wd: Paths) -> None:
 
 
 def test_serve_refuses_a_remote_bind_without_the_flag(wd: Paths) -> None:
-    r = run_looop("-C", str(wd.root), "serve", "--host", "0.0.0.0")
+    r = invoke_looop("-C", str(wd.root), "serve", "--host", "0.0.0.0")
     assert r.returncode == 2 and "--allow-remote" in r.stderr
 
 
@@ -172,7 +172,7 @@ def test_report_html_is_self_contained(wd: Paths, tmp_path: Path) -> None:
     write_sensor(wd, "s", "echo 1")
     beat(open_wd(wd))
     out = tmp_path / "r.html"
-    r = run_looop("-C", str(wd.root), "report", "--html", str(out))
+    r = invoke_looop("-C", str(wd.root), "report", "--html", str(out))
     assert r.returncode == 0, r.stderr
     html = out.read_text()
     assert "<svg" in html and "<script" not in html and "<link" not in html
@@ -210,7 +210,7 @@ def test_pages_forbid_framing_scripts_and_outside_assets(wd: Paths) -> None:
 
 def test_kill_and_tell_a_worker_from_the_page(wd: Paths) -> None:
     script = 'for i in $(seq 1 600); do echo "tick $i"; sleep 0.1; done\n'
-    r = run_looop("-C", str(wd.root), "worker", "start", "w1", "-", input=script)
+    r = invoke_looop("-C", str(wd.root), "worker", "start", "w1", "-", input=script)
     assert r.returncode == 0, r.stderr
     client, token = _logged_in(wd)
     csrf = security.csrf_for(token)
