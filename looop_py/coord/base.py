@@ -3,7 +3,7 @@
 Two backends implement it: `files` (coord/files.py: claims/ and the kernel's
 flock on this machine, today's behaviour and the default) and `etcd`
 (coord/etcd.py: keys under a prefix, shared by every host). Both give the same
-promises, which tests/test_coord_contract.py checks on each:
+promises, which tests/coord/test_contract.py checks on each:
 
 - a name has at most one live holder; claiming what you hold is harmless;
 - the epoch (the fencing token) of a name grows by exactly one per new holder;

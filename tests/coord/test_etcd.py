@@ -24,10 +24,10 @@ from looop_py.errors import ClaimHeld, ConfigError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
+from tests.cli.test_process import _loaded_after_plain_pulse
 from tests.conftest import close_opened, open_wd, run_looop, wait_for, write_sensor
+from tests.coord.test_contract import TTL, Noop
 from tests.etcdserver import Cluster, use_etcd
-from tests.test_cli_process import _loaded_after_plain_pulse
-from tests.test_coord_contract import TTL, Noop
 
 
 def _shm() -> Path:

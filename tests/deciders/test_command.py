@@ -301,7 +301,7 @@ def _pi_error(text: str) -> str:
 @pytest.mark.parametrize(
     ("body", "kind"),
     [
-        # What the real CLIs print (tests/test_agents_deciders.py runs them) for each status.
+        # What the real CLIs print (tests/agents/test_deciders.py runs them) for each status.
         (_claude_error(401, "Invalid API key · Fix external API key"), PermanentError),
         (_claude_error(429, "API Error: Request rejected (429) · rate limited"), TemporaryError),
         (_claude_error(529, "API Error: 529 overloaded"), TemporaryError),

@@ -14,7 +14,7 @@ from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.loops.advance import start_round
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, wait_for
-from tests.test_loops_e2e import DONE, finished, loop_goal, rounds_of
+from tests.loops.test_e2e import DONE, finished, loop_goal, rounds_of
 
 MAKER = f'echo looking; {DONE} "found 2 things"'
 CHECKER = f'{DONE} "both are real"'

@@ -2,8 +2,8 @@
 and the next clean beat succeeds.
 
 Sensors, goals and PLAYBOOK here; every looop.toml key x bad values is in
-test_config_bounds.py, every state file x three corruptions in
-test_state_corruption.py. Property-based parts (Hypothesis) cover sensor
+workdir/test_config_bounds.py, every state file x three corruptions in
+beat/test_state_corruption.py. Property-based parts (Hypothesis) cover sensor
 output, goal frontmatter and looop.toml tables.
 """
 

@@ -19,9 +19,9 @@ import pytest
 from looop_py.workdir.paths import Paths
 from looop_py.workers import aider, records
 from tests.agentclis import AIDER_INFO, env_for, need, runtime_toml
+from tests.agents.test_runtimes import run_worker
 from tests.conftest import run_looop
 from tests.fakemodel import FakeModel, Turn
-from tests.test_agents_runtimes import run_worker
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(240)]
 

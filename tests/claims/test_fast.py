@@ -16,8 +16,8 @@ from looop_py.claims import holders
 from looop_py.claims import lease as claims
 from looop_py.cli import plainclaim
 from looop_py.workdir.paths import Paths
+from tests.cli.test_process import _loaded_after_plain_pulse
 from tests.conftest import run_looop, wait_for
-from tests.test_cli_process import _loaded_after_plain_pulse
 
 
 def test_release_unlinks_and_the_lock_file_keeps_the_epoch(wd: Paths) -> None:

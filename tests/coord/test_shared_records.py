@@ -37,10 +37,10 @@ from looop_py.workdir import mailbox, shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.conftest import close_opened, open_wd, run_looop, wait_for
+from tests.coord.test_contract import TTL, Noop
+from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
 from tests.etcdserver import Cluster, use_etcd
-from tests.test_coord_contract import TTL, Noop
-from tests.test_coord_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
-from tests.test_loops_e2e import DONE, loop_goal, setup
+from tests.loops.test_e2e import DONE, loop_goal, setup
 
 
 class Hosts:
@@ -746,7 +746,7 @@ def test_two_hosts_beating_at_once_run_an_approved_round_action_exactly_once(
 @pytest.mark.etcd
 @pytest.mark.timeout(60)
 def test_looop_up_acts_on_an_answer_given_on_another_host_at_once(two: Hosts) -> None:
-    from tests.test_resident import beats
+    from tests.ops.test_resident import beats
 
     a, b = two.workdir("a"), two.workdir("b")
     ask = mailbox.open_ask(open_wd(a), prompt="go?", asker="decider", now=time.time())

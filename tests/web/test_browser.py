@@ -41,7 +41,7 @@ FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1280,1000",
 )
-OUT = Path(os.environ.get("LOOOP_TEST_OUTPUT") or Path(__file__).parent.parent / "test-output")
+OUT = Path(os.environ.get("LOOOP_TEST_OUTPUT") or Path(__file__).parents[2] / "test-output")
 
 
 def _browser_bins() -> tuple[str, str] | None:

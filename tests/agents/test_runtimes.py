@@ -25,7 +25,7 @@ from tests.fakemodel import FakeModel, Turn
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
 
 RUNTIMES = ("claude", "codex", "pi")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DONE = '"$LOOOP_BIN" done --status done --summary "the fake model did it"'
 
 

@@ -129,7 +129,7 @@ def test_a_cached_table_from_before_the_checks_is_checked_again(wd: Paths) -> No
 
 
 def test_the_starter_file_states_every_range() -> None:
-    starter = (Path(__file__).parent.parent / "template" / "looop.toml").read_text()
+    starter = (Path(__file__).parents[2] / "template" / "looop.toml").read_text()
     lines: dict[str, str] = {}
     section = ""
     for line in starter.splitlines():

@@ -12,7 +12,7 @@ import pytest
 
 from looop_py.workdir.paths import Paths
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 5
 
 

@@ -27,7 +27,7 @@ from looop_py.workdir.context import Memo, WorkDir
 from looop_py.workdir.paths import Paths
 from tests.memshelf import MemoryShelf
 
-PACKAGE = Path(__file__).resolve().parent.parent / "looop_py"
+PACKAGE = Path(__file__).resolve().parents[2] / "looop_py"
 FIXED = 1_800_000_000.0
 
 

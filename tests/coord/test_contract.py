@@ -202,7 +202,7 @@ time.sleep(120)
 
 
 def _holder(wd: Paths, name: str, host: str = "") -> tuple[subprocess.Popen[str], int]:
-    code = HOLD.format(path=str(Path(__file__).parents[1]), root=str(wd.root), name=name)
+    code = HOLD.format(path=str(Path(__file__).parents[2]), root=str(wd.root), name=name)
     env = {**os.environ, HOST_ENV: host} if host else None
     proc = subprocess.Popen(
         [sys.executable, "-c", code],

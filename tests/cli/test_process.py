@@ -101,7 +101,7 @@ def test_cli_and_console_import_no_cycle() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    cli_dir = Path(__file__).resolve().parents[1] / "looop_py" / "cli"
+    cli_dir = Path(__file__).resolve().parents[2] / "looop_py" / "cli"
     for module in cli_dir.glob("*.py"):
         text = module.read_text()
         assert "looop_py.console" not in text and "import console" not in text, module.name
