@@ -4,7 +4,7 @@
 
 1. PROCS processes (default 32) each claim and release 4 names ROUNDS times
    (default 100), retrying with backoff when a name is taken, all through
-   the in-process API (`looop_py.claims.lease`). Prints acquisitions per second and
+   the in-process API (`looop_py.coord.lease`). Prints acquisitions per second and
    how many attempts were refused along the way.
 2. A shell worker claims a name through `looop claim` and sleeps; it is
    SIGKILLed, then `looop pulse` runs back to back until the claim is gone.
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import cleanup, looop_cmd
 
 from looop_py import jsonio
-from looop_py.claims import holders
-from looop_py.claims import lease as claims
+from looop_py.coord import holders
+from looop_py.coord import lease as claims
 from looop_py.errors import ClaimHeld
 from looop_py.workdir.paths import Paths
 

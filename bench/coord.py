@@ -32,8 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.etcdserver starts etcd
 
-from looop_py.claims import holders
-from looop_py.coord import choose
+from looop_py.coord import choose, holders
 from looop_py.coord.base import HOST_ENV
 from looop_py.errors import ClaimHeld
 from looop_py.workdir.paths import Paths
@@ -90,7 +89,7 @@ def throughput(root: Path, procs: int, cycles: int) -> tuple[float, int, float]:
 HOLD = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from looop_py.claims import holders\n"
+    "from looop_py.coord import holders\n"
     "from looop_py.coord.choose import coordinator\n"
     "from looop_py.workdir.paths import Paths\n"
     "c = coordinator(Paths(Path(sys.argv[1])))\n"

@@ -109,7 +109,7 @@ def world_at(root: Path, minute: int, now: float) -> None:
 def replay(hours: float, goals: int = 12) -> list[tuple[float, str]]:
     """Every decide prompt of the replay, with the fake time it was built at."""
     from looop_py.beat.pulse import beat
-    from looop_py.claims import holders, lease
+    from looop_py.coord import holders, lease
     from looop_py.deciders.base import Decision
     from looop_py.workdir.paths import Paths
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _common import cleanup, fresh_workdir, looop_cmd
 
-from looop_py.workdir import mailbox
+from looop_py.asks import mailbox
 from looop_py.workdir.paths import Paths
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 10

@@ -32,13 +32,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.etcdserver starts etcd
 
+from looop_py.asks import mailbox
 from looop_py.coord import choose
 from looop_py.coord.base import PULSE
 from looop_py.engine.rounds import Phase, RoundState
 from looop_py.engine.spec import LoopSpec
 from looop_py.loops import store
-from looop_py.moves import timers
-from looop_py.workdir import mailbox, shelf
+from looop_py.schedules import timers
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.etcdserver import Cluster, use_etcd

@@ -166,7 +166,7 @@ def _ask_misfit(stem: str, data: Any) -> str | None:
     created = data.get("created_at")
     if isinstance(created, bool) or not isinstance(created, int | float):
         return "not an ask: it has no numeric `created_at`"
-    from looop_py.workdir.mailbox import Ask  # only when there are asks (sys-asks loads it too)
+    from looop_py.asks.mailbox import Ask  # only when there are asks (sys-asks loads it too)
 
     with contextlib.suppress(KeyError, TypeError, ValueError):
         Ask.from_json(data)

@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.workdir import environ, journal, mailbox
+from looop_py.workdir import environ, journal
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths, has_entries
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     Snapshot = dict[str, Any]
 
-    from looop_py.workdir.mailbox import AskView
+    from looop_py.asks.mailbox import AskView
     from looop_py.workers.records import SessionView
 
 
@@ -125,14 +125,14 @@ def claims(seen: Seen) -> Snapshot:
     shared = seen.wd.shelf.shared
     if not shared and not has_entries(paths.claims, ".json"):
         return {"signal": [], "detail": {"count": 0}}
-    from looop_py.claims.holders import ROUND_PREFIX  # only when there are claims to list
+    from looop_py.coord.holders import ROUND_PREFIX  # only when there are claims to list
 
     if shared:
         from looop_py.coord import base, choose  # a shared backend: loaded by the beat already
 
         views = [v for v in choose.coordinator(seen.wd).list_claims(now) if v.name != base.PULSE]
     else:
-        from looop_py.claims import reaper  # only when claims/ has entries
+        from looop_py.coord import reaper  # only when claims/ has entries
 
         views = reaper.list_claims(paths, now)
     live = [v for v in views if v.live]
@@ -178,7 +178,7 @@ def asks(seen: Seen) -> Snapshot:
     """Pending asks: a new one wakes the loop once; when each was filed stays in detail."""
     if seen.wd.shelf.empty("asks"):
         return {"signal": {"pending": []}, "detail": {}}
-    from looop_py.workdir import mailbox  # only when there are asks
+    from looop_py.asks import mailbox  # only when there are asks
 
     views = seen.asks = mailbox.listing(seen.wd, record=seen.persist)
     signal: dict[str, list[str]] = {"pending": []}
@@ -207,14 +207,14 @@ def schedules(seen: Seen) -> Snapshot:
     now = seen.now
     snap: Snapshot = {"signal": {}, "detail": {}}
     if not seen.wd.shelf.empty("timers"):
-        from looop_py.moves import timers  # only when a timer is set
+        from looop_py.schedules import timers  # only when a timer is set
 
         snap = timers.probe(seen.wd, now)
     from looop_py.loops import index as loopindex  # cheap; the engine only with loops
 
     due = loopindex.cadences(loopindex.index(seen.wd, save=seen.persist))
     if due:
-        from looop_py.loops import schedule  # only when a loop has a cadence
+        from looop_py.schedules import book as schedule  # only when a loop has a cadence
 
         book = schedule.schedules_snapshot(schedule.book_of(seen.wd), due, now, save=seen.persist)
         # The engine starts a due loop's round itself: a cadence is detail, never a wake;

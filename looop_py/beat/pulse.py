@@ -247,7 +247,7 @@ def _loop_wake(wd: WorkDir) -> float | None:
     due = loopindex.cadences(loopindex.index(wd))
     if not due:
         return float("inf")
-    from looop_py.loops import schedule  # loaded already: ADVANCE ran with these loops
+    from looop_py.schedules import book as schedule  # loaded already: ADVANCE ran with these loops
 
     book = schedule.book_of(wd).load().loops
     if not all(name in book for name in due):
@@ -347,7 +347,7 @@ def housekeep(wd: WorkDir, now: float) -> list[str]:
     if has_entries(wd.paths.claims):
         from functools import partial  # only when claims/ has entries
 
-        from looop_py.claims import reaper
+        from looop_py.coord import reaper
         from looop_py.loops import store
 
         round_live = partial(store.is_live, wd.shelf)

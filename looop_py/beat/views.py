@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio, world
-from looop_py.beat import limits
+from looop_py.asks import mailbox
 from looop_py.beat.decide import policy_hash
 from looop_py.beat.result import BeatOutcome
 from looop_py.beat.sense import load_committed
 from looop_py.beat.shared import Standing, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
-from looop_py.workdir import journal, mailbox
+from looop_py.spend import limits
+from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.goals import goal_paths, read_goals, read_playbook
 from looop_py.workdir.paths import Paths

@@ -27,7 +27,7 @@ def schedules(wd: WorkDir, as_json: bool) -> None:
       looop schedules
       looop schedules --json | jq -r '.schedules[] | select(.signal == "due") | .name'
     """
-    from looop_py.moves import timers
+    from looop_py.schedules import timers
 
     probe = timers.probe(wd, time.time())
     if as_json:
@@ -58,7 +58,7 @@ def schedule_drop(wd: WorkDir, name: str, as_json: bool) -> None:
       looop schedule drop nightly-report
       looop schedule drop nightly-report --json
     """
-    from looop_py.moves import timers
+    from looop_py.schedules import timers
 
     if not timers.drop(wd, name):
         raise UsageError(f"no schedule {name!r}", "list them with `looop schedules`")

@@ -14,8 +14,8 @@ from looop_py.cli.options import json_option, pass_workdir
 from looop_py.cli.output import json_out, show
 
 if TYPE_CHECKING:
+    from looop_py.asks.mailbox import Answer
     from looop_py.workdir.context import WorkDir
-    from looop_py.workdir.mailbox import Answer
 
 
 @click.command()
@@ -43,7 +43,7 @@ def ask(
       answer=$("$LOOOP_BIN" ask --prompt "Merge PR 12 now?" --options yes,no)
       "$LOOOP_BIN" ask --prompt "Which DB?" --timeout 600 --json | jq -r .answer
     """
-    from looop_py.workdir import mailbox
+    from looop_py.asks import mailbox
 
     asker = os.environ.get("LOOOP_SESSION_ID") or "human"
     choices = tuple(o.strip() for o in options.split(",") if o.strip()) if options else ()
@@ -75,7 +75,7 @@ def asks(wd: WorkDir, as_json: bool) -> None:
       looop asks
       looop asks --json | jq -r '.asks[].id'
     """
-    from looop_py.workdir import mailbox
+    from looop_py.asks import mailbox
 
     now = time.time()
     pending = mailbox.listing(wd)
@@ -99,7 +99,7 @@ def answer(wd: WorkDir, ask_id: str, text: str | None, force: bool, as_json: boo
       looop answer w1-3 "yes, go ahead"
       echo "use the staging DB" | looop answer w1-4 -
     """
-    from looop_py.workdir import mailbox
+    from looop_py.asks import mailbox
 
     if text is None or text == "-":
         text = sys.stdin.read().strip()
@@ -171,7 +171,7 @@ def withdraw(wd: WorkDir, ask_id: str, reason: str | None, as_json: bool) -> Non
       looop asks            # … (stranded: its worker is gone; looop withdraw w1-3)
       looop withdraw w1-3 --reason "the worker was replaced"
     """
-    from looop_py.workdir import mailbox
+    from looop_py.asks import mailbox
 
     got = mailbox.withdraw(wd, ask_id, now=time.time(), reason=reason)
     _report(ask_id, got, as_json)

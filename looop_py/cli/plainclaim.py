@@ -66,7 +66,7 @@ def claim_command(
     pid: int | None,
     as_json: bool,
 ) -> None:
-    from looop_py.claims import holders
+    from looop_py.coord import holders
     from looop_py.coord.choose import coordinator
 
     holder = holders.resolve_holder(wd.paths, session or None, pid)
@@ -81,7 +81,7 @@ def claim_command(
 def unclaim_command(
     wd: WorkDir, *, name: str, session: str | None, pid: int | None, as_json: bool
 ) -> None:
-    from looop_py.claims import holders
+    from looop_py.coord import holders
     from looop_py.coord.choose import coordinator
 
     holder = holders.resolve_holder(wd.paths, session or None, pid)

@@ -18,15 +18,15 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+    from looop_py.asks.mailbox import Answer, AskView
     from looop_py.beat.preview import Preview
     from looop_py.beat.prune import Pruned
     from looop_py.beat.views import LimitsView, StatusView, WhyView
-    from looop_py.claims.reaper import ClaimView
+    from looop_py.coord.reaper import ClaimView
     from looop_py.deciders.check import DeciderCheck
     from looop_py.engine.spec import LoopSpec
     from looop_py.loops.store import RoundRow
     from looop_py.loops.views import LoopsView
-    from looop_py.workdir.mailbox import Answer, AskView
     from looop_py.workers.fleet import Fleet
     from looop_py.workers.kill import KillResult
     from looop_py.workers.records import Session

@@ -173,7 +173,7 @@ def tell(paths: Paths, worker_id: str, text: str, as_json: bool) -> None:
     Example:
       looop tell fix-ci "skip the flaky test_network, it is tracked elsewhere"
     """
-    from looop_py.workdir import inbox
+    from looop_py.asks import inbox
 
     sender = os.environ.get("LOOOP_SESSION_ID") or "human"
     got = inbox.tell(paths, worker_id, text, sender=sender, now=time.time())
@@ -194,7 +194,7 @@ def told(paths: Paths, worker_id: str | None, as_json: bool) -> None:
     Example:
       "$LOOOP_BIN" told        # in a worker
     """
-    from looop_py.workdir import inbox
+    from looop_py.asks import inbox
 
     wid = worker_id or os.environ.get("LOOOP_SESSION_ID")
     if not wid:

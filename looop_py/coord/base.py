@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from typing import Any, Protocol
 
-    from looop_py.claims.holders import Holder
-    from looop_py.claims.lease import Claim, Outcome
-    from looop_py.claims.reaper import ClaimView
+    from looop_py.coord.holders import Holder
+    from looop_py.coord.lease import Claim, Outcome
+    from looop_py.coord.reaper import ClaimView
 
     class Coordinator(Protocol):
         backend: str

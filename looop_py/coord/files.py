@@ -1,6 +1,6 @@
 """The `files` backend: claims/ and the kernel's flock, on this machine (the default).
 
-Claims are claims/lease.py as ever; a fenced write takes the name's lock, checks
+Claims are coord/lease.py as ever; a fenced write takes the name's lock, checks
 that the epoch is its live holder's, and writes under `state/shared/`; the pulse
 is the work dir's flock (locks.py).
 """
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.claims import lease, reaper
+from looop_py.coord import lease, reaper
 from looop_py.coord.base import check_key
 from looop_py.errors import ClaimHeld
 from looop_py.ids import check_segment
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-    from looop_py.claims.holders import Holder
+    from looop_py.coord.holders import Holder
 
 SHARED = "shared"  # under state/: what fenced_put writes
 

@@ -21,12 +21,12 @@ import threading
 import time
 
 from looop_py import identity, jsonio
-from looop_py.claims import lease as lease_mod
-from looop_py.claims.holders import ROUND_PREFIX, own_holder
-from looop_py.claims.lease import Claim, Outcome
-from looop_py.claims.reaper import ClaimView
+from looop_py.coord import lease as lease_mod
 from looop_py.coord.base import PULSE, check_key
 from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
+from looop_py.coord.holders import ROUND_PREFIX, own_holder
+from looop_py.coord.lease import Claim, Outcome
+from looop_py.coord.reaper import ClaimView
 from looop_py.errors import Busy, ClaimHeld, Unavailable
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-    from looop_py.claims.holders import Holder
+    from looop_py.coord.holders import Holder
     from looop_py.workdir.config import CoordinationConfig
 
 MAX_TRIES = 50  # a claim's transaction lost to a concurrent change this often: Busy

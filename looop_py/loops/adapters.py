@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
-from looop_py.claims import holders
+from looop_py.asks import mailbox
+from looop_py.coord import holders
 from looop_py.coord.choose import coordinator
 from looop_py.engine.ports import Answer, Approval, WorkerResult, WorkerStatus
 from looop_py.engine.prompts import PRIOR_HEADING
 from looop_py.errors import ClaimHeld, LooopError, UsageError
-from looop_py.workdir import mailbox, shelf
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill, launch, reap, records, runtimes, workspaces
 

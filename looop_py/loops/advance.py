@@ -22,7 +22,7 @@ from looop_py.coord.choose import coordinator
 from looop_py.engine.actions import action_commands
 from looop_py.engine.loop import LoopEngine
 from looop_py.errors import FenceLost, LooopError, UsageError
-from looop_py.loops import schedule, store
+from looop_py.loops import store
 from looop_py.loops.adapters import (
     MailboxApprovals,
     RoundClaims,
@@ -33,7 +33,8 @@ from looop_py.loops.adapters import (
 from looop_py.loops.executor import CommandActionExecutor
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import load_spec
-from looop_py.workdir import ledger
+from looop_py.schedules import book as schedule
+from looop_py.spend import ledger
 from looop_py.workdir.environ import child_env
 
 # typing is not imported at run time: the pulse loads this module when loops exist.

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from looop_py.loops import schedule, store
+from looop_py.loops import store
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
-from looop_py.workdir import ledger
+from looop_py.schedules import book as schedule
+from looop_py.spend import ledger
 
 ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio, procs
+from looop_py.asks import mailbox
 from looop_py.errors import CorruptFile, FenceLost, LooopError
-from looop_py.moves import gate, timers, wal
+from looop_py.moves import gate, wal
 from looop_py.moves.union import (
     ArchiveGoal,
     AskHuman,
@@ -34,7 +35,8 @@ from looop_py.moves.union import (
     WriteSchedule,
     WriteSensor,
 )
-from looop_py.workdir import mailbox, provenance, shelf
+from looop_py.schedules import timers
+from looop_py.workdir import provenance, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.environ import child_env

@@ -27,13 +27,14 @@ import contextlib
 import os
 from typing import Any
 
+from looop_py.asks import mailbox
+from looop_py.asks.mailbox import Answer
 from looop_py.errors import CorruptFile, FenceLost, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
 from looop_py.moves import act, gate, union
-from looop_py.workdir import journal, mailbox, shelf
+from looop_py.workdir import journal, shelf
 from looop_py.workdir.context import WorkDir
-from looop_py.workdir.mailbox import Answer
 
 LOCK_WAIT_S = 120.0
 WAITING = "approved; waiting for the pulse lock to run it"

@@ -29,6 +29,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from looop_py.asks import mailbox
 from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
 from looop_py.moves import shellgate
@@ -39,7 +40,7 @@ from looop_py.moves.union import (
     WriteGoal,
     WriteSensor,
 )
-from looop_py.workdir import mailbox, provenance
+from looop_py.workdir import provenance
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.goals import frontmatter, outside_link

@@ -22,13 +22,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from looop_py.asks import inbox, mailbox
 from looop_py.coord.choose import Reopening
 from looop_py.errors import Busy, LooopError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance
 from looop_py.moves import approvals
 from looop_py.web import data, pages, security
-from looop_py.workdir import inbox, mailbox
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from looop_py import __version__
+from looop_py.asks import inbox, mailbox
 from looop_py.beat import views as beat_views
 from looop_py.errors import LooopError
 from looop_py.ids import is_safe_segment
 from looop_py.loops import views as loop_views
-from looop_py.workdir import inbox, journal, ledger, mailbox
+from looop_py.spend import ledger
+from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workers import fleet, logs, records

@@ -6,7 +6,7 @@ always was; with a shared backend (etcd) the records are keys under the prefix, 
 any pulse host can continue another's round and answer its asks:
 
     kind          files                    what
-    asks          asks/<id>.json           questions and approvals (workdir/mailbox.py)
+    asks          asks/<id>.json           questions and approvals (asks/mailbox.py)
     answers       answers/<id>.json        their answers
     approved      state/approved/<id>      approvals still to be carried out (moves/approvals)
     rounds        rounds/<id>.json         live loop rounds (loops/store.py)
@@ -83,7 +83,7 @@ KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "stat
 
 # Among the `state` records, two a beat touches without loading their owners:
 GOAL_ACTIVITY = "goal-activity"  # when a move last touched each goal (moves/act.py)
-FLAP = "flap"  # flapping streaks (beat/limits.py), cleared by every skipped beat
+FLAP = "flap"  # flapping streaks (spend/limits.py), cleared by every skipped beat
 
 
 def check_kind(kind: str) -> str:

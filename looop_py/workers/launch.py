@@ -160,7 +160,7 @@ def start(
                 "usage_stream": rt.usage,
                 "started_at": now,
                 "round": round,
-                "loop": loop,  # whose budget its tokens go to (workdir/ledger.py)
+                "loop": loop,  # whose budget its tokens go to (spend/ledger.py)
                 "verify": verify,
                 "cwd": str(run_in),
                 "workspace": wt.to_json() if wt else None,

@@ -16,7 +16,7 @@ from pathlib import Path
 from looop_py import jsonio, procs
 from looop_py.identity import is_alive
 from looop_py.ids import is_safe_segment
-from looop_py.workdir import ledger
+from looop_py.spend import ledger
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes, workspaces

@@ -6,9 +6,10 @@ import time
 from typing import Any
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideRequest, Decision, Usage
-from looop_py.workdir import journal, mailbox
+from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor

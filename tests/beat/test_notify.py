@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
-from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, write_sensor
 

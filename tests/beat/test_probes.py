@@ -4,7 +4,7 @@ import time
 
 from looop_py import jsonio
 from looop_py.beat.probes import Seen, claims, goals, run_probes, sessions
-from looop_py.claims.holders import own_holder
+from looop_py.coord.holders import own_holder
 from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
@@ -60,8 +60,8 @@ def test_goal_ages_live_in_detail_only(wd: Paths) -> None:
 def test_live_workers_and_pending_asks_hold_still_between_beats(wd: Paths) -> None:
     """No ages in sys-sessions or sys-asks: an idle worker and an unanswered ask leave
     both snapshots byte for byte as they were, so they are never rewritten."""
+    from looop_py.asks import mailbox
     from looop_py.beat.probes import asks
-    from looop_py.workdir import mailbox
 
     me = own_holder()
     (wd.sessions / "w").mkdir()
@@ -91,7 +91,7 @@ def test_corrupt_files_do_not_break_probes(wd: Paths) -> None:
 
 
 def test_probes_hand_their_findings_on_typed(wd: Paths) -> None:
-    from looop_py.workdir import mailbox
+    from looop_py.asks import mailbox
 
     me = own_holder()
     (wd.sessions / "w1").mkdir()

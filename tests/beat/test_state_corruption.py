@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
+from looop_py.asks import mailbox
 from looop_py.beat.preview import preview
 from looop_py.beat.pulse import beat
 from looop_py.errors import LooopError
-from looop_py.workdir import journal, mailbox
+from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.conftest import invoke_looop, open_wd, wait_for
@@ -41,11 +42,12 @@ a loop
 
 def _rich(root: Path) -> Paths:
     """A work dir with one of every state file: a round, workers, claims, asks, ledgers."""
-    from looop_py.claims import lease
-    from looop_py.claims.holders import Holder
+    from looop_py.coord import lease
+    from looop_py.coord.holders import Holder
     from looop_py.identity import create_time
     from looop_py.loops.advance import start_round
-    from looop_py.moves import act, timers
+    from looop_py.moves import act
+    from looop_py.schedules import timers
     from looop_py.workers import launch, records
 
     init(root)
@@ -188,7 +190,7 @@ def test_the_list_covers_every_state_file(rich: Paths) -> None:
 
 def _views(p: Paths) -> dict[str, Callable[[], object]]:
     from looop_py.beat import views
-    from looop_py.claims import reaper
+    from looop_py.coord import reaper
     from looop_py.loops.views import list_rounds, overview
     from looop_py.workers import records
 

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
+from looop_py.asks import mailbox
+from looop_py.asks.mailbox import AskError, AskState
 from looop_py.beat.pulse import beat
 from looop_py.errors import NoAnswer, UsageError
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import CADENCE_NOTE, goal_text
-from looop_py.workdir import mailbox
-from looop_py.workdir.mailbox import AskError, AskState
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for
 
@@ -77,7 +77,7 @@ def test_an_ask_whose_waiter_timed_out_is_expired(wd: Paths) -> None:
 
 def test_an_ask_whose_waiting_process_died_is_stranded(wd: Paths) -> None:
     code = (
-        "import sys, pathlib; from looop_py.workdir import mailbox;"
+        "import sys, pathlib; from looop_py.asks import mailbox;"
         "from looop_py.coord.choose import open_workdir;"
         "from looop_py.workdir.paths import Paths;"
         f"mailbox.wait(open_workdir(Paths(pathlib.Path({str(wd.root)!r}))), sys.argv[1])"

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.cli.app import cli
 from looop_py.cli.manual import PAGES
-from looop_py.moves import timers
-from looop_py.workdir import mailbox
+from looop_py.schedules import timers
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
 

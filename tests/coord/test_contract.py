@@ -28,8 +28,7 @@ import pytest
 
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
-from looop_py.claims import holders
-from looop_py.coord import choose
+from looop_py.coord import choose, holders
 from looop_py.coord.base import HOST_ENV
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
@@ -191,7 +190,7 @@ HOLD = """
 import os, sys, time
 sys.path[:0] = [{path!r}]
 from pathlib import Path
-from looop_py.claims import holders
+from looop_py.coord import holders
 from looop_py.coord.choose import coordinator, open_workdir
 from looop_py.workdir.paths import Paths
 coord = coordinator(open_workdir(Paths(Path({root!r}))))

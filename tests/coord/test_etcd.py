@@ -18,8 +18,7 @@ import pytest
 from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
-from looop_py.claims import holders
-from looop_py.coord import choose
+from looop_py.coord import choose, holders
 from looop_py.errors import ClaimHeld, ConfigError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal

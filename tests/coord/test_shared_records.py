@@ -23,17 +23,18 @@ from pathlib import Path
 import pytest
 
 from looop_py import identity, jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
-from looop_py.claims import holders
-from looop_py.coord import choose
+from looop_py.coord import choose, holders
 from looop_py.coord.base import PULSE
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import CorruptFile, FenceLost, UsageError
 from looop_py.loops import store
-from looop_py.moves import approvals, timers
+from looop_py.moves import approvals
+from looop_py.schedules import timers
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import mailbox, shelf
+from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.conftest import close_opened, open_wd, run_looop, wait_for
@@ -522,7 +523,7 @@ def test_doctor_says_whether_etcd_answers_and_who_holds_the_pulse(
 
 
 def _charge_many(root: str, start: int) -> None:
-    from looop_py.workdir import ledger
+    from looop_py.spend import ledger
 
     paths = Paths(Path(root))
     for i in range(start, start + 25):
@@ -532,7 +533,7 @@ def _charge_many(root: str, start: int) -> None:
 @pytest.mark.etcd
 @pytest.mark.timeout(120)
 def test_one_daily_budget_for_every_host(two: Hosts) -> None:
-    from looop_py.workdir import ledger
+    from looop_py.spend import ledger
 
     a, b = two.workdir("a"), two.workdir("b")
     for wd in (a, b):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from looop_py import jsonio
-from looop_py.workdir import journal, mailbox
+from looop_py.asks import mailbox
+from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from looop_py.beat.limits import (
+from looop_py.spend.ledger import Charge, charge
+from looop_py.spend.limits import (
     Backoff,
     Ledgers,
     Spend,
@@ -13,7 +14,6 @@ from looop_py.beat.limits import (
     local_day,
 )
 from looop_py.workdir.config import LimitsConfig
-from looop_py.workdir.ledger import Charge, charge
 
 NOW = 1_800_000_000.0
 

@@ -23,14 +23,14 @@ from looop_py.engine.inproc import InMemoryEscalations, InProcessWorkers, done
 from looop_py.engine.rounds import Phase
 from looop_py.engine.scheduler import ScheduleBook
 from looop_py.errors import UsageError
-from looop_py.loops.schedule import (
+from looop_py.loops.store import RoundFiles, note_report
+from looop_py.loops.store import probe as rounds_snapshot
+from looop_py.schedules.book import (
     ShelfBook,
     due_loops,
     mark_fired,
     schedules_snapshot,
 )
-from looop_py.loops.store import RoundFiles, note_report
-from looop_py.loops.store import probe as rounds_snapshot
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 
@@ -266,7 +266,7 @@ def test_the_pulse_side_reads_load_no_round_machinery() -> None:
     import sys
 
     code = (
-        "import sys, looop_py.loops.schedule\n"
+        "import sys, looop_py.schedules.book\n"
         "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec',"
         " 'looop_py.engine.loop', 'yaml', 'typing') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

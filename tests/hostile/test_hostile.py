@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat, load_committed
 from looop_py.deciders.base import DecideRequest, Decision
-from looop_py.workdir import journal, mailbox
+from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
 

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.moves import gate, union
-from looop_py.workdir import journal, mailbox
+from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
 from tests.conftest import open_wd, run_looop, wait_for, write_sensor

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from looop_py.asks import mailbox
 from looop_py.moves import gate, union
 from looop_py.moves.gate import Power
-from looop_py.workdir import mailbox, provenance
+from looop_py.workdir import provenance
 from looop_py.workdir.config import Config, GatesConfig, RuntimeConfig
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
-from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, run_looop, wait_for, write_sensor
 

@@ -15,10 +15,10 @@ pytest.importorskip("httpx")
 from starlette.testclient import TestClient
 
 from looop_py import jsonio
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.web import app as web_app
 from looop_py.web import security
-from looop_py.workdir import mailbox
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, write_sensor
 
@@ -239,7 +239,7 @@ def test_withdraw_an_ask_from_the_page(wd: Paths) -> None:
 
 
 def test_the_overview_shows_todays_spend_by_source_and_cache_hits(wd: Paths) -> None:
-    from looop_py.workdir import ledger
+    from looop_py.spend import ledger
 
     now = time.time()
     for c in (
@@ -254,8 +254,8 @@ def test_the_overview_shows_todays_spend_by_source_and_cache_hits(wd: Paths) -> 
 
 
 def test_the_spend_chart_counts_every_source_as_the_budget_does(wd: Paths) -> None:
+    from looop_py.spend import ledger
     from looop_py.web import data
-    from looop_py.workdir import ledger
 
     now = time.time()
     yesterday = now - 86400

@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.cli.app import cli
 from looop_py.coord.choose import Reopening, open_workdir
 from looop_py.errors import ConfigError
+from looop_py.spend import ledger
 from looop_py.workdir import config as config_mod
-from looop_py.workdir import journal, ledger, mailbox
+from looop_py.workdir import journal
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import Memo, WorkDir
 from looop_py.workdir.paths import Paths

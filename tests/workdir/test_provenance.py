@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.engine.levels import LoopLevel
 from looop_py.loops import advance
 from looop_py.loops.specs import load_loops, load_spec
 from looop_py.moves import approvals
-from looop_py.workdir import mailbox, provenance
+from looop_py.workdir import provenance
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
 

@@ -16,13 +16,14 @@ from click.testing import CliRunner
 
 from looop_py import identity, jsonio
 from looop_py.beat.pulse import beat
-from looop_py.claims.holders import own_holder
-from looop_py.claims.reaper import reap as reap_claims
 from looop_py.cli.app import cli
+from looop_py.coord.holders import own_holder
+from looop_py.coord.reaper import reap as reap_claims
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import WorkerRefused
 from looop_py.loops.store import is_live
-from looop_py.workdir import config, journal, ledger
+from looop_py.spend import ledger
+from looop_py.workdir import config, journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 from looop_py.workers import kill, launch, reap, records

@@ -7,7 +7,7 @@ import sys
 import time
 
 from looop_py import jsonio
-from looop_py.workdir import mailbox
+from looop_py.asks import mailbox
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from looop_py.claims.holders import ROUND_PREFIX
-from looop_py.claims.lease import Claim, locked, read_claim, set_aside
+from looop_py.coord.holders import ROUND_PREFIX
+from looop_py.coord.lease import Claim, locked, read_claim, set_aside
 from looop_py.ids import is_safe_segment
 from looop_py.workdir.paths import Paths
 

@@ -12,9 +12,9 @@ import psutil
 import pytest
 
 from looop_py import identity, jsonio
-from looop_py.claims import holders
-from looop_py.claims import lease as claims
 from looop_py.cli import plainclaim
+from looop_py.coord import holders
+from looop_py.coord import lease as claims
 from looop_py.workdir.paths import Paths
 from tests.cli.test_process import _loaded_after_plain_pulse
 from tests.conftest import run_looop, wait_for

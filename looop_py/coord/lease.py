@@ -1,8 +1,8 @@
 """Claims: named leases with fencing epochs, so no two workers touch one target at once.
 
 `claims/<name>.json` = {name, session, pid, create_time, epoch, acquired_at,
-expires_at, ttl_s}. The holder is a process (claims/holders.py), so a claim
-dies with its holder: it is reaped (claims/reaper.py) when that process is
+expires_at, ttl_s}. The holder is a process (coord/holders.py), so a claim
+dies with its holder: it is reaped (coord/reaper.py) when that process is
 gone (or its pid was recycled), or when its ttl passed without a renewal.
 A liveness check that errors counts as alive.
 
@@ -35,7 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from looop_py.claims.holders import Holder
+    from looop_py.coord.holders import Holder
 
 LOCKS = ".locks"
 LOCK_TIMEOUT_S = 10.0

@@ -1,7 +1,7 @@
 """Spend limits outside the model: pure checks that take `now`, and their ledgers in state/.
 
   decides per rolling hour   state/decides.json   {"ts": [...]}
-  daily tokens and USD       state/spend.json     workdir/ledger.py: one ledger, by source
+  daily tokens and USD       state/spend.json     spend/ledger.py: one ledger, by source
   failure backoff            state/backoff.json   {"fails", "at", "policy", "reason"}
   flapping sensors           state/flap.json      {"values": {item: v}, "streaks": {item: n}}
 
@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
-from looop_py.workdir import ledger, shelf
+from looop_py.spend import ledger
+from looop_py.spend.ledger import Spend, local_day
+from looop_py.spend.ledger import today as spend_today
+from looop_py.workdir import shelf
 from looop_py.workdir.config import LimitsConfig
-from looop_py.workdir.ledger import Spend, local_day
-from looop_py.workdir.ledger import today as spend_today
 
 __all__ = ["Backoff", "Ledgers", "Spend", "decide_block", "local_day", "spend_today"]
 

@@ -17,7 +17,8 @@ from looop_py.cli import render
 from looop_py.loops import advance
 from looop_py.loops import views as loop_views
 from looop_py.loops.adapters import SessionWorkers
-from looop_py.workdir import config, ledger
+from looop_py.spend import ledger
+from looop_py.workdir import config
 from looop_py.workdir.paths import Paths
 from looop_py.workers import reap, records
 from tests.conftest import invoke_looop, open_wd, wait_for

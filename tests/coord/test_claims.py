@@ -22,8 +22,8 @@ import pytest
 from looop_py import identity, jsonio
 from looop_py.beat import probes
 from looop_py.beat.pulse import beat
-from looop_py.claims import holders, reaper
-from looop_py.claims import lease as claims
+from looop_py.coord import holders, reaper
+from looop_py.coord import lease as claims
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
 from looop_py.loops.store import is_live

@@ -1,0 +1,1 @@
+"""Asks: questions and approvals to a human, their answers (the mailbox), and `looop tell`."""
