@@ -34,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.etcdserver
 
 from looop_py.coord import choose, holders
 from looop_py.coord.base import HOST_ENV
+from looop_py.coord.choose import open_workdir
 from looop_py.errors import ClaimHeld
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.etcdserver import Cluster, use_etcd
@@ -45,27 +47,32 @@ NAMES = ("alpha", "beta", "gamma", "delta")
 
 def contender(root: str, cycles: int, seed: int, refused: multiprocessing.Value) -> None:  # type: ignore[valid-type]
     rng = random.Random(seed)
-    coord = choose.coordinator(Paths(Path(root)))
-    holder = holders.own_holder(f"p{os.getpid()}")
-    misses = 0
-    for _ in range(cycles):
-        name = rng.choice(NAMES)
-        tries = 0
-        while True:
-            try:
-                coord.claim(name, holder, now=time.time())
-                break
-            except ClaimHeld:
-                tries += 1
-                time.sleep(rng.uniform(0, min(0.02, 0.0005 * 2**tries)))
-        misses += tries
-        coord.unclaim(name, holder, now=time.time())
+    wd = open_workdir(Paths(Path(root)))  # a forked child opens its own (its own etcd lease)
+    try:
+        coord = choose.coordinator(wd)
+        holder = holders.own_holder(f"p{os.getpid()}")
+        misses = 0
+        for _ in range(cycles):
+            name = rng.choice(NAMES)
+            tries = 0
+            while True:
+                try:
+                    coord.claim(name, holder, now=time.time())
+                    break
+                except ClaimHeld:
+                    tries += 1
+                    time.sleep(rng.uniform(0, min(0.02, 0.0005 * 2**tries)))
+            misses += tries
+            coord.unclaim(name, holder, now=time.time())
+    finally:
+        wd.close()
     with refused.get_lock():
         refused.value += misses
 
 
-def throughput(root: Path, procs: int, cycles: int) -> tuple[float, int, float]:
-    coord = choose.coordinator(Paths(root))  # load the backend once, before forking
+def throughput(wd: WorkDir, procs: int, cycles: int) -> tuple[float, int, float]:
+    coord = choose.coordinator(wd)  # the backend loaded once, before forking
+    root = wd.paths.root
     ctx = multiprocessing.get_context("fork")
     refused = ctx.Value("q", 0)
     workers = [
@@ -90,16 +97,17 @@ HOLD = (
     "import sys, time\n"
     "from pathlib import Path\n"
     "from looop_py.coord import holders\n"
-    "from looop_py.coord.choose import coordinator\n"
+    "from looop_py.coord.choose import coordinator, open_workdir\n"
     "from looop_py.workdir.paths import Paths\n"
-    "c = coordinator(Paths(Path(sys.argv[1])))\n"
+    "c = coordinator(open_workdir(Paths(Path(sys.argv[1]))))\n"
     "c.claim(sys.argv[2], holders.own_holder('doomed'), now=time.time())\n"
     "print('held', flush=True)\n"
     "time.sleep(300)\n"
 )
 
 
-def death_to_release(root: Path, name: str, host: str | None) -> float:
+def death_to_release(wd: WorkDir, name: str, host: str | None) -> float:
+    root = wd.paths.root
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if host:
         env[HOST_ENV] = host
@@ -107,7 +115,7 @@ def death_to_release(root: Path, name: str, host: str | None) -> float:
         [sys.executable, "-c", HOLD, str(root), name], env=env, stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    coord = choose.coordinator(Paths(root))
+    coord = choose.coordinator(wd)
     me = holders.own_holder("next")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -142,30 +150,36 @@ def main() -> None:
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="looop-bench-etcd-", dir=shm))).start()
     print(f"{os.cpu_count()} CPUs; work dirs under {parent.parent}; etcd data on {shm or 'disk'}")
+    opened: list[WorkDir] = []  # each work dir opened once, here, and closed at the end
     try:
         files_root = workdir(parent, "files")
         etcd_root = workdir(parent, "etcd")
         use_etcd(etcd_root / "looop.toml", cluster.endpoints, "/looop/bench", args.ttl)
-        for label, root in (("files", files_root), ("etcd", etcd_root)):
-            contended, refused, solo = throughput(root, args.procs, args.cycles)
+        files_wd = open_workdir(Paths(files_root))
+        opened.append(files_wd)
+        etcd_wd = open_workdir(Paths(etcd_root))
+        opened.append(etcd_wd)
+        for label, wd in (("files", files_wd), ("etcd", etcd_wd)):
+            contended, refused, solo = throughput(wd, args.procs, args.cycles)
             print(
                 f"{label:>5}: {contended:,.0f} claim+release cycles/s with {args.procs} processes "
                 f"on {len(NAMES)} names ({refused:,} refused attempts retried); "
                 f"{solo:,.0f}/s uncontended"
             )
         cases = [
-            ("files", files_root, None),
-            ("etcd, same host", etcd_root, None),
-            (f"etcd, other host (TTL {args.ttl:g} s)", etcd_root, "far-away"),
+            ("files", files_wd, None),
+            ("etcd, same host", etcd_wd, None),
+            (f"etcd, other host (TTL {args.ttl:g} s)", etcd_wd, "far-away"),
         ]
-        for label, root, host in cases:
-            ms = [death_to_release(root, f"d{i}", host) * 1000 for i in range(args.runs)]
+        for label, wd, host in cases:
+            ms = [death_to_release(wd, f"d{i}", host) * 1000 for i in range(args.runs)]
             print(
                 f"holder SIGKILLed -> claim granted again, {label}: median "
                 f"{statistics.median(ms):.0f} ms, max {max(ms):.0f} ms over {args.runs} runs"
             )
     finally:
-        choose.forget()
+        for wd in opened:
+            wd.close()  # an etcd shelf revokes its lease: before etcd stops
         cluster.stop()
         shutil.rmtree(parent, ignore_errors=True)
         shutil.rmtree(cluster.root, ignore_errors=True)

@@ -18,9 +18,10 @@ from _common import add_sensor, cleanup, fresh_workdir
 from looop_py.beat.decide import gather_prompt
 from looop_py.beat.pulse import beat
 from looop_py.beat.sense import sense
+from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.moves import act, union
-from looop_py.workdir.config import load
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
@@ -46,18 +47,25 @@ def main() -> None:
         (root / "goals" / f"goal-{i:03}.md").write_text(
             f"---\non: [s{i % 20:02}]\n---\n# Goal {i}\n\nKeep thing {i} tidy.\n"
         )
-    paths = Paths(Path(root))
-    cfg = load(paths.config)
+    wd = open_workdir(Paths(Path(root)))  # once: every timed step below gets this one
+    try:
+        measure(wd)
+    finally:
+        wd.close()
+    cleanup(root)
+
+
+def measure(wd: WorkDir) -> None:
     now = time.time()
-    world = sense(paths, cfg, now)
+    world = sense(wd, now)
 
     build, parse, execute, whole = [], [], [], []
     text = ""
     for _ in range(RUNS):
         t = time.perf_counter()
         text = gather_prompt(
-            paths,
-            cfg,
+            wd.paths,
+            wd.config,
             now=now,
             seen=world,
             changed=(),
@@ -70,17 +78,16 @@ def main() -> None:
         move = union.parse({"action": "write_goal", "id": "goal-000", "body": "# Goal 0\n"})
         parse.append(time.perf_counter() - t)
         t = time.perf_counter()
-        act.execute(paths, cfg, move, now)
+        act.execute(wd, move, now)
         execute.append(time.perf_counter() - t)
     for _ in range(min(RUNS, 10)):
-        r = beat(paths, decider=Instant(), force=True)
+        r = beat(wd, decider=Instant(), force=True)
         whole.append(r.duration_s - r.decide.get("ms", 0) / 1000)
     print(f"decide overhead, 100 goals + 20 sensors, {RUNS} runs")
     print(f"  prompt build                 {ms(build)}   ({len(text.encode())} bytes)")
     print(f"  move parse                   {ms(parse)}")
     print(f"  execute (write_goal)         {ms(execute)}")
     print(f"  whole forced beat minus the decider call, sensors included: {ms(whole)}")
-    cleanup(root)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ def replay(hours: float, goals: int = 12) -> list[tuple[float, str]]:
     """Every decide prompt of the replay, with the fake time it was built at."""
     from looop_py.beat.pulse import beat
     from looop_py.coord import holders, lease
+    from looop_py.coord.choose import open_workdir
     from looop_py.deciders.base import Decision
     from looop_py.workdir.paths import Paths
 
@@ -128,21 +129,23 @@ def replay(hours: float, goals: int = 12) -> list[tuple[float, str]]:
     (root / "looop.toml").write_text('[decider]\nbackend = "noop"\n')
     me = holders.own_holder()
     clock_now = [START]
+    wd = open_workdir(paths, clock=lambda: clock_now[0])  # once: every beat reads this clock
     try:
         for minute in range(int(hours * 60)):
             now = START + minute * STEP_S
             clock_now[0] = now
             world_at(root, minute, now)
             if minute % 50 == 20:  # a worker takes a claim, and gives it back 35 min later
-                lease.claim(paths, f"area-{minute % 3}", me, now=now)
+                lease.claim(wd.paths, f"area-{minute % 3}", me, now=now)
             if minute % 50 == 5 and minute > 50:
-                lease.unclaim(paths, f"area-{(minute - 35) % 3}", me, now=now)
+                lease.unclaim(wd.paths, f"area-{(minute - 35) % 3}", me, now=now)
             if minute == 14 * 60 and goals:  # a human edits a goal once
                 with (root / "goals" / f"goal-{goals // 2:02}.md").open("a") as f:
                     f.write("\nAlso keep its docs current.\n")
-            beat(paths, clock=lambda: clock_now[0], decider=Capture())
+            beat(wd, decider=Capture())
             _settle_workers(root)
     finally:
+        wd.close()
         cleanup(root)
     return prompts
 
@@ -179,7 +182,7 @@ def _stable_len(text: str) -> int:
 def _breakpoints(text: str) -> list[int]:
     """Byte offsets where the Anthropic backend puts its cache markers (none if it has none)."""
     try:
-        from looop_py.beat.prompt import blocks  # type: ignore[attr-defined]
+        from looop_py.beat.prompt import blocks
     except ImportError:
         return []
     parts = blocks(text)[:-1]

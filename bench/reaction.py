@@ -22,6 +22,7 @@ from pathlib import Path
 from _common import cleanup, fresh_workdir, looop_cmd
 
 from looop_py.asks import mailbox
+from looop_py.coord.choose import open_workdir
 from looop_py.workdir.paths import Paths
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
@@ -51,6 +52,7 @@ def cpu_seconds(pid: int) -> float:
 
 def main() -> None:
     root = fresh_workdir("reaction")
+    wd = open_workdir(Paths(root))  # once: the asks and answers below all go through it
     up = subprocess.Popen(
         [*looop_cmd(), "-C", str(root), "up", "--interval", "3600"], stdout=subprocess.DEVNULL
     )
@@ -63,19 +65,18 @@ def main() -> None:
         reactions = []
         for i in range(ROUNDS):
             n = beats(root)
-            ask = mailbox.open_ask(
-                Paths(root), prompt=f"Deploy build {i}?", asker="human", now=time.time()
-            )
+            ask = mailbox.open_ask(wd, prompt=f"Deploy build {i}?", asker="human", now=time.time())
             wait_beats(root, n + 1)  # the beat the new ask causes
             time.sleep(0.2)  # let it settle, as a human takes a moment to answer
             n = beats(root)
             start = time.monotonic()
-            mailbox.answer(Paths(root), ask.id, "yes", now=time.time())
+            mailbox.answer(wd, ask.id, "yes", now=time.time())
             wait_beats(root, n + 1)
             reactions.append(time.monotonic() - start)
     finally:
         up.terminate()
         up.wait(timeout=10)
+        wd.close()
     ms = sorted(r * 1000 for r in reactions)
     print(f"looop up: answer → beat, {ROUNDS} rounds")
     median = statistics.median(ms)

@@ -18,9 +18,9 @@ import time
 from _common import cleanup, fresh_workdir
 
 from looop_py.beat.pulse import beat
+from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.loops.advance import start_round
-from looop_py.workdir import config as config_mod
 from looop_py.workdir.paths import Paths
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -55,21 +55,25 @@ def wakes_per_round(level: str, extra: dict[str, str]) -> tuple[int, int, int]:
     root = fresh_workdir("wakes")
     paths = Paths(root)
     loop_goal(paths, level, extra)
-    decider = Counting()
-    beat(paths, decider=decider)  # the world as it starts
-    decider.wakes, beats = 0, 0
-    for i in range(ROUNDS):
-        start_round(paths, config_mod.load(paths.config), "sweep", now=time.time(), trigger="bench")
-        deadline = time.monotonic() + 60
-        while phases_done(paths) < i + 1:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{level}: round {i + 1} did not finish")
-            beat(paths, decider=decider)
-            beats += 1
-            time.sleep(0.05)
-        for _ in range(3):  # the round is over: nothing more to hear
-            beat(paths, decider=decider)
-            beats += 1
+    wd = open_workdir(paths)  # once for this work dir: every beat and round gets it
+    try:
+        decider = Counting()
+        beat(wd, decider=decider)  # the world as it starts
+        decider.wakes, beats = 0, 0
+        for i in range(ROUNDS):
+            start_round(wd, "sweep", now=time.time(), trigger="bench")
+            deadline = time.monotonic() + 60
+            while phases_done(paths) < i + 1:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{level}: round {i + 1} did not finish")
+                beat(wd, decider=decider)
+                beats += 1
+                time.sleep(0.05)
+            for _ in range(3):  # the round is over: nothing more to hear
+                beat(wd, decider=decider)
+                beats += 1
+    finally:
+        wd.close()
     cleanup(root)
     return decider.wakes, beats, ROUNDS
 

@@ -35,17 +35,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.etcdserver
 from looop_py.asks import mailbox
 from looop_py.coord import choose
 from looop_py.coord.base import PULSE
+from looop_py.coord.choose import open_workdir
 from looop_py.engine.rounds import Phase, RoundState
 from looop_py.engine.spec import LoopSpec
 from looop_py.loops import store
 from looop_py.schedules import timers
-from looop_py.workdir import shelf
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
 from tests.etcdserver import Cluster, use_etcd
 
 
-def workdir(base: Path, name: str, endpoints: list[str] | None, prefix: str) -> Paths:
+def workdir(
+    base: Path, name: str, endpoints: list[str] | None, prefix: str, opened: list[WorkDir]
+) -> WorkDir:
+    """A fresh work dir, opened once (kept in `opened`, closed when the bench ends)."""
     root = init(base / name).root
     for script in (root / "sensors").glob("*.sh"):
         script.unlink()
@@ -54,7 +58,9 @@ def workdir(base: Path, name: str, endpoints: list[str] | None, prefix: str) -> 
     )
     if endpoints:
         use_etcd(root / "looop.toml", endpoints, prefix, 5)
-    return Paths(root)
+    wd = open_workdir(Paths(root))
+    opened.append(wd)
+    return wd
 
 
 def per_op_ms(fn, n: int) -> float:  # type: ignore[no-untyped-def]
@@ -64,7 +70,7 @@ def per_op_ms(fn, n: int) -> float:  # type: ignore[no-untyped-def]
     return (time.perf_counter() - start) / n * 1000
 
 
-def cycles(wd: Paths, n: int, tag: str) -> dict[str, float]:
+def cycles(wd: WorkDir, n: int, tag: str) -> dict[str, float]:
     spec = LoopSpec.from_dict({"name": "sweep", "intent": "x", "level": "L1"})
     rounds = store.rounds_of(wd)
 
@@ -91,14 +97,14 @@ def cycles(wd: Paths, n: int, tag: str) -> dict[str, float]:
     }
 
 
-def handoff(a: Paths, b: Paths, times: int) -> list[float]:
+def handoff(a: WorkDir, b: WorkDir, times: int) -> list[float]:
     """Seconds from b's answer to a's waiting `looop ask` printing it."""
     out = []
     env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
     for _ in range(times):
         before = {x.id for x in mailbox.pending(b)}
         asking = subprocess.Popen(
-            [sys.executable, "-m", "looop_py", "-C", str(a.root), "ask", "--prompt", "go?"],
+            [sys.executable, "-m", "looop_py", "-C", str(a.paths.root), "ask", "--prompt", "go?"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -128,19 +134,20 @@ def main() -> None:
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="looop-bench-shelf-", dir=args.dir))
     cluster = Cluster(base / "etcd").start()
+    opened: list[WorkDir] = []
     try:
         prefix = f"/looop/bench-{uuid.uuid4().hex[:8]}"
-        files = workdir(base, "files", None, "")
-        a = workdir(base, "a", cluster.endpoints, prefix)
-        b = workdir(base, "b", cluster.endpoints, prefix)
+        files = workdir(base, "files", None, "", opened)
+        a = workdir(base, "a", cluster.endpoints, prefix, opened)
+        b = workdir(base, "b", cluster.endpoints, prefix, opened)
         print(f"per operation, mean of {args.n} (ms)")
         f, e = cycles(files, args.n, "f"), cycles(a, args.n, "e")
         for key in f:
             print(f"  {key:<6} files {f[key]:7.3f}   etcd {e[key]:7.3f}   ({e[key] / f[key]:.1f}x)")
-        c = workdir(base, "c", cluster.endpoints, f"{prefix}-fenced")  # as empty as a was
+        c = workdir(base, "c", cluster.endpoints, f"{prefix}-fenced", opened)  # as empty as a was
         with choose.coordinator(c).pulse() as token:
             assert token is not None
-            with shelf.of(c).fenced(PULSE, token):
+            with c.shelf.fenced(PULSE, token):
                 fenced = cycles(c, args.n, "e")
         print(
             f"  ask cycle fenced by the pulse token on etcd: {fenced['ask']:.3f} ms"
@@ -154,7 +161,8 @@ def main() -> None:
                 f" (poll every {mailbox.POLL_S * 1000:.0f} ms)"
             )
     finally:
-        choose.forget()
+        for wd in opened:
+            wd.close()  # an etcd shelf revokes its lease: before etcd stops
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
 
