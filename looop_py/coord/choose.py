@@ -15,7 +15,6 @@ import threading
 import time
 
 from looop_py.coord.base import host_id
-from looop_py.coord.files import FilesCoordinator
 from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.context import Clock, WorkDir
@@ -70,6 +69,8 @@ def _etcd(paths: Paths, cfg: config_mod.Config) -> EtcdCoordinator:
 def coordinator(wd: WorkDir) -> Coordinator:
     """The work dir's claims backend: claims/ on this machine, or the etcd shelf's own."""
     if wd.shelf.backend == "files":
+        from looop_py.coord.files import FilesCoordinator  # only when claims are asked about
+
         return FilesCoordinator(wd.paths, host_id(wd.config.coordination.host_id))
     from looop_py.coord.etcdshelf import EtcdShelf  # loaded already: the shelf is one
 
