@@ -64,8 +64,7 @@ def measure(wd: WorkDir) -> None:
     for _ in range(RUNS):
         t = time.perf_counter()
         text = gather_prompt(
-            wd.paths,
-            wd.config,
+            wd,
             now=now,
             seen=world,
             changed=(),

@@ -21,9 +21,7 @@ from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
 from looop_py.spend import ledger, limits
 from looop_py.workdir import environ, journal, runs
-from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
-from looop_py.workdir.paths import Paths
 from looop_py.world import Change
 
 
@@ -45,8 +43,7 @@ def policy_hash(items: dict[str, str]) -> str:
 
 
 def gather_prompt(
-    paths: Paths,
-    cfg: Config,
+    wd: WorkDir,
     *,
     now: float,
     seen: World,
@@ -56,6 +53,7 @@ def gather_prompt(
     last_failure: str | None,
 ) -> str:
     """The decide prompt, with PLAYBOOK and goals exactly as this beat hashed them."""
+    paths = wd.paths
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
     goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
@@ -93,7 +91,7 @@ def gather_prompt(
         last_failure=last_failure,
         since=volatility.since(paths, shown, now),
     )
-    return prompt.build(inp, cfg.limits.prompt_max_bytes or 1 << 40)
+    return prompt.build(inp, wd.config.limits.prompt_max_bytes or 1 << 40)
 
 
 def _with_goal_ages(snapshots: dict[str, Any], ages: dict[str, float | None]) -> dict[str, Any]:
@@ -137,8 +135,7 @@ def decide_and_act(
 
     started = time.monotonic()
     text = gather_prompt(
-        wd.paths,
-        cfg,
+        wd,
         now=now,
         seen=seen,
         changed=changed,

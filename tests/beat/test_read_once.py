@@ -14,7 +14,6 @@ from looop_py.beat.preview import preview
 from looop_py.beat.sense import sense
 from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
-from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
 from tests.conftest import open_wd
@@ -37,8 +36,7 @@ def test_the_prompt_shows_the_goal_text_that_was_hashed(wd: Paths) -> None:
     seen = sense(open_wd(wd), time.time())
     (wd.goals / "tidy.md").write_text("# Tidy\nan edit made after SENSE\n")  # mid-beat edit
     text = gather_prompt(
-        wd,
-        Config(),
+        open_wd(wd),
         now=time.time(),
         seen=seen,
         changed=(),
