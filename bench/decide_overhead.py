@@ -17,10 +17,10 @@ from _common import add_sensor, cleanup, fresh_workdir
 
 from looop_py.beat.decide import gather_prompt
 from looop_py.beat.pulse import beat
-from looop_py.beat.sense import sense
 from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.moves import act, union
+from looop_py.sensing.sense import sense
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 

@@ -16,9 +16,9 @@ from typing import Any
 from looop_py import world
 from looop_py.beat import prompt, volatility
 from looop_py.beat.result import BeatOutcome
-from looop_py.beat.sense import World
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
+from looop_py.sensing.sense import World
 from looop_py.spend import ledger, limits
 from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.context import WorkDir

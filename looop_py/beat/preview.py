@@ -7,9 +7,9 @@ from typing import Any
 
 from looop_py import procs
 from looop_py.beat.pulse import terminate_cleanly
-from looop_py.beat.sense import World, load_committed, sense
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
+from looop_py.sensing.sense import World, load_committed, sense
 from looop_py.workdir.context import WorkDir
 from looop_py.world import Change, diff
 

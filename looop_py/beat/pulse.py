@@ -7,7 +7,7 @@
     2. ADVANCE  step live loop rounds and start the due ones; no model is asked
     3. SENSE    run sensors and probes, write snapshots; record the steps that failed
     4. DIFF     hash the wake-relevant world; unchanged → skip: no decider, and a
-                quiet seal for the next beat (beat/seal.py; not on a shared backend)
+                quiet seal for the next beat (sensing/seal.py; not on a shared backend)
     5. DECIDE   ask the decider for one move, within the spend limits
     6. ACT      validate and execute it; commit the world hash (and seal it)
     7. log the beat in events.jsonl, and run the [notify] command if one is set
@@ -29,13 +29,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from looop_py import jsonio, procs
-from looop_py.beat import seal
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.beat.sense import Committed, World, commit, load_committed, sense
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.loops import index as loopindex
 from looop_py.moves import wal
+from looop_py.sensing import seal
+from looop_py.sensing.sense import Committed, World, commit, load_committed, sense
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
@@ -261,9 +261,9 @@ def _seal(
     committed: Committed,
     loop_wake: float | None,
 ) -> None:
-    """Let the next beat prove from the seal that nothing changed (beat/seal.py)."""
+    """Let the next beat prove from the seal that nothing changed (sensing/seal.py)."""
     cfg = wd.config
-    from looop_py.beat import probes  # loaded already: SENSE ran them
+    from looop_py.sensing import probes  # loaded already: SENSE ran them
     from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
 
     def rounds_signal() -> str:

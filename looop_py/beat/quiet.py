@@ -1,7 +1,7 @@
 """The quiet beat: the seal proves nothing changed, so nothing is read or parsed.
 
 Most beats find the world as the last one left it. A plain `looop pulse` first
-reads the seal the last full beat wrote (beat/seal.py), takes the lock,
+reads the seal the last full beat wrote (sensing/seal.py), takes the lock,
 surveys the same files (stat calls, no reads), runs the sensors as a full beat
 would and digests what they printed. When the survey and every digest match
 and no time in the seal has come, the world hash is the sealed one: the beat
@@ -22,9 +22,9 @@ import sys
 import time
 
 from looop_py import logfile, orphans, procs
-from looop_py.beat import seal, survey
-from looop_py.beat.seal import Sealed
 from looop_py.locks import PulseLock
+from looop_py.sensing import seal, survey
+from looop_py.sensing.seal import Sealed
 from looop_py.workdir.locate import locate
 
 EVENTS = "events.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from looop_py.beat.sensors import Reading
+from looop_py.sensing.sensors import Reading
 from looop_py.world import Change
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.

@@ -21,11 +21,11 @@ from functools import partial
 
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.beat.sense import Committed, World, committed_record, parse_committed
 from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, LooopError, Unavailable
 from looop_py.loops import store
+from looop_py.sensing.sense import Committed, World, committed_record, parse_committed
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.world import world_hash
@@ -81,7 +81,7 @@ class Fence:
         return replace(world, items=ordered, hash=world_hash(ordered))
 
     def commit(self, world: World, now: float, action: str | None, next_wake: float | None) -> bool:
-        """Write the world (as beat/sense.py's commit does, plus host and token) if still held."""
+        """Write the world (as sensing/sense.py's commit does, with host and token) if held."""
         record = committed_record(world, now, action, next_wake)
         record.update(host=self.coord.host, epoch=self.token)
         data = jsonio.dumps(record, pretty=True) + b"\n"

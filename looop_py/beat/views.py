@@ -11,10 +11,10 @@ from looop_py import jsonio, world
 from looop_py.asks import mailbox
 from looop_py.beat.decide import policy_hash
 from looop_py.beat.result import BeatOutcome
-from looop_py.beat.sense import load_committed
 from looop_py.beat.shared import Standing, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
+from looop_py.sensing.sense import load_committed
 from looop_py.spend import limits
 from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir

@@ -3,7 +3,7 @@
 A goal, sensor or PLAYBOOK that is a symlink to a file outside the work dir is
 not followed (`outside_link`) unless looop.toml says `[gates] allow_outside_links
 = true`: such a goal reads as a one-line refusal that says why, and is never a
-loop; such a sensor becomes an error reading (beat/sense.py).
+loop; such a sensor becomes an error reading (sensing/sense.py).
 """
 
 from __future__ import annotations

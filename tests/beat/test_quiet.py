@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from looop_py import jsonio
-from looop_py.beat import probes, quiet, seal, survey
-from looop_py.beat.sense import Committed
+from looop_py.beat import quiet
+from looop_py.sensing import probes, seal, survey
+from looop_py.sensing.sense import Committed
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
@@ -148,7 +149,7 @@ def test_a_quiet_beat_loads_no_json_no_pathlib_no_subprocess(wd: Paths) -> None:
     _quiet_wd(wd)
     _pulse(wd)  # the seal now vouches for the child's own interpreter and argv
     heavy = ("orjson", "json", "pathlib", "subprocess", "dataclasses", "enum", "typing")
-    heavy += ("looop_py.beat.pulse", "looop_py.beat.sensors", "looop_py.jsonio", "yaml")
+    heavy += ("looop_py.beat.pulse", "looop_py.sensing.sensors", "looop_py.jsonio", "yaml")
     code = (
         "import os, sys\n"
         "before = set(sys.modules)  # an editable install's finder loads pathlib at start-up\n"

@@ -11,9 +11,9 @@ import pytest
 from looop_py.beat import pulse
 from looop_py.beat.decide import gather_prompt
 from looop_py.beat.preview import preview
-from looop_py.beat.sense import sense
 from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
+from looop_py.sensing.sense import sense
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
 from tests.conftest import open_wd

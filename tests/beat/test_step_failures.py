@@ -51,7 +51,7 @@ def test_a_step_that_raises_is_logged_named_and_shown_until_a_clean_beat(
 
 
 def test_a_probe_that_raises_is_named_too(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
-    from looop_py.beat import probes
+    from looop_py.sensing import probes
 
     def broken(seen: probes.Seen) -> dict[str, object]:
         raise KeyError("oops")

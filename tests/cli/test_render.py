@@ -10,10 +10,10 @@ import pytest
 from looop_py import jsonio
 from looop_py.beat import pulse as beat_mod
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.beat.sensors import Reading
 from looop_py.cli import render, summary
 from looop_py.cli.output import Note, show
 from looop_py.cli.pulse import pulse_command
+from looop_py.sensing.sensors import Reading
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from looop_py import identity, jsonio
-from looop_py.beat import probes
 from looop_py.beat.pulse import beat
 from looop_py.coord import holders, reaper
 from looop_py.coord import lease as claims
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import ClaimHeld
 from looop_py.loops.store import is_live
+from looop_py.sensing import probes
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf

@@ -622,8 +622,8 @@ def test_the_hourly_cap_and_the_backoff_hold_for_the_loop_not_each_host(
 
 @pytest.mark.etcd
 def test_when_each_goal_was_last_acted_on_is_the_same_on_every_host(two: Hosts) -> None:
-    from looop_py.beat import probes
     from looop_py.moves import act
+    from looop_py.sensing import probes
 
     a, b = two.workdir("a"), two.workdir("b")
     act.stamp_goal(open_wd(a), "welcome", 1234.0)

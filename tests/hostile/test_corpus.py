@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looop_py import jsonio
-from looop_py.beat.sensors import RawRun, interpret, normalize
 from looop_py.errors import ConfigError, LooopError
+from looop_py.sensing.sensors import RawRun, interpret, normalize
 from looop_py.workdir import bounds
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.goals import GOAL_CAP, frontmatter

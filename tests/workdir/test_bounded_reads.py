@@ -11,8 +11,8 @@ import pytest
 
 from looop_py import jsonio
 from looop_py.beat.pulse import beat
-from looop_py.beat.sensors import interpret
 from looop_py.errors import CorruptFile
+from looop_py.sensing.sensors import interpret
 from looop_py.workdir import goals as goals_mod
 from looop_py.workdir.goals import GoalError, frontmatter, read_goals, read_playbook
 from looop_py.workdir.paths import Paths

@@ -1,6 +1,6 @@
 """The survey: what a quiet beat depends on, by stat calls only.
 
-beat/seal.py records it at the end of a full beat; beat/quiet.py takes it again
+sensing/seal.py records it at the end of a full beat; beat/quiet.py takes it again
 and compares. Files by inode, size, times and mode; snapshots by inode and size
 (each beat refreshes their mtime); directories by their entries. The names are
 work-dir relative strings: pathlib costs the quiet beat ~5 ms.

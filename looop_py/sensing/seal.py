@@ -23,7 +23,7 @@ import stat
 import sys
 
 from looop_py import __version__, procs
-from looop_py.beat.survey import FILES, MUST_BE_ABSENT, stat_text, survey
+from looop_py.sensing.survey import FILES, MUST_BE_ABSENT, stat_text, survey
 from looop_py.world import digest
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.

@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from looop_py.beat.sensors import RawRun, normalize, parse_header
+from looop_py.sensing.sensors import RawRun, normalize, parse_header
 
 CAP = 64
 

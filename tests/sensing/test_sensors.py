@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from looop_py import jsonio
-from looop_py.beat.sensors import Reading, discover, sense
+from looop_py.sensing.sensors import Reading, discover, sense
 from looop_py.workdir.config import Config
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths

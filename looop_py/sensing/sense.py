@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from looop_py import jsonio, procs, world
-from looop_py.beat import probes, sensors
-from looop_py.beat.probes import Seen
 from looop_py.errors import CorruptFile
+from looop_py.sensing import probes, sensors
+from looop_py.sensing.probes import Seen
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
 from looop_py.workdir.paths import Paths

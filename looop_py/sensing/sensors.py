@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio, orphans, procs
-from looop_py.beat.seal import fresh, parse_header, raw_digest
 from looop_py.ids import is_safe_segment
+from looop_py.sensing.seal import fresh, parse_header, raw_digest
 from looop_py.workdir.paths import Paths
 from looop_py.world import is_error_signal
 

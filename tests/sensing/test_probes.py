@@ -3,8 +3,8 @@ from __future__ import annotations
 import time
 
 from looop_py import jsonio
-from looop_py.beat.probes import Seen, claims, goals, run_probes, sessions
 from looop_py.coord.holders import own_holder
+from looop_py.sensing.probes import Seen, claims, goals, run_probes, sessions
 from looop_py.workdir.goals import read_goals
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
@@ -61,7 +61,7 @@ def test_live_workers_and_pending_asks_hold_still_between_beats(wd: Paths) -> No
     """No ages in sys-sessions or sys-asks: an idle worker and an unanswered ask leave
     both snapshots byte for byte as they were, so they are never rewritten."""
     from looop_py.asks import mailbox
-    from looop_py.beat.probes import asks
+    from looop_py.sensing.probes import asks
 
     me = own_holder()
     (wd.sessions / "w").mkdir()
