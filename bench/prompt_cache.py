@@ -182,7 +182,7 @@ def _stable_len(text: str) -> int:
 def _breakpoints(text: str) -> list[int]:
     """Byte offsets where the Anthropic backend puts its cache markers (none if it has none)."""
     try:
-        from looop_py.beat.prompt import blocks
+        from looop_py.deciders.prompt import blocks
     except ImportError:
         return []
     parts = blocks(text)[:-1]

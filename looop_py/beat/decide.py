@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import world
-from looop_py.beat import prompt, volatility
 from looop_py.beat.result import BeatOutcome
+from looop_py.deciders import prompt, volatility
 from looop_py.deciders.base import DecideError, Decider, request_in
 from looop_py.moves import act, union
 from looop_py.sensing.sense import World

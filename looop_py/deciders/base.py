@@ -89,10 +89,10 @@ class DecideRequest:
     live_workers: frozenset[str] = frozenset()  # workers starting or running now
     last_acted: Mapping[str, float | None] = field(default_factory=dict)  # goal id → last move
     forced: bool = False
-    prompt: str = ""  # the full decide prompt (beat/prompt.py); LLM backends send only this
+    prompt: str = ""  # the full decide prompt (deciders/prompt.py); LLM backends send only this
 
 
-# Where the decide prompt (beat/prompt.py) turns more volatile: it puts these section
+# Where the decide prompt (deciders/prompt.py) turns more volatile: it puts these section
 # headers at the ends of its stable parts, so a provider can cache up to each of them.
 CACHE_CUTS = ("=== SENSOR READINGS", "=== WHAT CHANGED")
 

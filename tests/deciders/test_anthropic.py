@@ -218,7 +218,7 @@ def test_prices_give_a_cost(wd: Paths, key: str) -> None:
 
 
 def _real_prompt() -> str:
-    from looop_py.beat import prompt
+    from looop_py.deciders import prompt
 
     return prompt.build(
         prompt.PromptInput(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from looop_py.beat import prompt as p
+from looop_py.deciders import prompt as p
 
 ORDER = [
     "INSTRUCTIONS",
@@ -128,7 +128,7 @@ def test_flapping_sensors_are_named() -> None:
 
 
 def test_volatility_keeps_since_for_parts_that_stood_still() -> None:
-    from looop_py.beat import volatility
+    from looop_py.deciders import volatility
 
     snaps = [("sensor-a", {"signal": 1, "detail": {"at": 1}}), ("sensor-b", {"signal": 2})]
     state, since = volatility.advance({}, volatility.parts(snaps), 100.0)

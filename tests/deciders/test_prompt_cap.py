@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from looop_py.beat import prompt as p
 from looop_py.beat.pulse import beat
+from looop_py.deciders import prompt as p
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, write_sensor
 
