@@ -134,6 +134,13 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def file_stamp(path: Path | str) -> tuple[int, int, int, int]:
+    """What says a file is still the one a parse of it came from: (mtime_ns, ctime_ns,
+    size, inode); any edit changes it, even one that keeps the size. OSError as stat."""
+    st = os.stat(path)
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
 def read_bounded(path: Path | str, cap: int) -> bytes:
     """The bytes of a regular file of at most `cap` bytes, never more read than that.
 

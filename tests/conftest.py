@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from looop_py import jsonio
 from looop_py.coord.choose import open_workdir
 from looop_py.workdir.context import Clock, WorkDir
 from looop_py.workdir.paths import Paths
@@ -46,8 +47,7 @@ os.register_at_fork(after_in_child=_OPENED.clear)
 
 def open_wd(paths: Paths, clock: Clock = time.time) -> WorkDir:
     """The work dir as a door opens it: looop.toml loaded, its shelf opened."""
-    st = os.stat(paths.config)
-    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    stamp = jsonio.file_stamp(paths.config)
     found = _OPENED.get((paths.root, clock))
     if found is not None and found[0] == stamp:
         return found[1]

@@ -10,10 +10,10 @@ alive, let go by `WorkDir.close`.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
+from looop_py import jsonio
 from looop_py.coord.base import host_id
 from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
@@ -86,13 +86,12 @@ class Reopening:
     def __init__(self, paths: Paths, *, clock: Clock = time.time) -> None:
         self.paths = paths
         self.clock = clock
-        self._stamp: tuple[int, ...] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._wd: WorkDir | None = None
         self._lock = threading.Lock()  # the page's requests run in a thread pool
 
     def current(self) -> WorkDir:
-        st = os.stat(self.paths.config)
-        stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        stamp = jsonio.file_stamp(self.paths.config)
         with self._lock:
             if self._wd is None or stamp != self._stamp:
                 fresh = open_workdir(self.paths, clock=self.clock)  # raises on a bad edit

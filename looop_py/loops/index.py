@@ -63,10 +63,9 @@ def _read(wd: WorkDir, path: Path) -> Any:
     """The index file parsed; a beat asks twice (ADVANCE and the sys-schedules probe) and
     parses it once, kept on the WorkDir by the file's stat."""
     try:
-        st = path.stat()
+        stamp = jsonio.file_stamp(path)
     except OSError:
         return {}
-    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
     return wd.memo.keep(("loops-index-file", path), stamp, lambda: _parse(path))
 
 

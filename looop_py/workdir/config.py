@@ -173,10 +173,9 @@ def load(path: Path, cache: Path | None = None, *, write_cache: bool = True) -> 
     Config, so a cached table is always a good one.
     """
     try:
-        st = path.stat()
+        stamp = list(jsonio.file_stamp(path))  # a list: the cache keeps it as JSON
     except FileNotFoundError as exc:
         raise ConfigError(f"{path} is missing", "run `looop init` in the work dir") from exc
-    stamp = [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
     table = _cached_table(cache, stamp) if cache else None
     fresh = table is None
     if table is None:
