@@ -36,7 +36,6 @@ from looop_py.loops import index as loopindex
 from looop_py.moves import wal
 from looop_py.sensing import seal
 from looop_py.sensing.sense import Committed, World, commit, load_committed, sense
-from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
@@ -203,12 +202,10 @@ def _beat_body(
         wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
         if fence is None:
             _seal(wd, world, last, loop_wake)
-        return _finish(wd, base, started, cfg)
+        return _finish(wd, base, started)
 
     if fence is not None and not fence.held():
-        return _finish(
-            wd, replace(base, outcome=BeatOutcome.LOCKED, reason=fence.LOST), started, cfg
-        )
+        return _finish(wd, replace(base, outcome=BeatOutcome.LOCKED, reason=fence.LOST), started)
 
     # 5. DECIDE and 6. ACT
     from looop_py import deciders  # deciding only: a quiet beat never loads a backend
@@ -238,7 +235,7 @@ def _beat_body(
             _seal(wd, world, committed, loop_wake)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
-    return _finish(wd, result, started, cfg)
+    return _finish(wd, result, started)
 
 
 def _loop_wake(wd: WorkDir) -> float | None:
@@ -247,9 +244,9 @@ def _loop_wake(wd: WorkDir) -> float | None:
     due = loopindex.cadences(loopindex.index(wd))
     if not due:
         return float("inf")
-    from looop_py.schedules import book as schedule  # loaded already: ADVANCE ran with these loops
+    from looop_py.schedules.book import book_of  # loaded already: ADVANCE ran
 
-    book = schedule.book_of(wd).load().loops
+    book = book_of(wd).load().loops
     if not all(name in book for name in due):
         return None
     return min(book[name].next_at for name in due)
@@ -262,9 +259,10 @@ def _seal(
     loop_wake: float | None,
 ) -> None:
     """Let the next beat prove from the seal that nothing changed (sensing/seal.py)."""
-    cfg = wd.config
     from looop_py.sensing import probes  # loaded already: SENSE ran them
     from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
+
+    cfg = wd.config
 
     def rounds_signal() -> str:
         snap = probes.rounds(probes.Seen(wd, time.time(), ()))
@@ -405,7 +403,7 @@ def _record_failures(paths: Paths, failed: list[str], now: float) -> None:
         paths.step_failures.unlink()
 
 
-def _finish(wd: WorkDir, result: BeatResult, started: float, cfg: config_mod.Config) -> BeatResult:
+def _finish(wd: WorkDir, result: BeatResult, started: float) -> BeatResult:
     result = replace(result, duration_s=time.monotonic() - started)
     record = result.to_json()
     record.pop("journal", None)
@@ -419,7 +417,7 @@ def _finish(wd: WorkDir, result: BeatResult, started: float, cfg: config_mod.Con
     record["sensors"] = {n: d for n, d in record["sensors"].items() if n in noted}
     record["sensors_steady"] = len(result.readings) - len(record["sensors"])
     journal.emit(wd, "beat", wd.clock(), **record)
-    if cfg.notify.command:
+    if wd.config.notify.command:
         from looop_py.beat import notify  # only with a [notify] command configured
 
         notify.notify(wd, result, wd.clock())

@@ -33,7 +33,7 @@ from looop_py.loops.adapters import (
 from looop_py.loops.executor import CommandActionExecutor
 from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import load_spec
-from looop_py.schedules import book as schedule
+from looop_py.schedules.book import book_of, due_loops, mark_fired
 from looop_py.spend import ledger
 from looop_py.workdir.environ import child_env
 
@@ -74,8 +74,7 @@ class BudgetHeld(LooopError):
 
 def budget_hold(wd: WorkDir, now: float) -> str | None:
     """Why no round may start now (the daily budget is spent), or None."""
-    config = wd.config
-    return ledger.held(wd, config.limits, now)
+    return ledger.held(wd, now)
 
 
 def _refuse_if_held(wd: WorkDir, loop: str, now: float) -> None:
@@ -132,11 +131,11 @@ def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
             events.append(_round_event(new))
             _note_if_reported(rounds.shelf, new)
     store.archive_done(rounds.shelf, now)
-    due_loops = cadences(index(wd))
-    if due_loops:
-        book = schedule.book_of(wd)
+    cadenced = cadences(index(wd))
+    if cadenced:
+        book = book_of(wd)
         hold: list[str | None] = []  # the budget, read once and only when a loop may start
-        for loop in schedule.due_loops(book, due_loops, now):
+        for loop in due_loops(book, cadenced, now):
             if rounds.live(loop):
                 continue  # stays due; fires once its live round ends
             if not hold:
@@ -144,7 +143,7 @@ def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
             if hold[0] is not None:
                 continue  # stays due, held; fires once the budget allows
             # The slot is spent either way: a loop that cannot start is not retried every beat.
-            schedule.mark_fired(book, loop, due_loops[loop], now)
+            mark_fired(book, loop, cadenced[loop], now)
             try:
                 state = start_round(wd, loop, now=now, trigger="cadence")
             except FenceLost:

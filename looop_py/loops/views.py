@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from looop_py.loops import store
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
-from looop_py.schedules import book as schedule
+from looop_py.schedules.book import book_of
 from looop_py.spend import ledger
 
 ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
@@ -73,8 +73,8 @@ def list_rounds(wd: WorkDir, *, include_done: bool) -> list[RoundRow]:
 
 def overview(wd: WorkDir, now: float) -> LoopsView:
     specs, errors = load_loops(wd)
-    book = schedule.book_of(wd).load()
-    held = ledger.held(wd, wd.config.limits, now)
+    book = book_of(wd).load()
+    held = ledger.held(wd, now)
     rounds = store.rows(wd.shelf, include_done=True)
     out = []
     for spec in specs:

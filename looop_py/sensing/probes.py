@@ -214,9 +214,9 @@ def schedules(seen: Seen) -> Snapshot:
 
     due = loopindex.cadences(loopindex.index(seen.wd, save=seen.persist))
     if due:
-        from looop_py.schedules import book as schedule  # only when a loop has a cadence
+        from looop_py.schedules.book import book_of, schedules_snapshot  # a loop has a cadence
 
-        book = schedule.schedules_snapshot(schedule.book_of(seen.wd), due, now, save=seen.persist)
+        book = schedules_snapshot(book_of(seen.wd), due, now, save=seen.persist)
         # The engine starts a due loop's round itself: a cadence is detail, never a wake;
         # only a cadence that does not parse (a human must fix it) stays in the signal.
         for name in sorted({*book["signal"], *book["detail"]}):

@@ -177,8 +177,9 @@ def spent(spend: Spend, now: float, limits: LimitsConfig) -> str | None:
     return None
 
 
-def held(wd: WorkDir, limits: LimitsConfig, now: float) -> str | None:
+def held(wd: WorkDir, now: float) -> str | None:
     """Why no more judgment may start today (the budget is spent), or None; no budget, no read."""
+    limits = wd.config.limits
     if limits.daily_tokens <= 0 and limits.daily_usd <= 0:
         return None
     return spent(load(wd), now, limits)

@@ -21,11 +21,9 @@ from looop_py.workdir.paths import Paths
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, TypeVar
+    from typing import Any
 
     from looop_py.workdir.context import WorkDir
-
-    T = TypeVar("T")
 
 
 # What looop reads of the files a human edits. Past a cap, or not a regular file
