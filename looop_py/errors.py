@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
+# typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn

@@ -15,7 +15,7 @@ import functools  # loaded already: site imports it at start-up
 import os
 import sys
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
+# typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

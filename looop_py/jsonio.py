@@ -21,7 +21,7 @@ from looop_py.errors import CorruptFile
 from looop_py.logfile import ROTATE_BYTES as ROTATE_BYTES  # noqa: PLC0414 - re-exported
 from looop_py.logfile import append_text as append_text  # noqa: PLC0414 - re-exported
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
+# typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -253,6 +253,19 @@ def read_json(path: Path | str, default: Any = None, *, cap: int = STATE_CAP) ->
             f"{path} is not valid JSON ({exc})",
             "move it aside and run the command again; looop rebuilds what it can",
         ) from exc
+
+
+def read_object(path: Path | str, *, cap: int = STATE_CAP) -> dict[str, Any] | None:
+    """The JSON object in a state file looop rebuilds, or None when there is none that fits.
+
+    None covers missing, torn, over the cap, too deep and not an object: a cache or a
+    ledger that does not fit starts afresh rather than stopping the loop.
+    """
+    try:
+        data = read_json(path, None, cap=cap)
+    except CorruptFile:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def append_line(path: Path, value: Any, *, rotate_bytes: int = ROTATE_BYTES) -> None:

@@ -12,17 +12,13 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import create_exclusive
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 MAX_TEXT = 16 * 1024
 

@@ -15,6 +15,7 @@ import enum
 import os
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError, NoAnswer, UsageError
@@ -22,11 +23,7 @@ from looop_py.identity import create_time, is_alive
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir import shelf
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 POLL_S = 0.2

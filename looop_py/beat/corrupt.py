@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError
@@ -24,13 +25,7 @@ from looop_py.ids import is_safe_segment
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: worker sessions linger for days, so the pulse
-# loads this module on many quiet beats; each record's owner is imported only when
-# there is such a record to check.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 

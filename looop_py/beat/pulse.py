@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
 from looop_py.beat.result import BeatOutcome, BeatResult
@@ -34,17 +36,13 @@ from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.loops import index as loopindex
 from looop_py.moves import wal
-from looop_py.sensing import seal
+from looop_py.sensing import probes, seal
 from looop_py.sensing.sense import Committed, World, commit, load_committed, sense
-from looop_py.workdir import journal, shelf
+from looop_py.workdir import environ, journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
     from looop_py.workdir.context import WorkDir
@@ -259,8 +257,6 @@ def _seal(
     loop_wake: float | None,
 ) -> None:
     """Let the next beat prove from the seal that nothing changed (sensing/seal.py)."""
-    from looop_py.sensing import probes  # loaded already: SENSE ran them
-    from looop_py.workdir import environ  # loaded already: SENSE built the sensors' env
 
     cfg = wd.config
 
@@ -343,9 +339,7 @@ def housekeep(wd: WorkDir, now: float) -> list[str]:
 
         failed += _emit_steps(wd, now, "reap-sessions", lambda: reap.housekeeping(wd, now))
     if has_entries(wd.paths.claims):
-        from functools import partial  # only when claims/ has entries
-
-        from looop_py.coord import reaper
+        from looop_py.coord import reaper  # only when claims/ has entries
         from looop_py.loops import store
 
         round_live = partial(store.is_live, wd.shelf)

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 from looop_py.sensing.sensors import Reading
 from looop_py.world import Change
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class BeatOutcome(enum.StrEnum):

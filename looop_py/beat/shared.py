@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
@@ -30,12 +32,7 @@ from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.world import world_hash
 
-# typing is not imported at run time.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
     from looop_py.coord.base import Coordinator
     from looop_py.workdir.context import WorkDir
 

@@ -223,11 +223,8 @@ class FailedSteps:
 
 
 def failed_steps(paths: Paths) -> FailedSteps | None:
-    try:
-        record = jsonio.read_json(paths.step_failures, None)
-    except CorruptFile:
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
+    record = jsonio.read_object(paths.step_failures)
+    if record is None or not isinstance(record.get("steps"), list):
         return None
     at = record.get("at")
     return FailedSteps(

@@ -5,8 +5,8 @@ No click here; `cli/render.py` renders the running loop.
 
 from __future__ import annotations
 
-# typing is not imported at run time, as in render.py.
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from looop_py.ops.cron import CronStatus
     from looop_py.ops.doctor import Report

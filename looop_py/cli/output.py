@@ -16,16 +16,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py.errors import LooopError
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-    from typing import Any
-
     from looop_py.workdir.paths import Paths
 
 EX_SOFTWARE = 70

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING, Any
 
 from looop_py.cli.output import Note, json_out, show
 
-# typing is not imported at run time: `looop claim` is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 _FLAGS = {"--renew": "renew", "--json": "as_json"}

@@ -6,12 +6,11 @@ No click here, and no typing at run time: a quiet beat is bound by start-up cost
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from looop_py.beat.result import BeatOutcome
 from looop_py.cli.output import echo, json_out, show
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.beat.quiet import Handover
     from looop_py.workdir.context import WorkDir

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from looop_py.cli.output import Note
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
-
     from looop_py.asks.mailbox import Answer, AskView
     from looop_py.beat.preview import Preview
     from looop_py.beat.prune import Pruned

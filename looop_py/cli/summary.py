@@ -10,17 +10,15 @@ No click here: the pulse door imports this module whenever a beat has something 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from looop_py import jsonio
 from looop_py.beat import quiet
 from looop_py.beat.result import BeatOutcome
 from looop_py.cli.output import Note
 from looop_py.errors import unreachable
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.beat.result import BeatResult
     from looop_py.world import Change
 

@@ -13,6 +13,7 @@ import click
 from looop_py.cli.options import json_option, pass_paths, pass_workdir
 from looop_py.cli.output import json_out, show
 from looop_py.errors import LooopError, UsageError
+from looop_py.jsonio import atomic_write
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
@@ -99,7 +100,6 @@ def report(wd: WorkDir, html_file: str, as_json: bool) -> None:
     Example:
       looop report --html /tmp/looop.html && xdg-open /tmp/looop.html
     """
-    from looop_py.jsonio import atomic_write
     from looop_py.web import data, pages
 
     html = pages.report(data.snapshot(wd))

@@ -19,16 +19,14 @@ promises, which tests/coord/test_contract.py checks on each:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from looop_py.errors import UsageError
 from looop_py.ids import is_safe_segment
 
-# typing is not imported at run time: `looop claim` is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from contextlib import AbstractContextManager
-    from typing import Any, Protocol
 
     from looop_py.coord.holders import Holder
     from looop_py.coord.lease import Claim, Outcome

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from looop_py import jsonio
 from looop_py.coord.base import host_id
@@ -21,8 +22,6 @@ from looop_py.workdir.context import Clock, WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import FilesShelf
 
-# typing is not imported at run time: `looop claim` is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.coord.base import Coordinator
     from looop_py.coord.remote import EtcdCoordinator

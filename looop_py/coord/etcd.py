@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import etcd3gw
@@ -31,11 +32,7 @@ from etcd3gw import exceptions as etcd_errors
 
 from looop_py.errors import Unavailable, UsageError
 
-# typing is not imported at run time.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.config import CoordinationConfig
 
 

@@ -12,18 +12,14 @@ FenceLost is raised and nothing was written.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 from looop_py.coord.etcd import cmp, cmp_value, delete, put, rng, unb64, value_of
 from looop_py.coord.remote import EtcdCoordinator
 from looop_py.errors import Busy, FenceLost
 from looop_py.ids import check_segment
 from looop_py.workdir.shelf import check_kind
-
-# typing is not imported at run time.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Any
 
 MAX_TRIES = 50  # a move that lost to a concurrent change this often: Busy
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.coord import lease, reaper
@@ -20,12 +22,7 @@ from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: `looop claim` is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from typing import Any
-
     from looop_py.coord.holders import Holder
 
 SHARED = "shared"  # under state/: what fenced_put writes

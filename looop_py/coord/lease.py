@@ -24,17 +24,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
 from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.coord.holders import Holder
 
 LOCKS = ".locks"

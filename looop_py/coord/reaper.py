@@ -13,16 +13,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from looop_py.coord.holders import ROUND_PREFIX
 from looop_py.coord.lease import Claim, locked, read_claim, set_aside
 from looop_py.ids import is_safe_segment
 from looop_py.workdir.paths import Paths
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 DEBRIS_GRACE_S = 10.0  # an unreadable claim file older than this is removed by the reaper
 

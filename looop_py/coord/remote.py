@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
 from looop_py.coord import lease as lease_mod
@@ -31,12 +33,7 @@ from looop_py.errors import Busy, ClaimHeld, Unavailable
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from typing import Any
-
     from looop_py.coord.holders import Holder
     from looop_py.workdir.config import CoordinationConfig
 

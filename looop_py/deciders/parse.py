@@ -26,6 +26,7 @@ Whether the object is a valid move is not decided here (moves.parse does that).
 from __future__ import annotations
 
 import enum
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -156,7 +157,6 @@ def _kind(value: Any) -> str:
 
 def _why_not_json(body: str, detail: str) -> str:
     """A reason a person can act on: garbage, prose, or more than one value."""
-    import json  # raw_decode, which orjson lacks; only for text with more than one value
 
     try:
         _, end = json.JSONDecoder().raw_decode(body)

@@ -14,6 +14,7 @@ again, and the beat holds the pulse lock.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import random
 import time
@@ -125,7 +126,6 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    import email.utils  # only to read an HTTP-date Retry-After
 
     try:
         when = email.utils.parsedate_to_datetime(value)

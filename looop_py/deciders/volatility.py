@@ -13,15 +13,13 @@ a cache: a damaged or missing one only costs one prompt's prefix.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile
 
-# typing is not imported at run time: this module loads only when a beat decides.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-    from typing import Any
-
     from looop_py.workdir.paths import Paths
 
 MAX_PARTS = 20_000  # a work dir with more readings keeps no more than this

@@ -16,7 +16,7 @@ from looop_py.engine.levels import ProposedAction
 from looop_py.engine.spec import LoopSpec
 from looop_py.errors import ConfigError
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 
 from looop_py.errors import UsageError
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

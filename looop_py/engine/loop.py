@@ -27,7 +27,7 @@ from looop_py.engine.rounds import Phase, RoundState, new_round, round_id_for
 from looop_py.engine.spec import LoopSpec
 from looop_py.engine.steps import RoundDeps, advance
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.engine.protocols import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -10,7 +10,7 @@ from looop_py.engine.budget import BudgetLimit
 from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
 from looop_py.engine.ports import WorkerResult
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

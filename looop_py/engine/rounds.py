@@ -31,7 +31,7 @@ from looop_py.engine.report import RoundOutcome, RoundReport
 from looop_py.engine.spec import LoopSpec
 from looop_py.ids import check_segment
 
-# typing is not imported at run time: the pulse advances rounds every beat.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

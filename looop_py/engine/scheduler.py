@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from looop_py.engine.cadence import Schedule
 from looop_py.errors import UsageError
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Protocol

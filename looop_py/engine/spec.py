@@ -33,7 +33,7 @@ from looop_py.engine.levels import LoopLevel
 from looop_py.errors import UsageError
 from looop_py.ids import is_safe_segment
 
-# typing is not imported at run time: the pulse may load this module.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -36,7 +36,7 @@ from looop_py.engine.rounds import (
     RoundState,
 )
 
-# typing is not imported at run time: the pulse advances rounds every beat.
+# typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looop_py import jsonio
 from looop_py.asks import mailbox
@@ -31,8 +32,6 @@ from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill, launch, reap, records, runtimes, workspaces
 
-# typing is not imported at run time: the pulse loads this module when loops exist.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.engine.ports import ApprovalRequest, WorkerRequest
     from looop_py.engine.spec import LoopSpec

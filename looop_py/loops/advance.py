@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from looop_py.coord.choose import coordinator
 from looop_py.engine.actions import action_commands
@@ -37,11 +38,7 @@ from looop_py.schedules.book import book_of, due_loops, mark_fired
 from looop_py.spend import ledger
 from looop_py.workdir.environ import child_env
 
-# typing is not imported at run time: the pulse loads this module when loops exist.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.engine.report import RoundReport
     from looop_py.engine.rounds import RoundState
     from looop_py.engine.spec import LoopSpec

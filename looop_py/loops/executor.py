@@ -15,14 +15,13 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looop_py import procs
 from looop_py.engine.actions import ActionCommand, ActionError, ActionReceipt, ApprovalOnlyExecutor
 from looop_py.engine.levels import ProposedAction
 from looop_py.engine.spec import LoopSpec
 
-# typing is not imported at run time: the pulse may load this module.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.engine.protocols import ActionExecutor
 

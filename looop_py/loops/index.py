@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
-from looop_py.errors import CorruptFile, LooopError
-from looop_py.workdir.goals import goal_paths, read_goal
+from looop_py.errors import LooopError
+from looop_py.workdir.goals import frontmatter, goal_paths, read_goal
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 
@@ -69,11 +66,8 @@ def _read(wd: WorkDir, path: Path) -> Any:
     return wd.memo.keep(("loops-index-file", path), stamp, lambda: _parse(path))
 
 
-def _parse(path: Path) -> Any:
-    try:
-        return jsonio.read_json(path, {})
-    except CorruptFile:
-        return {}
+def _parse(path: Path) -> dict[str, Any]:
+    return jsonio.read_object(path) or {}
 
 
 def _describe(goal_id: str, path: Path) -> dict[str, Any]:
@@ -83,7 +77,6 @@ def _describe(goal_id: str, path: Path) -> dict[str, Any]:
     if goal.body[:3] != b"---":
         return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
     from looop_py.engine.spec import LoopSpec, is_loop  # only for a goal edited since
-    from looop_py.workdir.goals import frontmatter  # yaml with it
 
     try:
         meta, _ = frontmatter(goal.body.decode("utf-8"))

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir import shelf as shelf_mod
 
-# typing is not imported at run time: the pulse reads rounds every beat.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.engine.ports import MemoryEntry
     from looop_py.engine.rounds import RoundState
     from looop_py.workdir.context import WorkDir

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from looop_py.loops import store
 from looop_py.loops.specs import load_loops
@@ -13,11 +14,7 @@ from looop_py.spend import ledger
 
 ON_DEMAND_LABEL = "on demand"  # a loop without `cadence:` runs only when started
 
-# typing is not imported at run time: views are built on demand, but cheaply.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from looop_py import jsonio, procs
 from looop_py.asks import mailbox
-from looop_py.errors import CorruptFile, FenceLost, LooopError
+from looop_py.errors import FenceLost, LooopError
 from looop_py.moves import gate, wal
 from looop_py.moves.union import (
     ArchiveGoal,
@@ -134,11 +134,9 @@ def _guarded(wd: WorkDir, move: Move, now: float, run: Any) -> Outcome:
 def stamp_goal(wd: WorkDir, goal_id: str, now: float) -> None:
     """Record that a goal was acted on; feeds the fairness section and sys-goals."""
     box = wd.shelf  # state/goal-activity.json; shared on etcd, like the world
-    try:
-        ledger = shelf.read_json(box, "state", GOAL_ACTIVITY, {})
-    except CorruptFile:
-        ledger = {}
-    acted = dict(ledger.get("goals", {})) if isinstance(ledger, dict) else {}
+    ledger = shelf.read_object(box, "state", GOAL_ACTIVITY) or {}
+    goals = ledger.get("goals")
+    acted = dict(goals) if isinstance(goals, dict) else {}
     acted[goal_id] = now
     shelf.write_json(box, "state", GOAL_ACTIVITY, {"v": 1, "goals": acted})
 

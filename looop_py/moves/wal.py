@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile
 from looop_py.workdir.paths import Paths
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def begin(paths: Paths, move: dict[str, Any], now: float) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from looop_py.coord import base, choose
 from looop_py.coord.choose import open_workdir
 from looop_py.errors import LooopError
 from looop_py.locks import PulseLock
@@ -268,7 +269,6 @@ def coordination(wd: WorkDir, now: float) -> Check:
     c = cfg.coordination
     if c.backend == "files":
         return Check("coordination", Verdict.OK, "files: this machine only")
-    from looop_py.coord import base, choose  # a shared backend only: etcd3gw loads here
 
     started = time.monotonic()
     try:

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from looop_py.engine.cadence import Schedule
 from looop_py.engine.scheduler import ScheduleBook
-from looop_py.errors import CorruptFile, UsageError
+from looop_py.errors import UsageError
 from looop_py.workdir import shelf as shelf_mod
 
-# typing is not imported at run time: the pulse loads this module every beat.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.engine.scheduler import BookStore
     from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf
@@ -43,10 +40,7 @@ class ShelfBook:
     shelf: Shelf
 
     def load(self) -> ScheduleBook:
-        try:
-            return ScheduleBook.from_dict(shelf_mod.read_json(self.shelf, "state", BOOK))
-        except CorruptFile:
-            return ScheduleBook()
+        return ScheduleBook.from_dict(shelf_mod.read_object(self.shelf, "state", BOOK))
 
     def save(self, book: ScheduleBook) -> None:
         shelf_mod.write_json(self.shelf, "state", BOOK, book.to_dict())

@@ -8,15 +8,13 @@ bumps a period counter), never with the passing seconds in between.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from looop_py.errors import UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir import shelf
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from looop_py.errors import CorruptFile
 from looop_py.workdir import shelf
@@ -16,11 +17,7 @@ from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import has_entries
 from looop_py.workdir.shelf import GOAL_ACTIVITY
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
     Snapshot = dict[str, Any]

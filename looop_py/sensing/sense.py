@@ -7,22 +7,18 @@ the DIFF hashes and the prompt shows exactly the same text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs, world
-from looop_py.errors import CorruptFile
 from looop_py.sensing import probes, sensors
 from looop_py.sensing.probes import Seen
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 
@@ -116,11 +112,7 @@ def load_committed(paths: Paths) -> Committed:
 
     The next beat then sees every item as new, decides, and writes a good one.
     """
-    try:
-        data = jsonio.read_json(paths.last_world, None)
-    except CorruptFile:
-        return Committed()
-    return parse_committed(data)
+    return parse_committed(jsonio.read_object(paths.last_world))
 
 
 def parse_committed(data: Any) -> Committed:

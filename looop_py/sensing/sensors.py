@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from looop_py import jsonio, orphans, procs
 from looop_py.ids import is_safe_segment
 from looop_py.sensing.seal import fresh, parse_header, raw_digest
 from looop_py.workdir.paths import Paths
 from looop_py.world import is_error_signal
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 STDERR_TAIL = 1024
 
@@ -200,7 +197,6 @@ _INT64 = 1 << 63
 
 def _has_huge_int(text: str) -> bool:
     """Does the JSON hold an integer outside 64 bits (which orjson reads as a float)?"""
-    import json  # only when a run of 19 digits hints at one: never on the quiet path
 
     found = False
 

@@ -25,18 +25,15 @@ Pure parts take `now`.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import Busy, CorruptFile
 from looop_py.workdir import shelf as shelf_mod
 
-# typing is not imported at run time: the ledger is read on beats that decide or start rounds.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from typing import Any
-
     from looop_py.workdir.config import LimitsConfig
     from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf

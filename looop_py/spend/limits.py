@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
-from looop_py.errors import CorruptFile
 from looop_py.spend import ledger
 from looop_py.spend.ledger import Spend, local_day
 from looop_py.spend.ledger import today as spend_today
@@ -29,11 +29,7 @@ from looop_py.workdir.config import LimitsConfig
 
 __all__ = ["Backoff", "Ledgers", "Spend", "decide_block", "local_day", "spend_today"]
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 HOUR = 3600.0
@@ -124,11 +120,7 @@ FLAP = shelf.FLAP
 
 
 def _read(wd: WorkDir, name: str) -> dict[str, Any]:
-    try:
-        data = shelf.read_json(wd.shelf, "state", name, {})
-    except CorruptFile:
-        return {}  # a ledger is rebuilt rather than blocking the loop forever
-    return data if isinstance(data, dict) else {}
+    return shelf.read_object(wd.shelf, "state", name) or {}  # a ledger is rebuilt
 
 
 def _num(data: Mapping[str, Any], key: str) -> float:

@@ -6,6 +6,7 @@ token; None renders a page without any form (read-only mode, `looop report`).
 
 from __future__ import annotations
 
+import json
 import time
 from html import escape
 from typing import Any
@@ -233,7 +234,6 @@ def _short(v: Any) -> str:
 
 
 def _pretty(v: Any) -> str:
-    import json  # only to show a value: the page is not on the beat's path
 
     return json.dumps(v, indent=1, sort_keys=True, ensure_ascii=False, default=str)
 

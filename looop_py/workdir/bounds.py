@@ -14,13 +14,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
 
 from looop_py.errors import ConfigError
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 MIB = 1024 * 1024

@@ -11,15 +11,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from pathlib import Path
+from typing import Any
 
 from looop_py import jsonio
-from looop_py.errors import ConfigError
+from looop_py.errors import ConfigError, CorruptFile
 from looop_py.ids import is_safe_segment
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +197,6 @@ CACHE_VERSION = 2  # 2: tables in the cache passed bounds.check
 
 def _parse(path: Path) -> dict[str, Any]:
     import tomllib  # only when looop.toml changed since the cached parse
-
-    from looop_py.errors import CorruptFile
 
     try:
         data = jsonio.read_bounded(path, CONFIG_CAP)

@@ -17,11 +17,10 @@ import fnmatch
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looop_py.workdir.config import Config
 

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 
@@ -195,7 +193,6 @@ def _yaml12_loader() -> Any:
     YAML 1.1 also reads on/off/yes/no as booleans, which would turn the `on:`
     key of a loop into `True`.
     """
-    import re  # only for frontmatter
 
     import yaml  # only for a goal with frontmatter: plain goals never load it
 
@@ -265,7 +262,6 @@ def _bracket_depth(text: str) -> int:
     """How deep `[`/`{` open at most, ignoring quotes: a cheap bound, for bombs only."""
     if text.count("[") + text.count("{") <= 4 * jsonio.MAX_DEPTH:
         return 0
-    import re  # only for a frontmatter full of brackets
 
     depth = deepest = 0
     for bracket in re.findall(r"[\[\]{}]", text):

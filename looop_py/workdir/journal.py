@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.logfile import iso as iso  # noqa: PLC0414 - re-exported: the journal's callers
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.context import WorkDir
 
 

@@ -11,15 +11,11 @@ never the human rule that lets a worker run its `work:` unasked (moves/gate.py).
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
 from looop_py.workdir.paths import Paths
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 ABSENT = "absent"
 

@@ -41,7 +41,7 @@ from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: the beat reads records every beat.
+# typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -239,6 +239,19 @@ def read_json(shelf: Shelf, kind: str, name: str, default: Any = None) -> Any:
     """The record parsed; `default` when there is none; CorruptFile when it is not JSON."""
     data = shelf.get(kind, name)
     return default if data is None else parse(shelf, kind, name, data)
+
+
+def read_object(shelf: Shelf, kind: str, name: str) -> dict[str, Any] | None:
+    """The record if it is a JSON object; None when missing, corrupt or another shape.
+
+    For records looop rebuilds (ledgers, caches, indexes): one that does not fit starts
+    afresh rather than stopping the loop. Records a human must hear about use read_json.
+    """
+    try:
+        data = read_json(shelf, kind, name)
+    except CorruptFile:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def json_items(shelf: Shelf, kind: str) -> list[tuple[str, Any]]:

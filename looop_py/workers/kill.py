@@ -14,6 +14,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import UsageError
@@ -28,11 +29,6 @@ from looop_py.workers.records import (
     read_record,
     session_dir,
 )
-
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 SUPERVISOR_RECORD_S = 3.0  # how long `kill` waits for the supervisor to record the end
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import Busy, WorkerRefused
@@ -41,11 +42,7 @@ from looop_py.workers.records import (
     view,
 )
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.config import Config
     from looop_py.workdir.context import WorkDir
 

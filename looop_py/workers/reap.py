@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
 from looop_py.identity import is_alive
@@ -33,11 +34,7 @@ from looop_py.workers.records import (
     session_dirs,
 )
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.config import Config
     from looop_py.workdir.context import WorkDir
 

@@ -20,7 +20,7 @@ from looop_py.ids import check_segment, is_safe_segment
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
+# typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

@@ -11,15 +11,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py.errors import ConfigError, WorkerRefused
 from looop_py.workers import streams
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.config import Config
 
 PLACEHOLDER = "{{prompt_file}}"

@@ -28,7 +28,7 @@ from pathlib import Path
 from looop_py import identity, jsonio
 from looop_py.workers import records, streams
 
-# typing is not imported at run time.
+# typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

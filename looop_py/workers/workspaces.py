@@ -11,16 +11,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looop_py import procs
 from looop_py.errors import WorkerRefused
 from looop_py.workdir.paths import Paths
 
-# typing is not imported at run time: a quiet beat is bound by start-up cost.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from looop_py.workdir.config import WorkersConfig
 
 KINDS = ("none", "git-worktree")

@@ -11,6 +11,7 @@ quiet beat imports, its line on a terminal) is checked in a child.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
@@ -466,3 +467,47 @@ def test_a_forged_seal_runs_nothing_outside_sensors(wd: Paths, tmp_path: Path) -
     path.write_text(text.replace("sensor reads ", f"sensor {rel} ", 1))
     beat = _pulse(wd)
     assert not beat.get("sealed") and not (tmp_path / "ran").exists()
+
+
+def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
+    """`TYPE_CHECKING = False` only in modules a process loads before typing is loaded.
+
+    Three starts are bound by their cost: the sealed quiet beat, a worker's supervisor
+    and the loop engine imported as a library. Everywhere else typing is loaded already
+    (the WorkDir's dataclasses), so the idiom saves nothing and `from typing import
+    TYPE_CHECKING` reads plainer.
+    """
+    _quiet_wd(wd)
+    _pulse(wd)
+    lists = (
+        "import os, sys\n"
+        "def stay(code):\n"
+        "    raise SystemExit(code)\n"
+        "os._exit = stay\n"
+        "{run}\n"
+        "print('MODS', sorted(m for m in sys.modules if m.startswith('looop_py')))\n"
+        "print('TYPING', 'typing' in sys.modules)\n"
+    )
+    quiet_run = (
+        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse']\n"
+        "from looop_py.console import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    bound: set[str] = set()
+    # The first child seals for its own interpreter and argv; the second beat is quiet.
+    subprocess.run([sys.executable, "-c", lists.format(run=quiet_run)], capture_output=True)
+    engine = "import looop_py.engine.rounds, looop_py.engine.loop, looop_py.engine.scheduler"
+    for run in (quiet_run, "import looop_py.workers.supervisor", engine):
+        done = subprocess.run(
+            [sys.executable, "-c", lists.format(run=run)], capture_output=True, text=True
+        )
+        assert "TYPING False" in done.stdout, done.stdout + done.stderr
+        bound |= set(ast.literal_eval(done.stdout.split("MODS ", 1)[1].splitlines()[0]))
+    package = Path(quiet.__file__).parents[1]
+    using = {
+        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        for p in package.rglob("*.py")
+        if "TYPE_CHECKING = False" in p.read_text()
+    }
+    assert using, "the quiet path keeps its idiom"
+    assert using <= bound, f"import TYPE_CHECKING from typing in: {sorted(using - bound)}"

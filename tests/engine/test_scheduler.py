@@ -267,8 +267,9 @@ def test_the_pulse_side_reads_load_no_round_machinery() -> None:
 
     code = (
         "import sys, looop_py.schedules.book\n"
+        # typing is not pinned: every reader of the book opened a WorkDir, which loads it.
         "heavy = [m for m in ('looop_py.engine.rounds', 'looop_py.engine.spec',"
-        " 'looop_py.engine.loop', 'yaml', 'typing') if m in sys.modules]\n"
+        " 'looop_py.engine.loop', 'yaml') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
