@@ -27,7 +27,7 @@ from looop_py.deciders.base import (
 )
 from looop_py.moves import act, union
 from looop_py.sensing.sense import World
-from looop_py.spend import ledger, limits
+from looop_py.spend import ledger, limits, prices
 from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.context import WorkDir
 from looop_py.world import Change
@@ -262,7 +262,8 @@ class _Attempt:
         if usage is None and not (billed and budgeted):
             return
         key = f"decide:{self.run.name}"
-        charged = ledger.Charge(key, ledger.DECIDER)  # unmetered
+        runtime = prices.decider_runtime(self.wd.config.decider)
+        charged = ledger.Charge(key, ledger.DECIDER, runtime=runtime)  # unmetered
         if usage is not None:
             charged = ledger.Charge(
                 key,
@@ -272,6 +273,7 @@ class _Attempt:
                 usage.input_tokens,
                 usage.cache_read_tokens,
                 usage.cache_write_tokens,
+                runtime,
             )
         ledger.record_charge(self.wd, self.now, charged, budgeted_usd=lim.daily_usd > 0)
 

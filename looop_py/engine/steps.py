@@ -22,6 +22,7 @@ from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
 from looop_py.engine.ports import (
     Approval,
     ApprovalRequest,
+    BudgetSpent,
     MemoryEntry,
     WorkerRequest,
     WorkerResult,
@@ -126,6 +127,8 @@ def _step_maker(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     request = _request(s, "maker", prompts.maker_prompt(s.spec, s.prior))
     try:
         handle = deps.workers.start(request)
+    except BudgetSpent as exc:
+        return _finish(s, RoundOutcome.BUDGET_EXHAUSTED, error=f"maker not started: {exc}")
     except Exception as exc:
         return _finish(s, RoundOutcome.FAILED, error=f"maker failed to start: {exc}")
     return replace(s, phase=Phase.MAKER_RUNNING, maker_handle=str(handle))
@@ -148,6 +151,8 @@ def _step_checker(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     request = _request(s, "checker", prompts.checker_prompt(s.spec, maker_text))
     try:
         handle = deps.workers.start(request)
+    except BudgetSpent as exc:
+        return _finish(s, RoundOutcome.BUDGET_EXHAUSTED, error=f"checker not started: {exc}")
     except Exception as exc:
         return _finish(s, RoundOutcome.FAILED, error=f"checker failed to start: {exc}")
     return replace(s, phase=Phase.CHECKER_RUNNING, checker_handle=str(handle))
