@@ -89,3 +89,20 @@ def test_a_runtime_price_out_of_range_is_refused(wd: Paths) -> None:
     wd.config.write_text("[runtimes.codex]\nusd_per_mtok_in = -1\n")
     with pytest.raises(ConfigError, match=r"runtimes.codex.usd_per_mtok_in"):
         _ = open_wd(wd).config
+
+
+def test_status_shows_spend_by_runtime_and_names_the_missing_price(wd: Paths) -> None:
+    import time
+
+    from tests.conftest import invoke_looop
+
+    wd.config.write_text('[decider]\nbackend = "noop"\n[limits]\ndaily_usd = 5.0\n')
+    now = time.time()
+    c = ledger.from_usage("worker:w1", "loop:tidy", CODEX_USAGE, runtime="mycli")
+    ledger.record_charge(open_wd(wd), now, c)
+    priced = ledger.Charge("worker:w2", "workers", 100, 0.25, runtime="claude")
+    ledger.record_charge(open_wd(wd), now, priced)
+    out = invoke_looop("-C", str(wd.root), "status").stdout
+    assert "by runtime claude 100 tokens $0.2500 · mycli 10500 tokens $0.0000" in out, out
+    assert "no price  mycli 10500 tokens" in out
+    assert "no price for mycli (10500 tokens)" in out  # why the decider is held
