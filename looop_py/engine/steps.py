@@ -142,6 +142,8 @@ def _step_maker_running(s: RoundState, deps: RoundDeps, now: float) -> RoundStat
     s = _spend(replace(s, maker=result), result)
     if result.status is WorkerStatus.FAILED:
         return _finish(s, RoundOutcome.FAILED, error=f"maker failed: {_said(result)}")
+    if result.status is WorkerStatus.BLOCKED:  # e.g. its provider refused: no checker, no ask
+        return _finish(s, RoundOutcome.BLOCKED, error=f"maker blocked: {_said(result)}")
     over = _over_budget(s, "checker skipped")
     return over or replace(s, phase=Phase.CHECKER)
 

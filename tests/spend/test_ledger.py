@@ -242,6 +242,9 @@ def test_a_budget_crossed_mid_round_starts_no_checker(wd: Paths) -> None:
     assert "checker not started: daily token budget spent: 600 of 500" in str(done["error"])
     assert not (wd.sessions / f"{done['id']}.checker").exists()
     assert ledger.load(open_wd(wd)).tokens == 600
+    assert f"✗ round {done['id']} of tidy ended budget-exhausted: checker not started" in (
+        wd.journal.read_text()
+    )
 
 
 def test_no_worker_starts_while_the_budget_is_spent(wd: Paths) -> None:
