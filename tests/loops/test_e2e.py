@@ -262,6 +262,9 @@ def test_a_blocked_maker_ends_the_round_blocked_unchecked_and_unasked(wd: Paths)
         if e.get("event") == "round_step" and e.get("round") == r["id"] and e.get("outcome")
     ]
     assert len(ends) == 1 and "401" in ends[0]["error"], events
+    html = wd.root / "report.html"
+    assert invoke_looop("-C", str(wd.root), "report", "--html", str(html)).returncode == 0
+    assert f"round {r['id']} of sweep ended blocked: maker blocked: 401" in html.read_text()
 
 
 class Starts:
