@@ -13,11 +13,15 @@ none found, `shell` stays (and a model's shell worker needs an approval).
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 
 MARKER = "# looop:agent-clis"
 AGENT_RUNTIMES = ("claude", "codex", "pi", "aider")  # built-in runtimes, in order of preference
+# claude refuses --dangerously-skip-permissions as root ("cannot be used with root/sudo
+# privileges"), so as root it would fail every worker: init picks the next one found.
+REFUSES_ROOT = frozenset({"claude"})
 RUNTIME_LINE = '# default_runtime = "shell"'
 
 
@@ -92,9 +96,13 @@ def apply(template: str, found: list[tuple[Preset, str]]) -> str:
     return template + ("" if template.endswith("\n") else "\n") + "# [decider]\n" + block
 
 
-def detect_runtime(path: str | None = None) -> str | None:
-    """The first agent CLI on `path` (default: $PATH) that is also a worker runtime."""
-    return next((cli for cli in AGENT_RUNTIMES if shutil.which(cli, path=path)), None)
+def detect_runtime(path: str | None = None, *, root: bool | None = None) -> str | None:
+    """The first agent CLI on `path` (default: $PATH) that is also a worker runtime and,
+    for root (default: whether this process is), does not refuse to run as root."""
+    if root is None:
+        root = os.geteuid() == 0
+    usable = [cli for cli in AGENT_RUNTIMES if not (root and cli in REFUSES_ROOT)]
+    return next((cli for cli in usable if shutil.which(cli, path=path)), None)
 
 
 def apply_runtime(template: str, runtime: str | None) -> str:
