@@ -25,6 +25,13 @@ REFUSES_ROOT = frozenset({"claude"})
 RUNTIME_LINE = '# default_runtime = "shell"'
 
 
+# codex 0.169 reaches github.com and chatgpt.com on every run, even with a custom provider:
+# its update check, analytics and the curated-plugins sync. Off for deciders and workers.
+CODEX_QUIET = (
+    "-c check_for_update_on_startup=false -c analytics.enabled=false -c features.plugins=false"
+)
+
+
 @dataclass(frozen=True)
 class Preset:
     cli: str  # the executable looked up on PATH
@@ -43,7 +50,8 @@ PRESETS = (
         "OpenAI Codex CLI in its read-only sandbox; the prompt goes on stdin (the `-`)",
         (
             'backend = "command"',
-            'command = "codex exec --json --sandbox read-only --skip-git-repo-check -"',
+            'command = "codex exec --json --sandbox read-only --skip-git-repo-check'
+            f' {CODEX_QUIET} -"',
         ),
     ),
     Preset(
