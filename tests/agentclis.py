@@ -68,7 +68,10 @@ def runtime_toml(cli: str) -> str:
 
 
 def env_for(cli: str, model: FakeModel, home: Path) -> dict[str, str]:
-    """Environment (and files under `home`) that point `cli` at `model` and nowhere else."""
+    """Environment (and files under `home`) that point `cli` at `model` and nowhere else.
+
+    Only where to go and which key: every retry, timeout and traffic setting stays at the
+    CLI's default, as a user runs it (looop's own AGENT_CLI_ENV is what bounds them)."""
     where = need(cli)
     home.mkdir(parents=True, exist_ok=True)
     base = model.base
@@ -85,12 +88,6 @@ def env_for(cli: str, model: FakeModel, home: Path) -> dict[str, str]:
             "ANTHROPIC_MODEL": "claude-fake",
             "ANTHROPIC_SMALL_FAST_MODEL": "claude-fake",
             "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",
-            "API_TIMEOUT_MS": "20000",
         }
         if os.geteuid() == 0:
             env["IS_SANDBOX"] = "1"  # the documented way to allow skip-permissions as root
@@ -104,8 +101,6 @@ def env_for(cli: str, model: FakeModel, home: Path) -> dict[str, str]:
             f'base_url = "{base}/v1"\n'
             'env_key = "FAKE_API_KEY"\n'
             'wire_api = "responses"\n'
-            "request_max_retries = 0\n"
-            "stream_max_retries = 0\n"
         )
         env |= {"CODEX_HOME": str(codex_home), "FAKE_API_KEY": KEY}
     elif cli == "pi":
@@ -115,7 +110,7 @@ def env_for(cli: str, model: FakeModel, home: Path) -> dict[str, str]:
             json.dumps({"providers": {"fake": PI_PROVIDER | {"baseUrl": f"{base}/v1"}}})
         )
         (agent / "settings.json").write_text(json.dumps(PI_SETTINGS))
-        env |= {"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"}
+        env |= {"PI_CODING_AGENT_DIR": str(agent)}
     elif cli == "llm":
         user = home / "llm"
         user.mkdir(exist_ok=True)
@@ -140,11 +135,7 @@ PI_PROVIDER = {
     "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
     "models": [{"id": "gpt-fake", "name": "fake", "reasoning": False, "cost": PI_COST}],
 }
-PI_SETTINGS = {
-    "defaultProvider": "fake",
-    "defaultModel": "gpt-fake",
-    "retry": {"enabled": False, "provider": {"maxRetries": 0}},
-}
+PI_SETTINGS = {"defaultProvider": "fake", "defaultModel": "gpt-fake"}
 
 AIDER_MODEL = "openai/gpt-fake"  # litellm's openai provider, at OPENAI_API_BASE
 AIDER_INFO = {

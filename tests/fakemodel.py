@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ ERROR_TEXT = {
     401: ("authentication_error", "invalid x-api-key (fake model server)"),
     429: ("rate_limit_error", "rate limited by the fake model server"),
     500: ("api_error", "internal error in the fake model server"),
+    529: ("overloaded_error", "overloaded (fake model server)"),
 }
 
 
@@ -41,6 +43,9 @@ class Turn:
     text: str = ""  # the model's text (a move as JSON, or a final message)
     shell: str = ""  # a shell command the model asks to run through the CLI's shell tool
     status: int = 200  # an error status answers with the provider's error body
+    retry_after: str = "0"  # the Retry-After header sent with an error status
+    cut: bool = False  # send the reply's headers and first half, then drop the connection
+    hang: bool = False  # accept the request and never answer (until the server stops)
     input_tokens: int = 120  # every prompt token, the cached ones too
     output_tokens: int = 30
     cached_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
@@ -57,7 +62,8 @@ class Seen:
 @dataclass
 class FakeModel:
     script: list[Turn] = field(default_factory=list)
-    fail_first: list[int] = field(default_factory=list)  # statuses for the first POSTs, in order
+    # for the first POSTs, in order: a status, or a whole failing Turn (a Retry-After, a cut)
+    fail_first: list[int | Turn] = field(default_factory=list)
     sequential: bool = False  # the Nth request gets the Nth turn (a CLI that sends no tools)
     requests: list[Seen] = field(default_factory=list)
     proxied: list[str] = field(default_factory=list)  # hosts a CLI tried to reach through us
@@ -65,6 +71,7 @@ class FakeModel:
     output_tokens: int = 0
     cached_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         model = self
@@ -117,6 +124,7 @@ class FakeModel:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopping.set()  # a hanging answer lets go
         self.server.shutdown()
         self.server.server_close()
 
@@ -143,7 +151,8 @@ class FakeModel:
             turn = self.script[n] if n < len(self.script) else Turn(text="done")
             self.requests.append(Seen("POST", path, body, n))
             if self.fail_first:
-                turn = Turn(status=self.fail_first.pop(0))
+                first = self.fail_first.pop(0)
+                turn = first if isinstance(first, Turn) else Turn(status=first)
         if turn.status != 200:
             kind, message = ERROR_TEXT.get(turn.status, ("api_error", f"HTTP {turn.status}"))
             err = (
@@ -151,7 +160,11 @@ class FakeModel:
                 if wire == "anthropic"
                 else {"error": {"message": message, "type": kind, "code": kind}}
             )
-            self._send_json(h, turn.status, err, {"retry-after": "0"})
+            self._send_json(h, turn.status, err, {"retry-after": turn.retry_after})
+            return
+        if turn.hang:
+            self.stopping.wait()
+            h.close_connection = True
             return
         with self.lock:
             self.input_tokens += turn.input_tokens
@@ -165,12 +178,12 @@ class FakeModel:
         elif body.get("stream"):
             events = _chat_stream(turn, call, _include_usage(body))
         else:
-            self._send_json(h, 200, _chat_whole(turn, call))
+            self._send_json(h, 200, _chat_whole(turn, call), cut=turn.cut)
             return
         if wire == "anthropic" and not body.get("stream"):
             self._send_json(h, 200, _anthropic_whole(turn, call))
             return
-        self._send_sse(h, events)
+        self._send_sse(h, events, cut=turn.cut)
 
     def _refuse_proxy(self, h: BaseHTTPRequestHandler) -> None:
         with self.lock:
@@ -183,7 +196,12 @@ class FakeModel:
 
     @staticmethod
     def _send_json(
-        h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None
+        h: BaseHTTPRequestHandler,
+        status: int,
+        obj: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        cut: bool = False,
     ) -> None:
         data = json.dumps(obj).encode()
         h.send_response(status)
@@ -193,10 +211,12 @@ class FakeModel:
         for k, v in (headers or {}).items():
             h.send_header(k, v)
         h.end_headers()
-        h.wfile.write(data)
+        _write(h, data, cut)
 
     @staticmethod
-    def _send_sse(h: BaseHTTPRequestHandler, events: list[tuple[str | None, Any]]) -> None:
+    def _send_sse(
+        h: BaseHTTPRequestHandler, events: list[tuple[str | None, Any]], *, cut: bool = False
+    ) -> None:
         out = []
         for name, data in events:
             payload = data if isinstance(data, str) else json.dumps(data)
@@ -207,7 +227,19 @@ class FakeModel:
         h.send_header("Cache-Control", "no-cache")
         h.send_header("Content-Length", str(len(blob)))
         h.end_headers()
-        h.wfile.write(blob)
+        _write(h, blob, cut)
+
+
+def _write(h: BaseHTTPRequestHandler, data: bytes, cut: bool) -> None:
+    """The whole body, or (cut) its first half and then the connection drops mid-reply."""
+    if not cut:
+        h.wfile.write(data)
+        return
+    h.wfile.write(data[: len(data) // 2])
+    h.wfile.flush()
+    h.close_connection = True
+    with contextlib.suppress(OSError):
+        h.connection.shutdown(socket.SHUT_RDWR)
 
 
 def _assistant_turns(wire: str, body: dict[str, Any]) -> int:

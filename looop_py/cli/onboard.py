@@ -73,9 +73,12 @@ def doctor_lines(report: Report) -> Lines:
 
 
 def cron_lines(entry: CronStatus, *, did: str | None = None) -> Lines:
+    names = [f"  {entry.env_file} (0600) sets: {', '.join(entry.env_names)}"]
     if did:
-        return [f"{did}: {entry.line}" if entry.installed else f"{did}: no looop line left"]
+        if not entry.installed:
+            return [f"{did}: no looop line left"]
+        return [f"{did}: {entry.line}", *names]
     if entry.installed is None:
         return ["not installed; `looop cron install` adds:", f"  {entry.line}"]
     state = "installed" if entry.up_to_date else "installed, but out of date (`looop cron install`)"
-    return [f"{state}:", f"  {entry.installed}"]
+    return [f"{state}:", f"  {entry.installed}", *(names if entry.env_names else [])]

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 import click
 
 from looop_py.cli import onboard
-from looop_py.cli.options import json_option, pass_paths
+from looop_py.cli.options import json_option, pass_paths, pass_workdir
 from looop_py.cli.output import json_out, present, show
 from looop_py.errors import UsageError
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
@@ -80,27 +81,32 @@ def _confirm(question: str, yes: bool) -> None:
 @cron.command("install")
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @json_option
-@pass_paths
-def cron_install(paths: Paths, yes: bool, as_json: bool) -> None:
+@pass_workdir
+def cron_install(wd: WorkDir, yes: bool, as_json: bool) -> None:
     """Add (or bring up to date) the line that runs `looop pulse` every minute.
 
     Every other line of the crontab stays as it was; installing twice is harmless.
+    The job's PATH, the agent CLIs' settings and the keys looop.toml names go into
+    state/cron.env (mode 0600), which the line sources: never into the crontab.
+    Run it again after changing PATH or a key.
 
     \b
     Example:
       looop cron install
       looop -C ~/ops cron install --yes
     """
+    import os
+
     from looop_py.ops import cron as crontab
 
-    entry = crontab.status(paths)
-    if entry.up_to_date:
-        present(entry, as_json, onboard.cron_lines)
-        return
-    if not as_json:
-        show(["this line goes into your crontab:", f"  {entry.line}"])
-    _confirm("install it?", yes)
-    entry = crontab.install(paths)
+    entry = crontab.status(wd.paths)
+    env = crontab.job_env(os.environ, wd.config)
+    if not entry.up_to_date:
+        if not as_json:
+            show(["this line goes into your crontab:", f"  {entry.line}"])
+            show([f"and {entry.env_file} (0600) sets: {', '.join(env)}"])
+        _confirm("install it?", yes)
+    entry = crontab.install(wd.paths, env)
     if as_json:
         json_out(entry.to_json())
     else:

@@ -13,21 +13,24 @@ and that text, not just "exited 1", is the reason the beat reports; the raw
 output is kept for runs/. Where the output is read, the failure is typed
 (base.py): the envelope or, without one, stderr naming a temporary cause (a
 429 or 5xx status, an overload) makes a TemporaryError; a timeout is
-TimedOut; anything else is permanent. A TemporaryError is retried with the
-HTTP backends' rules: `max_retries` more attempts, the delay doubling from
-`backoff_s`, all waits within `max_wait_s`.
+TimedOut; anything else is permanent.
+
+A decide is ONE run of the CLI, whatever the failure. The CLI already retries
+a 429/5xx/dropped stream itself, honouring Retry-After, and looop bounds those
+retries through its environment (workdir/environ.py AGENT_CLI_ENV: claude 2
+retries, so ≤ 3 requests a beat); retrying the CLI as well multiplied them
+(5 × codex's 30 = 150 requests a beat). A failure types the beat's backoff; a
+later beat tries again, and the pulse lock is not held meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import random
 import re
 import shlex
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from looop_py import jsonio, procs
@@ -38,10 +41,8 @@ from looop_py.deciders.base import (
     Decision,
     InvalidReply,
     PermanentError,
-    TemporaryError,
     TimedOut,
     Usage,
-    add_usage,
 )
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
@@ -56,12 +57,6 @@ _NOT_RUN = (126, 127)
 _LLM_USAGE = re.compile(rb"Token usage: ([\d,]+) input, ([\d,]+) output(?:, (\{.*\}))?")
 
 
-def _retryable(exc: DecideError) -> TemporaryError | None:
-    """The failure if another attempt within this decide may fix it: a TemporaryError, but
-    not a timeout (it held the pulse lock for all of timeout_s; the next beat tries)."""
-    return exc if isinstance(exc, TemporaryError) and not isinstance(exc, TimedOut) else None
-
-
 def render(command: str, prompt_file: Path) -> str:
     """Replace {{prompt_file}} with the quoted path, also where the user quoted it already."""
     quoted = shlex.quote(str(prompt_file))
@@ -73,51 +68,21 @@ def render(command: str, prompt_file: Path) -> str:
 class CommandDecider:
     name = "command"
 
-    def __init__(self, cfg: DeciderConfig, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, cfg: DeciderConfig) -> None:
         if not cfg.command.strip():
             raise ConfigError(
                 "[decider] backend command needs a command",
                 'e.g. command = "claude -p --output-format json"; see the examples in looop.toml',
             )
         self.cfg = cfg
-        self.sleep = sleep
 
     def decide(self, request: DecideRequest) -> Decision:
-        """One decide, retried while it fails with a TemporaryError (not a timeout)."""
-        waited = 0.0
-        attempt = 0
-        spent: Usage | None = None  # what the failed attempts before this one reported
-        while True:
-            attempt += 1
-            try:
-                decision = self._once(request)
-            except DecideError as exc:
-                spent = exc.usage = add_usage(spent, exc.usage)
-                temporary = _retryable(exc)
-                if temporary is None or attempt > self.cfg.max_retries:
-                    if attempt > 1:
-                        exc.message += f" (after {attempt} attempts)"
-                    raise
-                delay = (
-                    temporary.delay
-                    if temporary.delay is not None
-                    else self.cfg.backoff_s * 2 ** (attempt - 1) * random.uniform(1.0, 1.1)
-                )
-                if waited + delay > self.cfg.max_wait_s:
-                    exc.message += (
-                        f" (after {attempt} attempt(s); waiting {delay:.1f}s more would pass"
-                        f" max_wait_s={self.cfg.max_wait_s:g})"
-                    )
-                    raise
-                self.sleep(delay)
-                waited += delay
-                continue
-            return Decision(
-                decision.move,
-                decision.raw,
-                add_usage(spent, decision.usage),
-                {**decision.meta, "attempts": attempt, "waited_s": round(waited, 3)},
-            )
+        """One run of the CLI: its own retries (bounded by AGENT_CLI_ENV) are all this beat
+        makes; a failure yields the pulse lock and a later beat tries again."""
+        decision = self._once(request)
+        return Decision(
+            decision.move, decision.raw, decision.usage, {**decision.meta, "attempts": 1}
+        )
 
     def _once(self, request: DecideRequest) -> Decision:
         fd, name = tempfile.mkstemp(prefix="looop-prompt-", suffix=".md")

@@ -89,11 +89,14 @@ def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
     checks: list[Check] = []
     cfg = wd.config
     checks.append(Check("config", Verdict.OK, f"{wd.paths.config} is valid"))
+    # Programs are looked up as the cron job will (its PATH in state/cron.env), once installed.
+    job = cron.read_env(wd.paths).get("PATH")
     steps: list[Callable[[], Check]] = [
         lambda: decider(wd, offline=offline, now=now),
         lambda: budget(cfg),
         lambda: pricing(cfg),
-        *(lambda name=name: runtime(cfg, name) for name in _runtimes_in_use(cfg)),
+        *(lambda name=name: runtime(cfg, name, job) for name in _runtimes_in_use(cfg)),
+        lambda: decider_program(cfg, job),
         lambda: scheduled(wd.paths, now),
         lambda: pulse_lock(wd.paths, cfg, now),
         lambda: coordination(wd, now),
@@ -221,20 +224,47 @@ def _runtimes_in_use(cfg: Config) -> list[str]:
     return sorted({cfg.workers.default_runtime, *cfg.runtimes})
 
 
-def runtime(cfg: Config, name: str) -> Check:
+def _program(command: str) -> str:
+    """The program a command line runs, past leading VAR=value assignments."""
+    words = shlex.split(command) if command.strip() else []
+    return next((w for w in words if "=" not in w.split("/")[0]), "")
+
+
+def _where(job_path: str | None) -> str:
+    return "the cron job's PATH (state/cron.env)" if job_path is not None else "PATH"
+
+
+def decider_program(cfg: Config, job_path: str | None) -> Check:
+    """A command decider's program, found where the job will look for it."""
+    if cfg.decider.backend != "command":
+        return Check("decider program", Verdict.OK, f"{cfg.decider.backend}: none to find")
+    program = _program(cfg.decider.command)
+    found = shutil.which(program, path=job_path) if program else None
+    if found is None:
+        return Check(
+            "decider program",
+            Verdict.FAIL,
+            f"`{program or '?'}` is not on {_where(job_path)}",
+            "put it on PATH, then `looop cron install` again to carry that PATH",
+        )
+    return Check("decider program", Verdict.OK, f"`{program}` is {found}")
+
+
+def runtime(cfg: Config, name: str, job_path: str | None = None) -> Check:
     from looop_py.workers import runtimes  # only to read the command lines
 
     try:
         rt = runtimes.resolve(cfg, name)
     except LooopError as exc:
         return Check(f"runtime {name}", Verdict.FAIL, exc.message, exc.hint)
-    program = shlex.split(rt.command)[0] if rt.command.strip() else ""
-    if not program or shutil.which(program) is None:
+    program = _program(rt.command)
+    if not program or shutil.which(program, path=job_path) is None:
         return Check(
             f"runtime {name}",
             Verdict.FAIL,
-            f"`{program or '?'}` is not on PATH",
-            f"install {program or 'its program'}, or set [workers] default_runtime",
+            f"`{program or '?'}` is not on {_where(job_path)}",
+            f"install {program or 'its program'}, or set [workers] default_runtime"
+            + (", then `looop cron install` again" if job_path is not None else ""),
         )
     if name == "claude" and os.geteuid() == 0 and "--dangerously-skip-permissions" in rt.command:
         return Check(
@@ -243,7 +273,9 @@ def runtime(cfg: Config, name: str) -> Check:
             "claude refuses --dangerously-skip-permissions as root",
             "run looop as an ordinary user, or set [runtimes.claude] command without that flag",
         )
-    return Check(f"runtime {name}", Verdict.OK, f"`{program}` is {shutil.which(program)}")
+    return Check(
+        f"runtime {name}", Verdict.OK, f"`{program}` is {shutil.which(program, path=job_path)}"
+    )
 
 
 def scheduled(paths: Paths, now: float) -> Check:

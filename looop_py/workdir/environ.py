@@ -9,6 +9,11 @@ worker runtime gets a scrubbed variable only through its own
 whole environment (`decider_env`). `redact` replaces the values of those
 variables in text (a provider's error, a decider's output) before it reaches a
 file: journal.md, events.jsonl and runs/ are written through it.
+
+The agent CLIs a decider or worker runs get AGENT_CLI_ENV too, each variable only
+where the user's environment does not set it (theirs wins): their own retries
+bounded, so one failing call costs at most a few requests, and their
+non-essential traffic (update checks, telemetry) off.
 """
 
 from __future__ import annotations
@@ -27,6 +32,25 @@ if TYPE_CHECKING:
 DEFAULT_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REDACTED = "[redacted]"
 MIN_SECRET = 6  # shorter values are not hunted for in text (they would match everywhere)
+
+
+# Read from each pinned CLI's source (README "Agent CLIs"): claude 2.1 retries any API error,
+# a 401 too, 10 times by default with backoff (~3 minutes for a bad key); 2 keeps its
+# Retry-After-aware backoff to 3 requests a call. pi's startup network checks and telemetry.
+AGENT_CLI_ENV = {
+    "CLAUDE_CODE_MAX_RETRIES": "2",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "PI_OFFLINE": "1",
+    "PI_TELEMETRY": "0",
+}
+
+
+def with_agent_cli_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` plus AGENT_CLI_ENV, a variable `env` already sets keeping its value."""
+    return {**AGENT_CLI_ENV, **env}
 
 
 def looop_bin() -> str:
@@ -71,7 +95,7 @@ def child_env(
 
 def decider_env(paths: Paths) -> dict[str, str]:
     """The whole environment, for the decider alone (an agent CLI needs its key)."""
-    env = dict(os.environ)
+    env = with_agent_cli_env(dict(os.environ))
     env["LOOOP_DIR"] = str(paths.root)
     env["LOOOP_BIN"] = looop_bin()
     return env

@@ -13,12 +13,23 @@ none found, `shell` stays (and a model's shell worker needs an approval).
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 
 MARKER = "# looop:agent-clis"
 AGENT_RUNTIMES = ("claude", "codex", "pi", "aider")  # built-in runtimes, in order of preference
+# claude refuses --dangerously-skip-permissions as root ("cannot be used with root/sudo
+# privileges"), so as root it would fail every worker: init picks the next one found.
+REFUSES_ROOT = frozenset({"claude"})
 RUNTIME_LINE = '# default_runtime = "shell"'
+
+
+# codex 0.169 reaches github.com and chatgpt.com on every run, even with a custom provider:
+# its update check, analytics and the curated-plugins sync. Off for deciders and workers.
+CODEX_QUIET = (
+    "-c check_for_update_on_startup=false -c analytics.enabled=false -c features.plugins=false"
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,8 @@ PRESETS = (
         "OpenAI Codex CLI in its read-only sandbox; the prompt goes on stdin (the `-`)",
         (
             'backend = "command"',
-            'command = "codex exec --json --sandbox read-only --skip-git-repo-check -"',
+            'command = "codex exec --json --sandbox read-only --skip-git-repo-check'
+            f' {CODEX_QUIET} -"',
         ),
     ),
     Preset(
@@ -92,9 +104,13 @@ def apply(template: str, found: list[tuple[Preset, str]]) -> str:
     return template + ("" if template.endswith("\n") else "\n") + "# [decider]\n" + block
 
 
-def detect_runtime(path: str | None = None) -> str | None:
-    """The first agent CLI on `path` (default: $PATH) that is also a worker runtime."""
-    return next((cli for cli in AGENT_RUNTIMES if shutil.which(cli, path=path)), None)
+def detect_runtime(path: str | None = None, *, root: bool | None = None) -> str | None:
+    """The first agent CLI on `path` (default: $PATH) that is also a worker runtime and,
+    for root (default: whether this process is), does not refuse to run as root."""
+    if root is None:
+        root = os.geteuid() == 0
+    usable = [cli for cli in AGENT_RUNTIMES if not (root and cli in REFUSES_ROOT)]
+    return next((cli for cli in usable if shutil.which(cli, path=path)), None)
 
 
 def apply_runtime(template: str, runtime: str | None) -> str:

@@ -27,7 +27,7 @@ from looop_py.errors import Busy, WorkerRefused
 from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
 from looop_py.spend import ledger
-from looop_py.workdir.environ import child_env
+from looop_py.workdir.environ import child_env, with_agent_cli_env
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes, workspaces
 from looop_py.workers.records import (
@@ -57,8 +57,9 @@ def worker_env(
     config: Config,
     runtime: runtimes.Runtime | None = None,
 ) -> dict[str, str]:
-    """A worker's environment: secrets scrubbed, but for those its runtime passes through."""
-    return child_env(
+    """A worker's environment: secrets scrubbed, but for those its runtime passes through;
+    its agent CLI's own retries bounded and its non-essential traffic off (AGENT_CLI_ENV)."""
+    env = child_env(
         paths,
         {
             "LOOOP_SESSION_ID": session_id,
@@ -70,6 +71,7 @@ def worker_env(
         config=config,
         passthrough=runtime.env if runtime else (),
     )
+    return with_agent_cli_env(env)
 
 
 def start(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looop_py.errors import ConfigError, WorkerRefused
+from looop_py.workdir.presets import CODEX_QUIET
 from looop_py.workers import streams
 
 if TYPE_CHECKING:
@@ -72,12 +73,14 @@ BUILTINS: dict[str, Runtime] = {
         " < {{prompt_file}}",
     ),
     # `codex exec -` reads the prompt from stdin; --json prints turn.completed usage events.
+    # CODEX_QUIET: no update check, analytics or plugin sync (github.com, chatgpt.com).
     "codex": Runtime(
         "codex",
-        "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -"
-        " < {{prompt_file}}",
+        "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox"
+        f" {CODEX_QUIET} - < {{{{prompt_file}}}}",
         usage="codex",
-        read_only="codex exec --json --skip-git-repo-check --sandbox read-only - < {{prompt_file}}",
+        read_only="codex exec --json --skip-git-repo-check --sandbox read-only"
+        f" {CODEX_QUIET} - < {{{{prompt_file}}}}",
     ),
     # `@file` puts the file into the first prompt; --print runs once and exits; every
     # assistant message in its json stream carries usage and cost. Read-only: only the

@@ -38,7 +38,7 @@ def preset_command(cli: str) -> str:
 
 
 def configure(wd: Paths, cli: str, **extra: object) -> None:
-    settings = {"timeout_s": 90, "max_retries": 0, **extra}
+    settings = {"timeout_s": 90, **extra}
     lines = ["[decider]", 'backend = "command"', f"command = {json.dumps(preset_command(cli))}"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     wd.config.write_text("\n".join(lines) + "\n")
@@ -104,16 +104,17 @@ def test_an_api_error_surfaces_the_cli_s_own_text(
 
 
 @pytest.mark.parametrize("cli", CLIS)
-def test_a_transient_failure_is_retried(cli: str, wd: Paths, tmp_path: Path) -> None:
+def test_a_transient_failure_is_retried_by_the_cli_alone(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
     with FakeModel(script=[Turn(text=json.dumps(MOVE))], fail_first=[429]) as model:
         env = env_for(cli, model, tmp_path / "home")
-        configure(wd, cli, max_retries=2, backoff_s=0.1)
+        configure(wd, cli)
         code, out, err = looop(wd, env, "decider", "test", "--json")
     check = json.loads(out)
     assert code == 0 and check["ok"], out + err
     assert len(model.posts) == 2
-    # llm's OpenAI client retries a 429 itself; the others are set not to, so looop does.
-    assert check["meta"]["attempts"] == (1 if cli == "llm" else 2)
+    assert check["meta"]["attempts"] == 1  # looop ran the CLI once; the CLI retried
 
 
 def test_claude_stream_json_with_verbose_decides_and_without_it_says_why(
@@ -160,3 +161,16 @@ def test_an_invalid_reply_is_charged_what_the_server_billed(
     assert spend["input_tokens"] == model.input_tokens
     assert spend["cache_read_tokens"] == model.cached_tokens
     assert spend["by_source"]["decider"]["charges"] == 1
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_decide_reaches_no_host_but_the_model(cli: str, wd: Paths, tmp_path: Path) -> None:
+    """No update check, telemetry or plugin sync: the fake model, as the proxy, sees none."""
+    with FakeModel(script=[Turn(text=json.dumps(MOVE))]) as model:
+        env = env_for(cli, model, tmp_path / "home")
+        for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            env[name] = model.base
+        configure(wd, cli)
+        code, out, err = looop(wd, env, "decider", "test", "--json")
+        assert code == 0 and json.loads(out)["ok"], out + err
+    assert model.proxied == [], model.proxied

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -12,12 +13,12 @@ import pytest
 from tests.fakemodel import FakeModel, Turn
 
 
-def post(model: FakeModel, path: str, body: dict[str, Any]) -> tuple[int, str]:
+def post(model: FakeModel, path: str, body: dict[str, Any], timeout: float = 5) -> tuple[int, str]:
     req = urllib.request.Request(model.base + path, data=json.dumps(body).encode(), method="POST")
     req.add_header("Content-Type", "application/json")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(req, timeout=5) as resp:
+        with opener.open(req, timeout=timeout) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -102,3 +103,25 @@ def test_as_a_proxy_it_records_and_refuses_every_outside_host() -> None:
             opener.open("http://example.invalid/prices.json", timeout=5)
     assert err.value.code == 403
     assert m.proxied == ["http://example.invalid/prices.json"]
+
+
+def test_a_failing_turn_carries_its_retry_after_and_then_the_script_answers() -> None:
+    limited = Turn(status=429, retry_after="7")
+    with FakeModel(script=[Turn(text="ok")], fail_first=[limited]) as m:
+        req = urllib.request.Request(m.base + "/v1/chat/completions", data=b"{}", method="POST")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with pytest.raises(urllib.error.HTTPError) as err:
+            opener.open(req, timeout=5)
+        status, text = post(m, "/v1/chat/completions", {"messages": []})
+    assert err.value.code == 429 and err.value.headers["retry-after"] == "7"
+    assert status == 200 and json.loads(text)["choices"][0]["message"]["content"] == "ok"
+
+
+def test_a_cut_reply_stops_halfway_and_a_hang_never_answers() -> None:
+    cut = FakeModel(script=[Turn(text="a whole reply", cut=True)])
+    with cut, pytest.raises((http.client.IncompleteRead, ConnectionError)):
+        post(cut, "/v1/chat/completions", {"messages": []})
+    m = FakeModel(script=[Turn(hang=True)])
+    with m, pytest.raises((TimeoutError, urllib.error.URLError)):
+        post(m, "/v1/chat/completions", {"messages": []}, timeout=1)
+    assert len(m.posts) == 1

@@ -150,10 +150,11 @@ def test_init_offers_a_ready_block_for_each_agent_cli_on_path(tmp_path: Path) ->
     text = (target / "looop.toml").read_text()
     assert presets.MARKER not in text
     assert f"# claude ({tmp_path / 'fakebin' / 'claude'})" in text
-    # No decider is active: the file still means the offline default; but workers get claude.
+    # No decider is active: the file still means the offline default; but workers get claude
+    # (codex as root: claude refuses to run as root).
     loaded = config_mod.load(target / "looop.toml")
     assert loaded.decider == Config().decider
-    assert loaded.workers.default_runtime == "claude"
+    assert loaded.workers.default_runtime == ("codex" if os.geteuid() == 0 else "claude")
     for cli, backend in (("claude", "command"), ("codex", "command"), ("ollama", "openai")):
         (tmp_path / "try.toml").write_text(_uncomment(text, cli))
         cfg = config_mod.load(tmp_path / "try.toml")
@@ -189,6 +190,8 @@ def test_init_gives_workers_the_first_agent_cli_found(
     from looop_py.workdir.template import init
 
     monkeypatch.setenv("PATH", _fake_bin(tmp_path, *clis).split(os.pathsep)[0])
+    if runtime == "claude" and os.geteuid() == 0:
+        runtime = "codex"  # claude refuses to run workers as root
     result = init(tmp_path / "ops")
     cfg = config_mod.load(tmp_path / "ops" / "looop.toml")
     assert result.default_runtime == cfg.workers.default_runtime == (runtime or "shell")
@@ -198,3 +201,11 @@ def test_init_gives_workers_the_first_agent_cli_found(
         assert "waits for your approval" in result.runtime_note()
     again = init(tmp_path / "ops")  # an existing looop.toml is never touched
     assert again.default_runtime == "shell" and again.agent_clis == ()
+
+
+def test_init_as_root_does_not_pick_claude_which_refuses_root(tmp_path: Path) -> None:
+    path = _fake_bin(tmp_path, "claude", "pi")
+    assert presets.detect_runtime(path, root=True) == "pi"
+    assert presets.detect_runtime(path, root=False) == "claude"
+    (tmp_path / "only").mkdir()
+    assert presets.detect_runtime(_fake_bin(tmp_path / "only", "claude"), root=True) is None

@@ -38,13 +38,9 @@ def fake_cli(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def decide(
-    wd: Paths, command: str, timeout_s: float = 10.0, slept: list[float] | None = None, **kw: Any
-) -> Decision:
-    """One decide; a retry's wait is recorded in `slept`, never slept for real."""
+def decide(wd: Paths, command: str, timeout_s: float = 10.0, **kw: Any) -> Decision:
     cfg = DeciderConfig(backend="command", command=command, timeout_s=timeout_s, **kw)
-    sleep = (slept if slept is not None else []).append
-    return CommandDecider(cfg, sleep=sleep).decide(request_in(wd, 0.0, prompt=PROMPT))
+    return CommandDecider(cfg).decide(request_in(wd, 0.0, prompt=PROMPT))
 
 
 def stream_json(move: dict[str, object]) -> str:
@@ -158,15 +154,14 @@ def test_a_failing_cli_reports_exit_code_and_stderr_tail(wd: Paths, tmp_path: Pa
         'for i in $(seq 1 500); do echo "noise $i" >&2; done\n'
         "echo 'Error: invalid API key · run /login' >&2\nexit 3\n",
     )
-    slept: list[float] = []
     with pytest.raises(PermanentError, match="exited 3") as info:
-        decide(wd, str(cli), slept=slept)
+        decide(wd, str(cli))
     message = info.value.message
     assert "invalid API key · run /login" in message
     assert "noise 1 " not in message  # only the tail
     assert len(message) < 700
-    # "noise 500" in the tail is no HTTP status: a bad key is not retried (it was, 4 times).
-    assert slept == [] and "attempts" not in message
+    # "noise 500" in the tail is no HTTP status: a bad key is permanent.
+    assert "attempts" not in message
 
 
 @pytest.mark.parametrize(
@@ -187,10 +182,8 @@ def test_unusable_output_is_a_decide_error(
     wd: Paths, tmp_path: Path, body: str, reason: str
 ) -> None:
     cli = fake_cli(tmp_path, "agent", body)
-    slept: list[float] = []
     with pytest.raises(PermanentError, match=reason):
-        decide(wd, str(cli), slept=slept)
-    assert slept == []
+        decide(wd, str(cli))
 
 
 def test_a_command_is_required() -> None:
@@ -247,35 +240,33 @@ def test_a_move_printed_by_a_failing_cli_is_not_trusted(wd: Paths, tmp_path: Pat
         decide(wd, str(cli))
 
 
-def test_temporary_failures_are_retried_with_backoff_within_max_wait(
-    wd: Paths, tmp_path: Path
+@pytest.mark.parametrize(
+    ("said", "kind"),
+    [("Error: Error code: 529 - overloaded", TemporaryError), ("Error code: 401 - bad key", None)],
+)
+def test_a_failing_cli_runs_once_a_decide_whatever_the_failure(
+    wd: Paths, tmp_path: Path, said: str, kind: type[DecideError] | None
 ) -> None:
+    """The CLI's own (bounded) retries are the beat's; looop retrying it too multiplied them."""
     count = tmp_path / "count"
-    cli = fake_cli(
-        tmp_path,
-        "flaky",
-        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}\n"
-        f"if [ $n -lt 2 ]; then echo 'Error: Error code: 529 - overloaded' >&2; exit 1; fi\n"
-        f"echo '{json.dumps(NOOP)}'\n",
-    )
-    slept: list[float] = []
-    cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3, backoff_s=1.0)
-    decision = CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
-    assert decision.move == NOOP and decision.meta["attempts"] == 3
-    assert [round(s) for s in slept] == [1, 2]
-    count.unlink()
-    cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3, max_wait_s=2.5)
-    with pytest.raises(TemporaryError, match=r"529.*would pass max_wait_s=2\.5"):
-        CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
+    cli = fake_cli(tmp_path, "flaky", f"echo x >> {count}\necho '{said}' >&2\nexit 1\n")
+    with pytest.raises(DecideError) as info:
+        decide(wd, str(cli), max_retries=3, backoff_s=0.01)
+    assert count.read_text().count("x") == 1
+    assert isinstance(info.value, kind or PermanentError)
+    assert said.rsplit(" - ", maxsplit=1)[-1] in info.value.message
 
 
-def test_a_permanent_failure_is_not_retried(wd: Paths, tmp_path: Path) -> None:
-    cli = fake_cli(tmp_path, "x", "echo 'Error: Error code: 401 - bad key' >&2\nexit 1\n")
-    slept: list[float] = []
-    cfg = DeciderConfig(backend="command", command=str(cli), max_retries=3)
-    with pytest.raises(PermanentError, match="401 - bad key"):
-        CommandDecider(cfg, sleep=slept.append).decide(request_in(wd, 0.0, prompt=PROMPT))
-    assert slept == []
+def test_the_cli_gets_its_retries_bounded_unless_the_user_set_them(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reply = """printf '{"action": "noop", "reason": "%s %s"}' \\
+        "$CLAUDE_CODE_MAX_RETRIES" "$PI_OFFLINE"\n"""
+    cli = fake_cli(tmp_path, "env", reply)
+    monkeypatch.delenv("CLAUDE_CODE_MAX_RETRIES", raising=False)
+    assert decide(wd, str(cli)).move["reason"] == "2 1"
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "7")  # the user's own setting wins
+    assert decide(wd, str(cli)).move["reason"] == "7 1"
 
 
 def _claude_error(status: int, text: str) -> str:
@@ -327,12 +318,10 @@ def test_the_cli_failure_is_typed_where_its_output_is_read(
     wd: Paths, tmp_path: Path, body: str, kind: type[DecideError]
 ) -> None:
     cli = fake_cli(tmp_path, "agent", body)
-    slept: list[float] = []
     with pytest.raises(DecideError) as info:
-        decide(wd, str(cli), slept=slept, max_retries=0)
+        decide(wd, str(cli))
     assert isinstance(info.value, kind), info.value
     assert not isinstance(info.value, TimedOut)
-    assert slept == []
 
 
 def test_llm_usage_from_its_stderr(wd: Paths, tmp_path: Path) -> None:
@@ -366,8 +355,9 @@ def test_a_billed_invalid_reply_is_priced_and_carries_its_usage(wd: Paths, tmp_p
     assert usage.cost_usd == pytest.approx((1000 * 3 + 100 * 15) / 1e6)
 
 
-def test_every_attempt_s_usage_is_summed(wd: Paths, tmp_path: Path) -> None:
-    """A temporary failure that reported usage was billed: the decide's usage holds it."""
+def test_a_failed_run_s_usage_rides_on_the_error(wd: Paths, tmp_path: Path) -> None:
+    """A temporary failure that reported usage was billed: the error carries it to the
+    ledger, and the decide ran the CLI once (its own retries are all a beat makes)."""
     count = tmp_path / "count"
     cli = fake_cli(
         tmp_path,
@@ -377,10 +367,10 @@ def test_every_attempt_s_usage_is_summed(wd: Paths, tmp_path: Path) -> None:
         f"if [ $n -lt 1 ]; then echo 'Error: Error code: 529 - overloaded' >&2; exit 1; fi\n"
         f"echo '{json.dumps(NOOP)}'\n",
     )
-    decision = decide(wd, str(cli), max_retries=2, backoff_s=0.01)
-    assert decision.meta["attempts"] == 2
-    assert decision.usage is not None and decision.usage.total_tokens == 220
-    count.unlink()
     with pytest.raises(TemporaryError) as info:
-        decide(wd, str(cli), max_retries=0, backoff_s=0.01)
+        decide(wd, str(cli), max_retries=2, backoff_s=0.01)
     assert info.value.usage is not None and info.value.usage.total_tokens == 110
+    assert count.read_text().strip() == "1", "one run per decide"
+    decision = decide(wd, str(cli), max_retries=2, backoff_s=0.01)
+    assert decision.meta["attempts"] == 1
+    assert decision.usage is not None and decision.usage.total_tokens == 110

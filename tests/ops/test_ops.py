@@ -144,16 +144,53 @@ OTHERS = ["# the user's own lines", "MAILTO=ops@example.org", "17 3 * * * /usr/b
 def test_cron_install_and_remove_leave_other_lines_alone(wd: Paths, crontab: Any) -> None:
     cron.write_table(OTHERS)
     assert cron.status(wd).installed is None
-    entry = cron.install(wd)
-    assert entry.up_to_date and entry.line.startswith("* * * * * /")
+    entry = cron.install(wd, {"PATH": "/usr/bin:/bin"})
+    assert entry.up_to_date and entry.line.startswith("* * * * * . /")
     assert f"-C {wd.root} pulse" in entry.line
     listed = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True)
     assert listed.stdout.splitlines() == [*OTHERS, entry.line]
-    cron.install(wd)  # twice: still one line
+    cron.install(wd, {"PATH": "/usr/bin:/bin"})  # twice: still one line
     assert cron.read_table() == [*OTHERS, entry.line]
     assert cron.remove(wd).installed is None
     listed = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True)
     assert listed.stdout.splitlines() == OTHERS
+    assert not cron.env_file(wd).exists()
+
+
+@needs_crontab
+def test_the_cron_job_finds_the_cli_and_its_key_from_a_0600_file_never_the_crontab(
+    wd: Paths, crontab: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cron's bare environment (PATH=/usr/bin:/bin, no key): the job still decides."""
+    bin_dir = tmp_path / "npm-prefix" / "bin"
+    bin_dir.mkdir(parents=True)
+    cli = bin_dir / "mycli"
+    move = '{"action": "noop", "reason": "mycli decided with its key"}'
+    cli.write_text(f"#!/bin/sh\n[ -n \"$MY_API_KEY\" ] || exit 9\necho '{move}'\n")
+    cli.chmod(0o755)
+    wd.config.write_text(
+        '[decider]\nbackend = "command"\ncommand = "mycli"\napi_key_env = "MY_API_KEY"\n'
+    )
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("MY_API_KEY", "sk-the-secret-value")
+    done = run_looop("-C", str(wd.root), "cron", "install", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "MY_API_KEY" in done.stdout and "sk-the-secret-value" not in done.stdout
+    table = "\n".join(cron.read_table())
+    assert "sk-the-secret-value" not in table and "MY_API_KEY" not in table
+    assert cron.env_file(wd).stat().st_mode & 0o777 == 0o600
+    line = cron.status(wd).installed
+    assert line is not None
+    job = line.removeprefix(cron.SCHEDULE + " ")
+    bare = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "SHELL": "/bin/sh", "LOGNAME": "u"}
+    ran = subprocess.run(["/bin/sh", "-c", job], env=bare, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "mycli decided with its key" in wd.journal.read_text()
+    # doctor looks the decider up where the job will: gone from that PATH, it fails.
+    assert by_name(doctor.diagnose(wd, offline=True))["decider program"].verdict is Verdict.OK
+    cron.write_env(wd, {"PATH": "/usr/bin:/bin"})
+    gone = by_name(doctor.diagnose(wd, offline=True))["decider program"]
+    assert gone.verdict is Verdict.FAIL and "cron job's PATH" in gone.message
 
 
 @needs_crontab

@@ -1,0 +1,147 @@
+"""Each decider CLI at its default settings against a failing provider, as a user runs it.
+
+Per CLI × failure (401, persistent 500 / 529, 429 with Retry-After, a cut stream, a
+hang, an invalid reply) one forced pulse: the number of requests the fake model server
+saw, the seconds the beat took, and what the user sees (the pulse's reason, the journal,
+`looop status`). Nothing here sets a CLI's retries: what bounds them is looop's own
+AGENT_CLI_ENV (workdir/environ.py), so these are the numbers a user gets.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looop_py.workdir.paths import Paths
+from tests.agentclis import env_for
+from tests.agents.test_deciders import MOVE, preset_command
+from tests.conftest import run_looop
+from tests.fakemodel import FakeModel, Turn
+
+pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
+
+HANG_S = 8  # [decider] timeout_s for the hang: the beat gives up there
+INVALID = "I would do nothing right now."
+
+# What each CLI says about a bad key: the provider's own words, or the CLI's where it hides them.
+SAYS_401 = {
+    "claude": "Invalid API key",
+    "codex": "401 Unauthorized: invalid x-api-key",
+    "pi": "401 invalid x-api-key",
+    "llm": "401 - invalid x-api-key",
+}
+SAYS_5XX = {
+    500: {"claude": "500 internal error", "codex": "high demand", "pi": "500 internal error"},
+    529: {"claude": "529 overloaded", "codex": "529", "pi": "529 overloaded"},
+}
+# Requests one beat makes against a provider failing every request. claude and llm: 3 (claude
+# at looop's CLAUDE_CODE_MAX_RETRIES=2, llm's OpenAI client at its default). pi (3 session
+# retries × its client's 3) and codex (its built-in 5 stream × 6 request tries) can be bounded
+# only in their own config files; a decide no longer multiplies them (it was 5× that).
+PERSISTENT = {"claude": 3, "llm": 3, "pi": 12, "codex": 30}
+# Seconds a beat may take against a provider failing every request: pi's own backoff alone
+# waits 2 + 4 + 8 s between its session retries (about 20 s measured, 30 on a loaded machine).
+SLOW_S = {"pi": 45}
+SAYS_CUT = {"codex": "stream disconnected", "pi": "terminated", "llm": "Connection error"}
+
+
+def forced_pulse(
+    wd: Paths, cli: str, model: FakeModel, home: Path, timeout_s: float = 60
+) -> tuple[dict[str, Any], float]:
+    """One `looop pulse --force` with the CLI's preset; (its JSON, the seconds it took)."""
+    env = env_for(cli, model, home)
+    command = json.dumps(preset_command(cli))
+    wd.config.write_text(
+        f'[decider]\nbackend = "command"\ncommand = {command}\ntimeout_s = {timeout_s}\n'
+    )
+    started = time.monotonic()
+    p = run_looop("-C", str(wd.root), "pulse", "--force", "--json", env=env, timeout=150)
+    took = time.monotonic() - started
+    assert p.stdout, p.stderr
+    return json.loads(p.stdout), took
+
+
+def user_sees(wd: Paths, out: dict[str, Any], said: str) -> None:
+    """`said` in the pulse's reason, the journal and `looop status`, within that beat."""
+    assert said in out.get("reason", ""), out
+    assert said in wd.journal.read_text(), wd.journal.read_text()[-800:]
+    status = run_looop("-C", str(wd.root), "status").stdout
+    assert said in status, status
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_bad_key_is_reported_in_the_provider_s_words_within_30s(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    with FakeModel(script=[Turn(status=401)]) as model:
+        out, took = forced_pulse(wd, cli, model, tmp_path / "home")
+    user_sees(wd, out, SAYS_401[cli])
+    assert took <= 30, took  # claude's default retried it ~3 minutes
+    assert len(model.posts) <= (6 if cli == "codex" else 3), len(model.posts)
+
+
+@pytest.mark.parametrize("status", [500, 529])
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_provider_failing_every_request_costs_a_bounded_beat(
+    cli: str, status: int, wd: Paths, tmp_path: Path
+) -> None:
+    with FakeModel(script=[Turn(status=status)]) as model:
+        out, took = forced_pulse(wd, cli, model, tmp_path / "home")
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) == PERSISTENT[cli], len(model.posts)  # was 5× for codex, llm
+    assert took <= SLOW_S.get(cli, 30), took
+    user_sees(wd, out, SAYS_5XX[status].get(cli, f"{status} - "))
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_429_with_retry_after_is_waited_out_within_the_beat(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    limited = Turn(status=429, retry_after="2")
+    with FakeModel(script=[Turn(text=json.dumps(MOVE))], fail_first=[limited]) as model:
+        out, took = forced_pulse(wd, cli, model, tmp_path / "home")
+    assert out["outcome"] == "decided", out
+    assert "the fake model says noop" in wd.journal.read_text()
+    assert len(model.posts) == 2, len(model.posts)  # one refused, one answered: no looop retry
+    assert took <= 20, took
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_stream_cut_every_time_fails_the_beat_in_the_cli_s_words(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    with FakeModel(script=[Turn(text=json.dumps(MOVE), cut=True)]) as model:
+        out, took = forced_pulse(wd, cli, model, tmp_path / "home")
+    assert took <= SLOW_S.get(cli, 30), took
+    if cli == "claude":  # claude falls back to a whole (unstreamed) reply, which arrives
+        assert out["outcome"] == "decided", out
+        assert len(model.posts) == 2
+        return
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) <= 6, len(model.posts)
+    user_sees(wd, out, SAYS_CUT[cli])
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_hanging_provider_costs_timeout_s_and_says_so(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    with FakeModel(script=[Turn(hang=True)]) as model:
+        out, took = forced_pulse(wd, cli, model, tmp_path / "home", timeout_s=HANG_S)
+    assert HANG_S <= took <= HANG_S + 10, took
+    assert len(model.posts) <= 2, len(model.posts)
+    user_sees(wd, out, f"no answer within {HANG_S}s")
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_an_invalid_reply_is_asked_once_and_named(cli: str, wd: Paths, tmp_path: Path) -> None:
+    with FakeModel(script=[Turn(text=INVALID)]) as model:
+        out, took = forced_pulse(wd, cli, model, tmp_path / "home")
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) == 1, len(model.posts)
+    assert took <= 30, took
+    user_sees(wd, out, "no JSON object in the reply")
