@@ -23,7 +23,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.workdir import environ, journal
+from looop_py.workdir import environ, journal, shelf
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths, has_entries
 
@@ -75,7 +75,23 @@ def find_events(wd: WorkDir, result: BeatResult, now: float) -> list[dict[str, A
         events.append(_event("budget-exhausted", f"budget:{day}", f"looop: {reason}"))
     events += _worker_events(wd, now)
     events += _round_events(wd)
+    events += _forged_events(wd)
     return events
+
+
+def _forged_events(wd: WorkDir) -> list[dict[str, Any]]:
+    """Approvals refused as forgeries (moves/approvals.py): someone wrote one, so say so."""
+    box = wd.shelf
+    if box.empty("forged"):
+        return []
+    out = []
+    for name, data in shelf.json_items(box, "forged"):
+        if isinstance(data, dict):
+            why = str(data.get("why", "?"))
+            text = f"looop: a forged approval of {name} was refused ({why}); nothing ran"
+            key = f"forged:{name}:{data.get('at')}"
+            out.append(_event("approval-forged", key, text, id=name, why=why))
+    return out
 
 
 def failing_streak(paths: Paths, result: BeatResult) -> int:
