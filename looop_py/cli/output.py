@@ -41,10 +41,19 @@ def echo(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
+def seen(text: str) -> str:
+    """`text` with what a terminal would obey or hide spelled out (`\\x1b`, `⟨U+202E⟩`)."""
+    if text.isascii() and text.isprintable():
+        return text
+    from looop_py.glyphs import visible  # only for text that has something to show
+
+    return visible(text)
+
+
 def show(lines: Iterable[str]) -> None:
-    """Print rendered lines: a Note to stderr, every other line to stdout."""
+    """Print rendered lines (nothing in them hidden): a Note to stderr, others to stdout."""
     for line in lines:
-        echo(line, err=isinstance(line, Note))
+        echo(seen(line), err=isinstance(line, Note))
 
 
 def json_out(value: Any) -> None:
@@ -80,7 +89,8 @@ def error_out(message: str, hint: str | None, code: int, *, as_json: bool) -> in
     if as_json:
         json_out({"error": message, "hint": hint, "exit_code": code})
     else:
-        sys.stderr.write(f"looop: {message}" + (f"\n  → {hint}" if hint else "") + "\n")
+        text = f"looop: {message}" + (f"\n  → {hint}" if hint else "")
+        sys.stderr.write(seen(text) + "\n")
     return code
 
 

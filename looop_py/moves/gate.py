@@ -29,6 +29,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from looop_py import glyphs
 from looop_py.asks import mailbox
 from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
@@ -354,16 +355,25 @@ def approval_prompt(move: Move, verdict: Verdict, fingerprint: str | None) -> st
     if reason:
         lines.append(f"Reason given: {reason}")
     lines.append(f"It waits for you because it is code: {verdict.why}.")
+    unseen = glyphs.hidden(verdict.runs or "")
+    if unseen:
+        lines.append(
+            f"WARNING: it contains characters a human cannot see: {', '.join(unseen)}"
+            " (shown below as escapes; they run as the characters they are)."
+        )
     if verdict.file:
         lines.append(f"File: {verdict.file} (now: {fingerprint}); approving writes exactly:")
     else:
         lines.append("Approving runs exactly this, once:")
-    return "\n".join(lines) + "\n\n" + _indent(verdict.runs)
+    return glyphs.visible("\n".join(lines)) + "\n\n" + _indent(glyphs.visible(verdict.runs))
 
 
 def display(ask: mailbox.Ask) -> str:
-    """What `looop asks` shows for an ask: its prompt, and the exact text an approval holds."""
+    """What `looop asks` shows for an ask: its prompt, and the exact text an approval holds
+    (every character a human cannot see spelled out, glyphs.py)."""
     runs = ask.hold.get("runs")
-    if not isinstance(runs, str) or not runs or _indent(runs) in ask.prompt:
-        return ask.prompt
-    return f"{ask.prompt.rstrip()}\n\nWhat would run:\n{_indent(runs)}"
+    prompt = glyphs.visible(ask.prompt)
+    if not isinstance(runs, str) or not runs:
+        return prompt
+    shown = _indent(glyphs.visible(runs))
+    return prompt if shown in prompt else f"{prompt.rstrip()}\n\nWhat would run:\n{shown}"

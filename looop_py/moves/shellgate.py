@@ -26,6 +26,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from looop_py.glyphs import hidden
 from looop_py.moves import shparse
 from looop_py.moves import tripwire as tripwire_mod
 
@@ -195,6 +196,13 @@ def check_shell(cmd: str, allow: tuple[str, ...], *, allow_dangerous: bool = Fal
     rule = None if allow_dangerous else tripwire(cmd)
     if rule is not None:
         return ShellVerdict(False, denied=rule, reason=f"refused by the tripwire ({rule})")
+    unseen = hidden(cmd)
+    if unseen:
+        return ShellVerdict(
+            False,
+            reason=f"it contains characters a human cannot see ({', '.join(unseen)});"
+            " needs a human's approval",
+        )
     words = simple_words(cmd)
     if words is None:
         return ShellVerdict(False, reason="not a simple command; needs a human's approval")
