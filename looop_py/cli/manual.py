@@ -257,7 +257,8 @@ CSRF token and an Origin check. --read-only changes nothing; a non-loopback
 [notify] command runs once per event: a new ask or approval, fail_streak
 failed beats in a row, a worker stuck or ended badly, a budget spent, a round
 escalated. The event is JSON on stdin and LOOOP_EVENT_KIND/_KEY/_TEXT/_ID/
-_JSON; a failing or slow hook (timeout_s) is journaled, never fails a beat.
+_JSON (bounded); a failing or slow hook (timeout_s) is journaled, never fails a
+beat, and the event is tried again next beat (`looop status` counts them).
 
 `looop wait --only-asks` blocks until an ask is pending and prints it;
 `looop tell WORKER TEXT` leaves a message a worker reads with `looop told`.
