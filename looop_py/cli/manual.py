@@ -228,6 +228,8 @@ EXIT CODES: what a cron job or a script can rely on
       `ask`: no answer within --timeout (the ask stays pending);
       `wait`: nothing needed a human within --timeout
   70  a bug in looop: the traceback goes to state/errors.log, not to cron mail
+  74  the environment: disk full, read-only file system, permission denied
+      (the path is named; fix it and the next beat picks up)
   130 interrupted
 
 With --json an error is one object on stdout, with the same exit code:

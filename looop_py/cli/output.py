@@ -8,6 +8,7 @@ Exit codes a cron job can rely on:
   2  usage: bad arguments, no work dir, bad looop.toml
   3  busy: a lock another process holds
   4  a claim another live holder has, or an ask that timed out
+  74 the environment: disk full, read-only file system, permission denied (the path named)
   70 a bug in looop; the traceback goes to state/errors.log, not to cron mail
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looop_py.errors import LooopError
+from looop_py.errors import EnvironmentProblem, LooopError
 
 if TYPE_CHECKING:
     from looop_py.workdir.paths import Paths
@@ -100,6 +101,9 @@ def report_error(exc: BaseException, workdir: str | None, *, as_json: bool = Fal
         return error_out(exc.message, exc.hint, exc.exit_code, as_json=as_json)
     if isinstance(exc, KeyboardInterrupt):
         return error_out("interrupted", None, EX_INTERRUPTED, as_json=as_json)
+    problem = EnvironmentProblem.from_os_error(exc) if isinstance(exc, OSError) else None
+    if problem is not None:  # not a bug: no traceback (and no errors.log on a full disk)
+        return error_out(problem.message, problem.hint, problem.exit_code, as_json=as_json)
     where = log_crash(workdir)
     return error_out(
         f"internal error (a bug): {exc!r}", f"traceback in {where}", EX_SOFTWARE, as_json=as_json
