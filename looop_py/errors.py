@@ -96,7 +96,7 @@ class EnvironmentProblem(LooopError):
     @staticmethod
     def from_os_error(exc: OSError) -> EnvironmentProblem | None:
         """The problem an OSError reports, when it is the environment's; else None."""
-        import errno
+        import errno  # only when an OSError reaches the door
 
         hints = {
             errno.ENOSPC: "the disk is full: free space (df -h), then run it again",
