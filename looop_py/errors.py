@@ -82,3 +82,32 @@ class FenceLost(Unavailable):
 
     The write that found out was refused, and so is every later one of this beat.
     """
+
+
+class EnvironmentProblem(LooopError):
+    """The machine, not looop: a disk full, a read-only file system, a permission denied.
+
+    Nothing was torn (every record is written whole or not at all); the same command
+    succeeds once the cause is fixed, and the next beat picks up where this one stopped.
+    """
+
+    exit_code = 74  # sysexits EX_IOERR
+
+    @staticmethod
+    def from_os_error(exc: OSError) -> EnvironmentProblem | None:
+        """The problem an OSError reports, when it is the environment's; else None."""
+        import errno  # only when an OSError reaches the door
+
+        hints = {
+            errno.ENOSPC: "the disk is full: free space (df -h), then run it again",
+            errno.EDQUOT: "your disk quota is used up: free space, then run it again",
+            errno.EROFS: "the file system is read-only: remount it read-write or move the work dir",
+            errno.EACCES: "permission denied: give this user write access (ls -l, chown, chmod)",
+            errno.EPERM: "operation not permitted: check the owner and mode (ls -l)",
+            errno.EIO: "an I/O error: check the disk (dmesg)",
+        }
+        hint = hints.get(exc.errno or 0)
+        if hint is None:
+            return None
+        where = exc.filename if exc.filename is not None else "a file of the work dir"
+        return EnvironmentProblem(f"{exc.strerror or exc}: {where}", hint)

@@ -81,10 +81,12 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None, durable: b
             view = view[os.write(fd, view) :]
         if durable:
             os.fsync(fd)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # say which file
+            raise OSError(exc.errno, exc.strerror, os.fspath(path)) from None
         raise
     os.close(fd)
     if mode is not None:

@@ -25,6 +25,8 @@ def append_text(
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, data)
+    except OSError as exc:  # a full disk: say which file (os.write does not)
+        raise OSError(exc.errno, exc.strerror, os.fspath(path)) from None
     finally:
         os.close(fd)
 

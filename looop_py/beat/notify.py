@@ -5,10 +5,15 @@ events a human should hear about: a new ask or approval, a beat failing
 `fail_streak` times in a row, a worker stuck or dead without success, a daily
 budget exhausted, a round escalated or stopped by its budget. Each event has a
 stable key; state/notified.json records the keys already sent, so an event is
-notified once however many beats see it. The key is recorded before the hook
-runs (at most once). The hook runs under `bash -c` with the event as JSON on
-stdin and as LOOOP_EVENT_* variables, in its own process group, under a
-timeout; a failure is journaled and never stops the beat.
+notified once however many beats see it. A key is recorded only after the hook
+exited 0 for it (at least once): a hook that fails, times out or cannot start
+is journaled, counted in state/notify-failing.json (`looop status` shows it) and
+tried again by the next beat. The hook runs under `bash -c` with the whole event
+as JSON on stdin, and a bounded summary as LOOOP_EVENT_* variables (each at most
+ENV_LIMIT characters, the held move left out of LOOOP_EVENT_JSON when it would
+not fit: the kernel refuses a larger one), text with every hidden character
+spelled out (glyphs.py); in its own process group, under a timeout. A failure
+never stops the beat.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.result import BeatOutcome, BeatResult
-from looop_py.workdir import environ, journal
+from looop_py.glyphs import visible
+from looop_py.workdir import environ, journal, shelf
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths, has_entries
 
@@ -75,7 +81,23 @@ def find_events(wd: WorkDir, result: BeatResult, now: float) -> list[dict[str, A
         events.append(_event("budget-exhausted", f"budget:{day}", f"looop: {reason}"))
     events += _worker_events(wd, now)
     events += _round_events(wd)
+    events += _forged_events(wd)
     return events
+
+
+def _forged_events(wd: WorkDir) -> list[dict[str, Any]]:
+    """Approvals refused as forgeries (moves/approvals.py): someone wrote one, so say so."""
+    box = wd.shelf
+    if box.empty("forged"):
+        return []
+    out = []
+    for name, data in shelf.json_items(box, "forged"):
+        if isinstance(data, dict):
+            why = str(data.get("why", "?"))
+            text = f"looop: a forged approval of {name} was refused ({why}); nothing ran"
+            key = f"forged:{name}:{data.get('at')}"
+            out.append(_event("approval-forged", key, text, id=name, why=why))
+    return out
 
 
 def failing_streak(paths: Paths, result: BeatResult) -> int:
@@ -143,25 +165,64 @@ def notify(wd: WorkDir, result: BeatResult, now: float) -> list[str]:
     """Send each event not notified yet; the keys sent. Never raises."""
     try:
         events = find_events(wd, result, now)
-        record = _load(wd.paths)
+        record = _load(record_path(wd.paths))
         fresh = [e for e in events if e["key"] not in record][:MAX_PER_BEAT]
-        if not fresh:
+        failing = _load(failing_path(wd.paths))
+        if not fresh and not failing:
             return []
+        sent: list[str] = []
         for e in fresh:
-            record[e["key"]] = now
-        kept = sorted(record.items(), key=lambda kv: kv[1])[-KEEP_KEYS:]
-        jsonio.write_json(record_path(wd.paths), dict(kept))
+            if run_hook(wd, e, now):
+                sent.append(e["key"])
+                record[e["key"]] = now
+                failing.pop(e["key"], None)
+            else:
+                failing[e["key"]] = failing.get(e["key"], 0) + 1
+        if sent:
+            kept = sorted(record.items(), key=lambda kv: kv[1])[-KEEP_KEYS:]
+            jsonio.write_json(record_path(wd.paths), dict(kept))
+        live = {e["key"] for e in events}
+        jsonio.write_json(failing_path(wd.paths), {k: n for k, n in failing.items() if k in live})
     except Exception as exc:
         journal.emit(wd, "notify_failed", now, message=repr(exc))
         return []
-    for e in fresh:
-        run_hook(wd, e, now)
-    return [e["key"] for e in fresh]
+    return sent
 
 
-def _load(paths: Paths) -> dict[str, float]:
+def failing_path(paths: Paths) -> Any:
+    """The events whose hook failed, with how many times: retried by every beat."""
+    return paths.state / "notify-failing.json"
+
+
+def failing_count(paths: Paths) -> int:
+    """How many events the hook has not yet taken (for `looop status`)."""
+    return len(_load(failing_path(paths))) if failing_path(paths).exists() else 0
+
+
+ENV_LIMIT = 16 * 1024  # characters per LOOOP_EVENT_* variable (Linux refuses over 128 KiB)
+
+
+def _summary_env(event: dict[str, Any]) -> dict[str, str]:
+    """The event as bounded variables: text with hidden characters spelled out."""
+    env = {}
+    for name in ("kind", "key", "text", "id", "ts", "work_dir"):
+        if name in event:
+            env[f"LOOOP_EVENT_{name.upper()}"] = _bounded(visible(str(event[name])))
+    whole = jsonio.dumps(event).decode()
+    if len(whole) > ENV_LIMIT:
+        slim = {k: v for k, v in event.items() if k != "hold"}
+        whole = jsonio.dumps({**slim, "truncated": "the whole event is on stdin"}).decode()
+    env["LOOOP_EVENT_JSON"] = _bounded(whole)
+    return env
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= ENV_LIMIT else text[: ENV_LIMIT - 1] + "…"
+
+
+def _load(path: Any) -> dict[str, float]:
     try:
-        data = jsonio.read_json(record_path(paths), {})
+        data = jsonio.read_json(path, {})
     except Exception:
         data = {}
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -172,10 +233,7 @@ def run_hook(wd: WorkDir, event: dict[str, Any], now: float) -> bool:
     cfg = wd.config
     event = {**event, "ts": journal.iso(now), "work_dir": str(wd.paths.root)}
     env = environ.child_env(wd.paths, config=cfg, passthrough=cfg.notify.env)
-    for name in ("kind", "key", "text", "id", "ts", "work_dir"):
-        if name in event:
-            env[f"LOOOP_EVENT_{name.upper()}"] = str(event[name])
-    env["LOOOP_EVENT_JSON"] = jsonio.dumps(event).decode()
+    env.update(_summary_env(event))
     error: str | None = None
     try:
         proc = subprocess.Popen(

@@ -9,6 +9,7 @@ from typing import Any
 
 from looop_py import jsonio, world
 from looop_py.asks import mailbox
+from looop_py.beat import notify
 from looop_py.beat.decide import policy_hash
 from looop_py.beat.result import BeatOutcome
 from looop_py.beat.shared import Standing, standing
@@ -260,6 +261,7 @@ class StatusView:
     committed_error: str | None = None  # last-world.json could not be read (a cache: rebuilt)
     failed_steps: FailedSteps | None = None  # a bug the last beat survived, until a clean one
     shared: Standing | None = None  # a shared backend (etcd): this host, the pulse
+    notify_failing: int = 0  # events the notify hook has not taken yet (retried every beat)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -273,6 +275,7 @@ class StatusView:
             "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
             "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
             "coordination": self.shared.to_json() if self.shared else {"backend": "files"},
+            "notify_failing": self.notify_failing,
         }
 
 
@@ -301,6 +304,7 @@ def status(wd: WorkDir) -> StatusView:
         committed_error=error,
         failed_steps=failed_steps(wd.paths),
         shared=shared,
+        notify_failing=notify.failing_count(wd.paths),
     )
 
 

@@ -234,6 +234,8 @@ EXIT CODES: what a cron job or a script can rely on
       `ask`: no answer within --timeout (the ask stays pending);
       `wait`: nothing needed a human within --timeout
   70  a bug in looop: the traceback goes to state/errors.log, not to cron mail
+  74  the environment: disk full, read-only file system, permission denied
+      (the path is named; fix it and the next beat picks up)
   130 interrupted
 
 With --json an error is one object on stdout, with the same exit code:
@@ -263,7 +265,8 @@ CSRF token and an Origin check. --read-only changes nothing; a non-loopback
 [notify] command runs once per event: a new ask or approval, fail_streak
 failed beats in a row, a worker stuck or ended badly, a budget spent, a round
 escalated. The event is JSON on stdin and LOOOP_EVENT_KIND/_KEY/_TEXT/_ID/
-_JSON; a failing or slow hook (timeout_s) is journaled, never fails a beat.
+_JSON (bounded); a failing or slow hook (timeout_s) is journaled, never fails a
+beat, and the event is tried again next beat (`looop status` counts them).
 
 `looop wait --only-asks` blocks until an ask is pending and prints it;
 `looop tell WORKER TEXT` leaves a message a worker reads with `looop told`.

@@ -8,6 +8,7 @@ Exit codes a cron job can rely on:
   2  usage: bad arguments, no work dir, bad looop.toml
   3  busy: a lock another process holds
   4  a claim another live holder has, or an ask that timed out
+  74 the environment: disk full, read-only file system, permission denied (the path named)
   70 a bug in looop; the traceback goes to state/errors.log, not to cron mail
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looop_py.errors import LooopError
+from looop_py.errors import EnvironmentProblem, LooopError
 
 if TYPE_CHECKING:
     from looop_py.workdir.paths import Paths
@@ -41,10 +42,19 @@ def echo(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
+def seen(text: str) -> str:
+    """`text` with what a terminal would obey or hide spelled out (`\\x1b`, `⟨U+202E⟩`)."""
+    if text.isascii() and text.isprintable():
+        return text
+    from looop_py.glyphs import visible  # only for text that has something to show
+
+    return visible(text)
+
+
 def show(lines: Iterable[str]) -> None:
-    """Print rendered lines: a Note to stderr, every other line to stdout."""
+    """Print rendered lines (nothing in them hidden): a Note to stderr, others to stdout."""
     for line in lines:
-        echo(line, err=isinstance(line, Note))
+        echo(seen(line), err=isinstance(line, Note))
 
 
 def json_out(value: Any) -> None:
@@ -80,7 +90,8 @@ def error_out(message: str, hint: str | None, code: int, *, as_json: bool) -> in
     if as_json:
         json_out({"error": message, "hint": hint, "exit_code": code})
     else:
-        sys.stderr.write(f"looop: {message}" + (f"\n  → {hint}" if hint else "") + "\n")
+        text = f"looop: {message}" + (f"\n  → {hint}" if hint else "")
+        sys.stderr.write(seen(text) + "\n")
     return code
 
 
@@ -90,6 +101,9 @@ def report_error(exc: BaseException, workdir: str | None, *, as_json: bool = Fal
         return error_out(exc.message, exc.hint, exc.exit_code, as_json=as_json)
     if isinstance(exc, KeyboardInterrupt):
         return error_out("interrupted", None, EX_INTERRUPTED, as_json=as_json)
+    problem = EnvironmentProblem.from_os_error(exc) if isinstance(exc, OSError) else None
+    if problem is not None:  # not a bug: no traceback (and no errors.log on a full disk)
+        return error_out(problem.message, problem.hint, problem.exit_code, as_json=as_json)
     where = log_crash(workdir)
     return error_out(
         f"internal error (a bug): {exc!r}", f"traceback in {where}", EX_SOFTWARE, as_json=as_json

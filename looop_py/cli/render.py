@@ -83,6 +83,13 @@ def status_lines(view: StatusView) -> Lines:
     ]
     if view.committed_error:
         lines.append(Note(f"✗ {view.committed_error}"))
+    if view.notify_failing:
+        lines.append(
+            Note(
+                f"✗ notify: {view.notify_failing} event(s) not delivered: the [notify] hook"
+                " failed (see `looop journal`); every beat tries again"
+            )
+        )
     return lines + limits_lines(view.limits)
 
 

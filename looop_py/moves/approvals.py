@@ -16,6 +16,15 @@ An approval runs exactly what its ask showed, once, and durably:
    With a shared backend (etcd) the next beat always does, on whichever host
    holds the pulse, its writes fenced by the pulse token.
 
+An intent is carried out only when it proves a human approved it: its ask
+exists, is an approval, is not answered otherwise, and the intent's seal
+(moves/seal.py: an HMAC under a key kept outside the work dir) matches the ask
+as it is now, so what runs is exactly what the human was shown. Anything else
+(a file written by a worker, a sensor or an etcd-prefix writer, or an ask edited
+after it was approved) is a forgery: nothing runs, the record is moved to the
+`forged` kind (state/forged/), the journal says so, and the next notification
+tells the human.
+
 An intent found half-run (its actor died mid-move) is reported and never
 re-run, like any other interrupted move. Round approvals are answers the
 round's own state machine picks up, so they are durable as they are.
@@ -32,7 +41,7 @@ from looop_py.asks.mailbox import Answer
 from looop_py.errors import CorruptFile, FenceLost, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
-from looop_py.moves import act, gate, union
+from looop_py.moves import act, gate, seal, union
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.context import WorkDir
 
@@ -59,6 +68,7 @@ def _approval(wd: WorkDir, ask_id: str) -> mailbox.Ask:
 
 
 INTENTS = "approved"  # the shelf's kind for approvals still to be carried out
+FORGED = "forged"  # intents refused as forgeries, kept for the human to read
 
 
 def _pulse_lock(wd: WorkDir) -> PulseLock | None:
@@ -125,7 +135,15 @@ def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
     stale = stale_reason(wd, ask.hold)
     if stale is not None:
         _refuse_stale(wd, ask_id, stale, now)
-    intent = {"v": 1, "ask": ask_id, "hold": ask.hold, "approved_at": now, "state": "approved"}
+    intent = {
+        "v": 2,
+        "ask": ask_id,
+        "hold": ask.hold,
+        "digest": seal.digest(ask.hold),
+        "approved_at": now,
+        "state": "approved",
+        "seal": seal.sign(ask.id, ask.created_at, ask.asker, ask.hold),
+    }
     if not wd.shelf.create(INTENTS, ask_id, shelf.dumps(intent)):
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     try:
@@ -158,18 +176,57 @@ def _refuse_stale(wd: WorkDir, ask_id: str, why: str, now: float) -> None:
 # -- carrying approvals out (under the pulse lock) ---------------------------------------------
 
 
+def forgery(wd: WorkDir, ask_id: str, intent: Any) -> str | None:
+    """Why this intent does not prove a human approved its ask as it is now; None when it
+    does. The ask, not the intent, says what runs: the seal binds the two."""
+    if not isinstance(intent, dict):
+        return "the record is not an approval looop wrote"
+    if intent.get("ask") != ask_id:
+        return "the record names another ask"
+    try:
+        ask = mailbox.get_ask(wd, ask_id)
+    except LooopError:
+        return "no ask with that id exists"
+    if ask.kind is not mailbox.AskKind.APPROVAL:
+        return "its ask is a question, not an approval"
+    if intent.get("hold") != ask.hold or intent.get("digest") != seal.digest(ask.hold):
+        return "what it would run is not what the ask showed"
+    return seal.check(intent.get("seal"), ask.id, ask.created_at, ask.asker, ask.hold)
+
+
+def _refuse_forged(wd: WorkDir, ask_id: str, why: str, now: float, by: str) -> str:
+    box = wd.shelf
+    raw = box.get(INTENTS, ask_id)
+    record = {
+        "v": 1,
+        "ask": ask_id,
+        "why": why,
+        "at": now,
+        "record": raw.decode("utf-8", "replace") if raw is not None else None,
+    }
+    box.put(FORGED, ask_id, shelf.dumps(record))
+    box.delete(INTENTS, ask_id)
+    note = f"forged approval {ask_id} refused: {why}; nothing ran"
+    journal.write(wd, f"✗ {note} (kept as {box.where(FORGED, ask_id)})", now)
+    journal.emit(wd, "approval_forged", now, ask=ask_id, why=why, by=by)
+    return note
+
+
 def carry_out(wd: WorkDir, ask_id: str, now: float, *, by: str) -> str:
-    """Run one recorded approval, exactly once; the caller holds the pulse lock."""
+    """Run one recorded approval, exactly once, if it proves a human approved it (else it
+    is refused as a forgery); the caller holds the pulse lock."""
     box = wd.shelf
     try:
         intent = shelf.read_json(box, INTENTS, ask_id)
     except CorruptFile:
-        intent = {"state": "running"}  # torn can only mean a writer died: never re-run
-    if not isinstance(intent, dict):
+        intent = None
+    if intent is None and box.get(INTENTS, ask_id) is None:
         got = mailbox.get_answer(wd, ask_id)
         return (got.note if got else None) or "already carried out"
-    raw_hold = intent.get("hold")
-    hold: dict[str, Any] = raw_hold if isinstance(raw_hold, dict) else {}
+    forged = forgery(wd, ask_id, intent)
+    if forged is not None:
+        return _refuse_forged(wd, ask_id, forged, now, by)
+    hold: dict[str, Any] = intent["hold"]
     answer = mailbox.get_answer(wd, ask_id)
     if intent.get("state") == "running":
         note = "interrupted: looop died while running it; not re-run, check its effect by hand"

@@ -29,6 +29,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from looop_py import glyphs
 from looop_py.asks import mailbox
 from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
@@ -225,16 +226,44 @@ def classify(move: Move, current_file_text: str | None, config: Config) -> Verdi
     return Verdict(row.power, row.what)
 
 
+# Flags with which an agent CLI runs every tool call without asking (its permission prompts
+# off); pi asks for nothing at all. A model's prompt to such an agent is as good as code.
+UNATTENDED_FLAGS = (
+    "--dangerously-skip-permissions",
+    "--dangerously-bypass-approvals-and-sandbox",
+    "--permission-mode bypassPermissions",
+    "--yolo",
+)
+
+
+def unattended(command: str) -> str | None:
+    """The flag (or program) by which an agent runtime's command runs tools unasked."""
+    flag = next((f for f in UNATTENDED_FLAGS if f in command), None)
+    if flag is not None:
+        return f"`{flag}`"
+    words = command.split()
+    if words and words[0] == "pi" and "--tools" not in command:
+        return "`pi`, which runs its tools without asking"
+    return None
+
+
 def _classify_worker(a: StartWorker, goal_text: str | None, config: Config) -> Verdict:
     try:
         rt = runtimes.resolve(config, a.runtime)
     except LooopError as exc:  # launching refuses it too: nothing can run
         return Verdict(Power.TEXT, f"the runtime does not resolve ({exc.message})")
     reasons, shown = [], []
+    unprompted = None if rt.executes_prompt else unattended(rt.command)
     if rt.executes_prompt:
         reasons.append(f"runtime {rt.name} runs the prompt as a program (`{rt.command}`)")
         note = " (looop's worker contract goes first, as # comments)" if rt.script else ""
         shown.append(f"# runtime {rt.name}: {rt.command}{note}\n{with_newline(a.prompt)}")
+    elif unprompted is not None:
+        reasons.append(
+            f"runtime {rt.name} runs with the agent's permission prompts off ({unprompted}):"
+            " any command the prompt asks for may run"
+        )
+        shown.append(f"# the prompt {rt.name} obeys unattended:\n{with_newline(a.prompt)}")
     verify = a.verify
     verify_rule = None
     if verify is not None:
@@ -257,7 +286,7 @@ def _classify_worker(a: StartWorker, goal_text: str | None, config: Config) -> V
             verify=a.verify,
         )
     rules = []
-    if rt.executes_prompt:
+    if rt.executes_prompt or unprompted is not None:
         if rt.name not in config.gates.allow_runtimes:
             return verdict
         rules.append(f"[gates] allow_runtimes: {rt.name!r}")
@@ -354,16 +383,25 @@ def approval_prompt(move: Move, verdict: Verdict, fingerprint: str | None) -> st
     if reason:
         lines.append(f"Reason given: {reason}")
     lines.append(f"It waits for you because it is code: {verdict.why}.")
+    unseen = glyphs.hidden(verdict.runs or "")
+    if unseen:
+        lines.append(
+            f"WARNING: it contains characters a human cannot see: {', '.join(unseen)}"
+            " (shown below as escapes; they run as the characters they are)."
+        )
     if verdict.file:
         lines.append(f"File: {verdict.file} (now: {fingerprint}); approving writes exactly:")
     else:
         lines.append("Approving runs exactly this, once:")
-    return "\n".join(lines) + "\n\n" + _indent(verdict.runs)
+    return glyphs.visible("\n".join(lines)) + "\n\n" + _indent(glyphs.visible(verdict.runs))
 
 
 def display(ask: mailbox.Ask) -> str:
-    """What `looop asks` shows for an ask: its prompt, and the exact text an approval holds."""
+    """What `looop asks` shows for an ask: its prompt, and the exact text an approval holds
+    (every character a human cannot see spelled out, glyphs.py)."""
     runs = ask.hold.get("runs")
-    if not isinstance(runs, str) or not runs or _indent(runs) in ask.prompt:
-        return ask.prompt
-    return f"{ask.prompt.rstrip()}\n\nWhat would run:\n{_indent(runs)}"
+    prompt = glyphs.visible(ask.prompt)
+    if not isinstance(runs, str) or not runs:
+        return prompt
+    shown = _indent(glyphs.visible(runs))
+    return prompt if shown in prompt else f"{prompt.rstrip()}\n\nWhat would run:\n{shown}"

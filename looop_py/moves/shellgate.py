@@ -10,9 +10,12 @@ A rule is the words of a command, compared word for word with the argv:
     "git log *"        a trailing `*` allows any further arguments …
     "df -h"            … and only a trailing `*` is a wildcard: elsewhere `*` is a word
 
-A wildcard never matches an option that makes a read-only program execute
-something or write a file (NEVER_BY_WILDCARD: `find -exec`, `git -c`,
-`curl --output` …, attached values and abbreviations included), and never
+For make, git, npm, wget, tar and curl a wildcard stands only for what
+programs.py knows each program's parser reads as safe (unknown options, make's
+variable assignments, paths outside the work dir are refused). For the rest it
+never matches an option that makes a read-only program execute something or
+write a file (NEVER_BY_WILDCARD: `find -exec`, `sort -o` …, attached values and
+abbreviations included), and never
 matches anything for a program whose arguments are code (NO_WILDCARD: shells,
 interpreters, sed, awk, xargs, env, sudo …): list such a command exactly.
 Programs whose job is to write (cp, mv, tee, wget, touch …) do so under a
@@ -26,7 +29,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from looop_py.moves import shparse
+from looop_py.glyphs import hidden
+from looop_py.moves import programs, shparse
 from looop_py.moves import tripwire as tripwire_mod
 
 _CONTROL = re.compile(r"[;&|<>`\n\r]|\$\(|\$\{|\$[A-Za-z_]|\(|\)")
@@ -46,50 +50,16 @@ _INTERPRETER = re.compile(r"^(?:python[\d.]*|pypy[\d.]*|php[\d.]*|perl[\d.]*|rub
 # Options (and sub-commands) that make a program execute something or write a file. A `*`
 # never matches them. `--long` also catches `--long=value` and abbreviations (`--out`);
 # `-x` also catches clusters (`-sSo`) and attached values (`-ofile`); a `-word` (find's
-# style) catches `-word…`; a bare word is a sub-command. "git clone" applies after that
-# sub-command only. NAME=VALUE catches make's variable overrides (SHELL=…).
+# style) catches `-word…`; a bare word is a sub-command. (make, git, npm, wget, tar and
+# curl are judged by what programs.py knows of their options instead.)
 NEVER_BY_WILDCARD: dict[str, tuple[str, ...]] = {
     "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fls"),
-    "git": (
-        *("-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree", "--output"),
-        *("--output-directory", "-O", "--open-files-in-pager", "--exec", "--extcmd"),
-        *("--upload-pack", "--receive-pack", "--ext-diff", "--run"),
-        *("config", "submodule", "bisect", "filter-branch", "filter-repo", "difftool"),
-        *("mergetool", "daemon", "instaweb", "hook", "credential", "alias"),
-    ),
-    "git archive": ("-o",),
-    "git format-patch": ("-o",),
-    "git rebase": ("-x",),
-    "git clone": ("-u",),
-    "git fetch": ("-u",),
-    "git pull": ("-u",),
-    "git ls-remote": ("-u",),
-    "curl": (
-        *("-o", "--output", "-O", "--remote-name", "--remote-name-all", "--output-dir", "-K"),
-        *("--config", "-D", "--dump-header", "-c", "--cookie-jar", "--trace", "--trace-ascii"),
-        *("--libcurl", "--stderr", "-T", "--upload-file", "--create-dirs", "--etag-save"),
-    ),
-    "wget": (
-        *("-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "-P"),
-        *("--directory-prefix", "-e", "--execute", "--config", "-i", "--input-file", "-x"),
-        *("--force-directories", "-r", "--recursive", "-m", "--mirror", "--post-file"),
-        "--body-file",
-    ),
-    "tar": (
-        *("--to-command", "--use-compress-program", "-I", "--checkpoint-action", "-F"),
-        *("--info-script", "--new-volume-script", "--rsh-command", "--rmt-command", "-x"),
-        *("--extract", "--get", "-c", "--create", "-r", "--append", "-u", "--update", "-A"),
-        *("--catenate", "--concatenate", "--delete"),
-    ),
     "sort": ("-o", "--output", "--compress-program"),
     "rsync": ("-e", "--rsh", "--rsync-path", "--remove-source-files", "--delete"),
     "rg": ("--pre",),
-    "make": ("-f", "--file", "--makefile", "--eval", "-E", "-C", "--directory", "NAME=VALUE"),
     "date": ("-s", "--set"),
     "gh": ("alias", "extension", "--exec"),
-    "npm": ("exec", "x", "run", "run-script", "install", "i", "ci", "--call", "-c"),
 }
-_VALUE_OPTIONS = {"git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})}
 
 
 @dataclass(frozen=True)
@@ -127,19 +97,10 @@ def _program(word: str) -> str:
 
 
 def _subcommand(words: list[str]) -> str | None:
-    takes_value = _VALUE_OPTIONS.get(_program(words[0]), frozenset())
-    i = 1
-    while i < len(words):
-        w = words[i]
-        if not w.startswith("-"):
-            return w
-        i += 2 if w in takes_value else 1
-    return None
+    return next((w for w in words[1:] if not w.startswith("-")), None)
 
 
 def _hits(word: str, option: str) -> bool:
-    if option == "NAME=VALUE":
-        return bool(re.match(r"^[A-Za-z_]\w*=", word))
     if option.startswith("--"):
         name = word.split("=", 1)[0]
         return word.startswith("--") and len(name) > 2 and option.startswith(name)
@@ -158,6 +119,8 @@ def wildcard_refuses(words: list[str], fixed: int) -> str | None:
     tail = words[fixed:]
     if program == "tar" and tail and tail[0].isalpha() and fixed == 1:
         tail = ["-" + tail[0], *tail[1:]]  # old-style `tar xzf`
+    if program in programs.PROGRAMS:  # knowledge of its options (programs.py)
+        return programs.refuses(program, [words[0], *words[1:fixed], *tail], fixed)
     options = list(NEVER_BY_WILDCARD.get(program, ()))
     sub = _subcommand(words)
     if sub is not None:
@@ -195,6 +158,13 @@ def check_shell(cmd: str, allow: tuple[str, ...], *, allow_dangerous: bool = Fal
     rule = None if allow_dangerous else tripwire(cmd)
     if rule is not None:
         return ShellVerdict(False, denied=rule, reason=f"refused by the tripwire ({rule})")
+    unseen = hidden(cmd)
+    if unseen:
+        return ShellVerdict(
+            False,
+            reason=f"it contains characters a human cannot see ({', '.join(unseen)});"
+            " needs a human's approval",
+        )
     words = simple_words(cmd)
     if words is None:
         return ShellVerdict(False, reason="not a simple command; needs a human's approval")

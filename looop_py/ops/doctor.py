@@ -22,7 +22,7 @@ from looop_py.coord.choose import open_workdir
 from looop_py.errors import LooopError
 from looop_py.locks import PulseLock
 from looop_py.ops import cron
-from looop_py.workdir import journal
+from looop_py.workdir import environ, journal
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
@@ -100,6 +100,7 @@ def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
         lambda: scheduled(wd.paths, now),
         lambda: pulse_lock(wd.paths, cfg, now),
         lambda: coordination(wd, now),
+        lambda: scrubbed(cfg),
     ]
     for step in steps:
         try:
@@ -110,6 +111,19 @@ def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
 
 
 # -- the checks ------------------------------------------------------------------------------
+
+
+def scrubbed(cfg: Config) -> Check:
+    """The variables of this environment no child gets ([env] scrub, keep)."""
+    names = sorted(environ.secret_names(os.environ, cfg))
+    if not names:
+        return Check("secrets", Verdict.OK, "no secret variables in this environment")
+    return Check(
+        "secrets",
+        Verdict.OK,
+        f"children do not get: {', '.join(names)}",
+        "let one through with [env] keep, or to one runtime with [runtimes.NAME] env",
+    )
 
 
 def work_dir(paths: Paths) -> Check:

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from looop_py.glyphs import visible
 from looop_py.web import svg
 
 CSS = """
@@ -47,7 +48,8 @@ NAV = (
 
 
 def e(value: Any) -> str:
-    return escape("" if value is None else str(value))
+    """HTML-escaped, with every character a reader cannot see spelled out (glyphs.py)."""
+    return escape(visible("" if value is None else str(value)))
 
 
 def when(ts: float | None) -> str:

@@ -110,7 +110,13 @@ class RuntimeConfig:
 
 # -- safety: what children inherit (workdir/environ.py; README "Safety") --------------------
 
-DEFAULT_SCRUB = ("*_API_KEY", "*_TOKEN", "*_SECRET", "*_PASSWORD")
+# Anchored name patterns of the secrets tools commonly read (*_KEY does not match *_KEY_ID,
+# *_TOKEN not *_TOKENS); workdir/environ.py also scrubs any variable whose value is a URL
+# carrying a password (DATABASE_URL …) and always keeps PATH, PWD, proxies, index URLs.
+DEFAULT_SCRUB = (
+    *("*_KEY", "*_TOKEN", "*_SECRET", "*_PASSWORD", "*_PASSWD", "*_PWD", "*_PAT"),
+    *("*SECRET*", "*CREDENTIAL*", "PGPASSWORD", "MYSQL_PWD"),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,13 +2,18 @@
 
 Secrets stay with the decider: sensors, workers, run_shell, verify commands
 and actions get looop's own environment minus every variable named by
-`[decider] api_key_env` or matching `[env] scrub` (by default `*_API_KEY`,
-`*_TOKEN`, `*_SECRET`, `*_PASSWORD`), except the names `[env] keep` lists. A
+`[decider] api_key_env`, matching `[env] scrub` (by default names ending in
+`_KEY`, `_TOKEN`, `_SECRET`, `_PASSWORD`, `_PASSWD`, `_PWD`, `_PAT` or containing
+SECRET or CREDENTIAL, and PGPASSWORD, MYSQL_PWD), or whose value is a URL
+carrying a password (DATABASE_URL …), except the names `[env] keep` lists and
+what tools need to work (ALWAYS_KEPT: PATH, PWD, SSH_AUTH_SOCK, proxies, package
+index URLs). A
 worker runtime gets a scrubbed variable only through its own
 `[runtimes.NAME] env = ["NAME"]`. Only the decider's own request sees the
 whole environment (`decider_env`). `redact` replaces the values of those
 variables in text (a provider's error, a decider's output) before it reaches a
-file: journal.md, events.jsonl and runs/ are written through it.
+file: journal.md, events.jsonl and runs/ are written through it. It also finds
+each value URL-encoded, JSON-escaped and base64-encoded (at any alignment).
 
 The agent CLIs a decider or worker runs get AGENT_CLI_ENV too, each variable only
 where the user's environment does not set it (theirs wins): their own retries
@@ -32,6 +37,24 @@ if TYPE_CHECKING:
 DEFAULT_KEY_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 REDACTED = "[redacted]"
 MIN_SECRET = 6  # shorter values are not hunted for in text (they would match everywhere)
+ALWAYS_KEPT = frozenset(
+    (
+        *("PATH", "PWD", "OLDPWD", "HOME", "SSH_AUTH_SOCK", "GPG_AGENT_INFO"),
+        *("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"),
+        *("http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"),
+        *("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"),
+        *("UV_DEFAULT_INDEX", "NPM_CONFIG_REGISTRY", "npm_config_registry"),
+    )
+)
+
+
+def _url_with_password(value: str) -> bool:
+    """scheme://user:password@host… (a connection string carrying its password)."""
+    head, sep, rest = value.partition("://")
+    if not sep or not head.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        return False
+    auth, at, _ = rest.partition("@")
+    return bool(at) and "/" not in auth and ":" in auth and len(auth.split(":", 1)[1]) > 0
 
 
 # Read from each pinned CLI's source (README "Agent CLIs"): claude 2.1 retries any API error,
@@ -70,7 +93,8 @@ def secret_names(env: Mapping[str, str], config: Config) -> set[str]:
     """The variables of `env` no child gets: the decider's key and every scrub match."""
     patterns, keep, key_env = config.env.scrub, config.env.keep, config.decider.api_key_env
     names = {n for n in env if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
-    names -= set(keep)
+    names |= {n for n, v in env.items() if "://" in v and _url_with_password(v)}
+    names -= set(keep) | ALWAYS_KEPT
     names |= {n for n in (key_env, *DEFAULT_KEY_ENVS) if n and n in env}
     return names
 
@@ -104,11 +128,37 @@ def decider_env(paths: Paths) -> dict[str, str]:
 def _secret_values(config: Config) -> list[str]:
     env = os.environ
     values = {env[n] for n in secret_names(env, config) if len(env[n].strip()) >= MIN_SECRET}
-    return sorted(values, key=len, reverse=True)
+    if not values:
+        return []
+    forms = set(values)
+    for value in values:
+        forms |= encoded_forms(value)
+    return sorted(forms, key=len, reverse=True)
+
+
+def encoded_forms(value: str) -> set[str]:
+    """The ways a value shows up in a provider's error or a log: URL-encoded, JSON-escaped,
+    and the part of its base64 that does not depend on the bytes around it, at each of the
+    three alignments (so `Basic dXNlcjpTRUNSRVQ=` is found for SECRET)."""
+    import base64  # only when there are secrets to hunt for
+    import json
+    from urllib.parse import quote, quote_plus
+
+    forms = {quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1]}
+    forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
+    raw = value.encode("utf-8", "surrogateescape")
+    for pad in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * pad + raw).decode()
+            start, end = (pad * 4 + 2) // 3, ((pad + len(raw)) * 8) // 6
+            core = text[start:end]
+            if len(core) >= 8:
+                forms.add(core)
+    return {f for f in forms if len(f) >= MIN_SECRET}
 
 
 def redact(text: str, config: Config) -> str:
-    """`text` with the value of every secret variable replaced by [redacted]."""
+    """`text` with the value of every secret variable (in any form) replaced by [redacted]."""
     for value in _secret_values(config):
         if value in text:
             text = text.replace(value, REDACTED)

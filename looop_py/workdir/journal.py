@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
+from looop_py.glyphs import visible
 from looop_py.logfile import iso as iso  # noqa: PLC0414 - re-exported: the journal's callers
 from looop_py.workdir.paths import Paths
 
@@ -14,8 +15,9 @@ if TYPE_CHECKING:
 
 
 def one_line(text: str, limit: int = 500) -> str:
-    """Collapse newlines so one move can never forge a second journal entry."""
-    flat = " ".join(text.split())
+    """Collapse newlines so one move can never forge a second journal entry; show what
+    a terminal would obey or hide (glyphs.py)."""
+    flat = " ".join(visible(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -9,6 +9,7 @@ any pulse host can continue another's round and answer its asks:
     asks          asks/<id>.json           questions and approvals (asks/mailbox.py)
     answers       answers/<id>.json        their answers
     approved      state/approved/<id>      approvals still to be carried out (moves/approvals)
+    forged        state/forged/<id>        intents refused as forged approvals (moves/approvals)
     rounds        rounds/<id>.json         live loop rounds (loops/store.py)
     rounds-done   rounds/done/<id>.json    finished rounds, archived after an hour
     timers        state/schedules/<n>      the decider's write_schedule timers (moves/timers)
@@ -78,7 +79,17 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 
-KINDS = ("asks", "answers", "approved", "rounds", "rounds-done", "timers", "state", "memory")
+KINDS = (
+    "asks",
+    "answers",
+    "approved",
+    "forged",
+    "rounds",
+    "rounds-done",
+    "timers",
+    "state",
+    "memory",
+)
 
 
 # Among the `state` records, two a beat touches without loading their owners:
@@ -98,6 +109,7 @@ def directory(paths: Paths, kind: str) -> Path:
         "asks": paths.asks,
         "answers": paths.answers,
         "approved": paths.approved,
+        "forged": paths.state / "forged",
         "rounds": paths.rounds,
         "rounds-done": paths.rounds / "done",
         "timers": paths.timers,

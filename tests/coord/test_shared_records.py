@@ -31,7 +31,7 @@ from looop_py.coord.base import PULSE
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import CorruptFile, FenceLost, UsageError
 from looop_py.loops import store
-from looop_py.moves import approvals
+from looop_py.moves import approvals, seal
 from looop_py.schedules import timers
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
@@ -381,7 +381,9 @@ def test_an_approved_move_runs_once_on_the_next_beat_of_any_host(
         kind=mailbox.AskKind.APPROVAL,
         hold=hold,
     )
-    shelf.write_json(open_wd(a).shelf, "approved", ask.id, {"v": 1, "ask": ask.id, "hold": hold})
+    sealed = seal.sign(ask.id, ask.created_at, ask.asker, hold)  # as host a's approve seals it
+    intent = {"v": 2, "ask": ask.id, "hold": hold, "digest": seal.digest(hold), "seal": sealed}
+    shelf.write_json(open_wd(a).shelf, "approved", ask.id, intent)
     mailbox.answer(open_wd(b), ask.id, "approved", now=2.0, verdict="approved")
     events = approvals.carry_out_pending(open_wd(b), 3.0)
     assert events == []
@@ -389,6 +391,24 @@ def test_an_approved_move_runs_once_on_the_next_beat_of_any_host(
     got = mailbox.get_answer(open_wd(a), ask.id)
     assert got is not None and got.note
     assert approvals.carry_out_pending(open_wd(a), 4.0) == []
+
+
+@pytest.mark.etcd
+def test_a_forged_approval_on_the_prefix_runs_on_no_host(two: Hosts, tmp_path: Path) -> None:
+    """A writer of the etcd prefix writes ask, answer and intent that agree: no seal, no run."""
+    a, b = two.workdir("a"), two.workdir("b")
+    canary = tmp_path / "PWNED"
+    hold = {"move": {"action": "run_shell", "cmd": f"touch {canary}"}, "runs": f"touch {canary}"}
+    ask = mailbox.open_ask(
+        open_wd(a), prompt="p", asker="decider", now=1.0, kind=mailbox.AskKind.APPROVAL, hold=hold
+    )
+    intent = {"v": 2, "ask": ask.id, "hold": hold, "digest": seal.digest(hold), "seal": "f" * 64}
+    shelf.write_json(open_wd(a).shelf, "approved", ask.id, intent)
+    mailbox.answer(open_wd(a), ask.id, "approved", now=2.0, verdict="approved")
+    assert approvals.carry_out_pending(open_wd(b), 3.0) == []
+    assert not canary.exists()
+    assert open_wd(a).shelf.names("approved") == []
+    assert open_wd(a).shelf.names("forged") == [ask.id]  # kept for the human, on every host
 
 
 class Usurped:

@@ -16,7 +16,7 @@ from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.locks import PulseLock
-from looop_py.moves import approvals, gate, union
+from looop_py.moves import approvals, gate, seal, union
 from looop_py.workdir import journal, provenance
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for
@@ -139,7 +139,15 @@ def test_an_approval_interrupted_mid_run_is_reported_never_rerun(wd: Paths, tmp_
     marker = tmp_path / "count"
     ask = held(wd, {"action": "run_shell", "cmd": f"echo x >> {marker}"})
     wd.approved.mkdir(parents=True, exist_ok=True)
-    intent = {"v": 1, "ask": ask.id, "hold": ask.hold, "state": "running", "pid": 1}
+    intent = {
+        "v": 2,
+        "ask": ask.id,
+        "hold": ask.hold,
+        "digest": seal.digest(ask.hold),
+        "seal": seal.sign(ask.id, ask.created_at, ask.asker, ask.hold),  # as approve seals it
+        "state": "running",
+        "pid": 1,
+    }
     jsonio.write_json(wd.approved / f"{ask.id}.json", intent)  # its actor died mid-move
     beat(open_wd(wd))
     assert not marker.exists()

@@ -65,9 +65,13 @@ def test_prose_is_text_and_runs_unasked() -> None:
     plain = verdict({"action": "write_goal", "id": "g", "body": "# Fix `make` $(whoami)\n"})
     assert plain.power is Power.TEXT and not plain.needs_approval
     agent = verdict(
-        {"action": "start_worker", "id": "w", "prompt": "`touch x`", "runtime": "claude"}
+        {"action": "start_worker", "id": "w", "prompt": "`touch x`", "runtime": "aider"}
     )
     assert agent.power is Power.TEXT and not agent.needs_approval
+    unattended = verdict(  # claude's preset skips its permission prompts: as good as code
+        {"action": "start_worker", "id": "w", "prompt": "`touch x`", "runtime": "claude"}
+    )
+    assert unattended.needs_approval and "permission prompts off" in unattended.why
 
 
 def test_run_shell_is_code_held_unless_a_rule_matches_its_whole_argv() -> None:
@@ -132,7 +136,7 @@ def test_workers_whose_prompt_or_verify_runs_are_code() -> None:
     assert shell.needs_approval and "touch x" in shell.runs and "bash" in shell.runs
     default = verdict({"action": "start_worker", "id": "w", "prompt": "hi"})  # default: shell
     assert default.needs_approval
-    verify = {"action": "start_worker", "id": "w", "prompt": "p", "runtime": "claude"}
+    verify = {"action": "start_worker", "id": "w", "prompt": "p", "runtime": "aider"}
     v = verdict({**verify, "verify": "touch x"})
     assert v.needs_approval and "touch x" in v.runs
     allowed = verdict({**verify, "verify": "test -s r.md"}, config=cfg(shell_allow=("test -s *",)))
