@@ -64,7 +64,12 @@ class NoAnswer(LooopError):
 
 
 class WorkerRefused(LooopError):
-    """A worker could not be started (alive already, fleet full, bad runtime …)."""
+    """A worker could not be started (alive already, fleet full, its program missing …)."""
+
+
+class BadWorkerRequest(WorkerRefused, UsageError):
+    """A worker request that can never start as asked (an unknown runtime or workspace, an
+    empty prompt): a usage error, exit 2, wherever it is asked (worker start, a loop)."""
 
 
 class Unavailable(LooopError):
