@@ -222,9 +222,11 @@ EXIT CODES: what a cron job or a script can rely on
   0   done; for `pulse`: skipped, decided, held or locked
   1   the command ran and failed: a failed beat, a failed approved move,
       `decider test` without a valid move, a failed round (`run`)
-  2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id
+  2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id,
+      an unknown runtime, an empty prompt
   3   busy: a lock another process holds
   4   `claim`/`unclaim`: another live holder has the claim;
+      `claim --renew`: the lease is no longer yours (it lapsed: do not proceed);
       `ask`: no answer within --timeout (the ask stays pending);
       `wait`: nothing needed a human within --timeout
   70  a bug in looop: the traceback goes to state/errors.log, not to cron mail
