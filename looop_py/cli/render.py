@@ -194,6 +194,8 @@ def verdict_lines(ask_id: str, got: Answer) -> Lines:
     if got.verdict == "denied":
         return [f"denied {ask_id}"]
     if got.verdict == "approved":
+        if got.note and got.note.startswith("nothing ran"):  # moves/approvals.py NOTHING_RAN
+            return [f"approved {ask_id}; {got.note}"]
         return [f"approved {ask_id}: {got.note}"]
     if got.verdict == "withdrawn":  # asks/mailbox.py WITHDRAWN; never answered, never run
         why = f": {got.note}" if got.note and got.note != "withdrawn" else ""
