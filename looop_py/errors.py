@@ -51,6 +51,10 @@ class Busy(LooopError):
     exit_code = 3
 
 
+class RoundLive(Busy):
+    """The loop already has a live round: one at a time, so nothing new was started."""
+
+
 class ClaimHeld(LooopError):
     """Another live holder has the claim; the caller must not proceed."""
 

@@ -224,7 +224,7 @@ EXIT CODES: what a cron job or a script can rely on
       `decider test` without a valid move, a failed round (`run`)
   2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id,
       an unknown runtime, an empty prompt
-  3   busy: a lock another process holds
+  3   busy: a lock another process holds; `run`: the loop already has a live round
   4   `claim`/`unclaim`: another live holder has the claim;
       `claim --renew`: the lease is no longer yours (it lapsed: do not proceed);
       `ask`: no answer within --timeout (the ask stays pending);

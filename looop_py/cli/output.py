@@ -6,7 +6,7 @@ Exit codes a cron job can rely on:
   0  done (for `pulse`: skipped, decided, held or locked)
   1  the command ran and failed (a failed beat, a refused move)
   2  usage: bad arguments (an unknown runtime, an empty prompt), no work dir, bad looop.toml
-  3  busy: a lock another process holds
+  3  busy: a lock another process holds, or a loop's live round (`run`)
   4  a claim another live holder has (or, for --renew, that lapsed), an ask that timed out
   70 a bug in looop; the traceback goes to state/errors.log, not to cron mail
 """

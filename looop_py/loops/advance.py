@@ -15,14 +15,16 @@ Loop cadences are indexed by goal-file stat, so a quiet beat never parses YAML.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from looop_py.coord.choose import coordinator
 from looop_py.engine.actions import action_commands
 from looop_py.engine.loop import LoopEngine
-from looop_py.errors import FenceLost, LooopError, UsageError
+from looop_py.errors import Busy, FenceLost, LooopError, RoundLive
+from looop_py.locks import PulseLock
 from looop_py.loops import store
 from looop_py.loops.adapters import (
     MailboxApprovals,
@@ -98,14 +100,37 @@ def start_round(
     if target is not None:
         spec = spec.with_target(target)
     engine = engine_for(wd, spec, clock=lambda: now)
-    live = engine.live_rounds()
-    if live:
-        raise UsageError(
-            f"loop {loop} already has a live round ({live[0].id}, {live[0].phase.value})",
-            "wait for it to finish; `looop rounds` shows where it is",
-        )
-    state = engine.start_round(trigger=trigger, now=now)
+    with _one_start(wd):
+        _refuse_if_live(engine, loop)
+        state = engine.start_round(trigger=trigger, now=now)
     return engine.settle(state, now)
+
+
+@contextlib.contextmanager
+def _one_start(wd: WorkDir) -> Iterator[None]:
+    """One round start at a time in this work dir, so "no live round" still holds when the
+    new one is saved: two `looop run`s, or a run and a beat, never both start one."""
+    wd.paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(wd.paths.state / "round-start.lock")
+    if not lock.acquire(timeout_s=30):
+        raise Busy("another round start has held the lock for 30 s", "try again")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _refuse_if_live(engine: LoopEngine, loop: str) -> None:
+    """One live round per loop: a second is refused (RoundLive, exit 3), saying where the
+    first one is and what it waits for, never queued behind it."""
+    live = engine.live_rounds()
+    if not live:
+        return
+    first = live[0]
+    hint = "it goes on by itself at each beat; `looop rounds` shows where it is"
+    if first.ask_id and first.phase.value == "awaiting-approval":
+        hint = f"it waits for a human: looop approve {first.ask_id} (or deny it)"
+    raise RoundLive(f"loop {loop} already has a live round ({first.id}, {first.phase.value})", hint)
 
 
 def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
@@ -194,4 +219,8 @@ def run(wd: WorkDir, loop: str, *, wait_for_human: bool = False) -> RoundReport:
     (BudgetHeld) while the daily budget is spent."""
     _refuse_if_held(wd, loop, time.time())
     spec = load_spec(wd, loop)
-    return engine_for(wd, spec).run_once(wait_for_human=wait_for_human)
+    engine = engine_for(wd, spec)
+    with _one_start(wd):
+        _refuse_if_live(engine, loop)
+        state = engine.start_round(trigger="manual")
+    return engine.resume(state.id, wait_for_human=wait_for_human)
