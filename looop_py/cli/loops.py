@@ -90,17 +90,19 @@ def rounds(wd: WorkDir, show_all: bool, as_json: bool) -> None:
 @click.command()
 @json_option
 def patterns(as_json: bool) -> None:
-    """List the seven ready-made loop patterns.
+    """List the ready-made loop patterns: the seven reference ones, then `demo`, which runs
+    offline (its maker and checker are bash on the `shell` runtime).
 
     \b
     Example:
       looop patterns
       looop patterns --json | jq -r '.patterns[].name'
       looop new ci-sweeper
+      looop new demo && looop run demo    # offline: no agent CLI, no model
     """
     from looop_py.engine import patterns as catalogue
 
-    specs = catalogue.catalogue()
+    specs = catalogue.offered()
     if as_json:
         json_out({"patterns": [s.to_dict() for s in specs]})
     else:

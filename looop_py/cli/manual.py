@@ -107,8 +107,11 @@ An approved action runs [actions.<kind>] command from looop.toml in the round's
 workspace (the proposal on stdin); with none configured it does nothing and says so.
 
 Example:
-  looop patterns                  # the seven ready-made loops
-  looop new ci-sweeper && looop run ci-sweeper
+  looop patterns                  # the ready-made loops
+  looop new demo && looop run demo   # a whole round offline, on the shell runtime
+  looop approve loop-demo-1          # its gate asks you; with no [actions.note] command
+                                     # the approval says that nothing ran
+  looop new ci-sweeper && looop run ci-sweeper   # needs an agent CLI (claude, codex …)
   looop loops; looop rounds --all
 """
 

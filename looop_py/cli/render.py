@@ -337,7 +337,8 @@ def new_goal_json(spec: LoopSpec, pattern: str) -> dict[str, Any]:
 
 def new_goal_lines(spec: LoopSpec) -> Lines:
     return [
-        f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence}); edit it, then",
+        f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence or 'on demand'});"
+        " edit it, then",
         f"try it: looop run {spec.name}",
     ]
 

@@ -137,7 +137,7 @@ def test_reporting_commands_answer_in_json(wd: Paths, tmp_path: Path) -> None:
     made = as_json(looop(None, "init", str(tmp_path / "new"), "--json"))
     assert "looop.toml" in made["created"] and made["kept"] == []
     assert as_json(looop(wd, "journal", "--json")) == {"lines": []}
-    assert len(as_json(looop(wd, "patterns", "--json"))["patterns"]) == 7
+    assert len(as_json(looop(wd, "patterns", "--json"))["patterns"]) == 8
 
     refused = looop(wd, "new", "ci-sweeper", "--json")
     assert refused.exit_code == 2 and "default_runtime" in as_json(refused)["hint"]
