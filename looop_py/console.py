@@ -47,10 +47,17 @@ def parse_plain_pulse(argv: list[str]) -> dict[str, Any] | None:
     if rest[:1] != ["pulse"]:
         return None
     opts: dict[str, Any] = dict.fromkeys(_PULSE_FLAGS.values(), False)
-    for arg in rest[1:]:
-        if arg not in _PULSE_FLAGS:
+    args = rest[1:]
+    while args:
+        arg, args = args[0], args[1:]
+        if arg in ("-C", "--dir") and args:  # `looop pulse -C DIR`, as `looop -C DIR pulse`
+            workdir, args = args[0], args[1:]
+        elif arg.startswith("--dir="):
+            workdir = arg.removeprefix("--dir=")
+        elif arg in _PULSE_FLAGS:
+            opts[_PULSE_FLAGS[arg]] = True
+        else:
             return None
-        opts[_PULSE_FLAGS[arg]] = True
     opts["workdir"] = workdir
     return opts
 

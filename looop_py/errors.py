@@ -51,6 +51,10 @@ class Busy(LooopError):
     exit_code = 3
 
 
+class RoundLive(Busy):
+    """The loop already has a live round: one at a time, so nothing new was started."""
+
+
 class ClaimHeld(LooopError):
     """Another live holder has the claim; the caller must not proceed."""
 
@@ -64,7 +68,12 @@ class NoAnswer(LooopError):
 
 
 class WorkerRefused(LooopError):
-    """A worker could not be started (alive already, fleet full, bad runtime …)."""
+    """A worker could not be started (alive already, fleet full, its program missing …)."""
+
+
+class BadWorkerRequest(WorkerRefused, UsageError):
+    """A worker request that can never start as asked (an unknown runtime or workspace, an
+    empty prompt): a usage error, exit 2, wherever it is asked (worker start, a loop)."""
 
 
 class Unavailable(LooopError):

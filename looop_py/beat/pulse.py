@@ -172,6 +172,10 @@ def _beat_body(
         # 3. SENSE
         world = sense(wd, now, ran=ran)
         loop_wake = _loop_wake(wd)  # the index is built once per scan: for the seal
+        if not wd.shelf.empty("asks"):  # a broken-sensor ask whose sensors read again
+            from looop_py.beat.healed import close_healed
+
+            failed += _emit_steps(wd, now, "healed", lambda: close_healed(wd, world.snapshots, now))
     failed += [
         f"probe {stem}"
         for stem, snap in world.snapshots.items()

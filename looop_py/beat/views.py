@@ -177,6 +177,7 @@ class LastBeat:
     reason: str | None = None
     move: Any = None
     changed: tuple[Change, ...] = ()
+    forced_by: str | None = None  # force | next-interval | noop-ttl: a wake with no change
 
     @classmethod
     def from_event(cls, event: dict[str, Any] | None) -> LastBeat | None:
@@ -203,6 +204,7 @@ class LastBeat:
             reason=event.get("reason"),
             move=event.get("move"),
             changed=changed,
+            forced_by=_str_or_none(event.get("forced_by")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -326,27 +328,50 @@ class WhyView:
             "world_hash": self.last.world_hash,
             "prev_hash": self.last.prev_hash,
             "explanation": self.explanation,
+            "forced_by": self.last.forced_by,
             "changed": [c.to_json() for c in self.changed],
             "limits": self.limits.to_json() if self.limits else None,
         }
 
 
+# Why a beat woke with nothing changed, by its event's forced_by (beat/pulse.py why_decide).
+WAKES = {
+    "force": "forced with --force; nothing had changed",
+    "next-interval": (
+        "the decider's timer came due (the next_interval_s it asked for last time);"
+        " nothing had changed"
+    ),
+    "noop-ttl": (
+        "the last decision was noop and [limits] noop_ttl_s passed, so the decider was"
+        " asked again; nothing had changed"
+    ),
+}
+
+
+def wake_cause(last: LastBeat) -> str:
+    """What woke the beat: the changed items, else what forced it. Pure."""
+    if last.changed:
+        return f"{len(last.changed)} item(s) changed since the last decision"
+    if last.forced_by is not None:
+        return WAKES.get(last.forced_by, f"woken by {last.forced_by}; nothing had changed")
+    if last.forced:
+        return WAKES["force"]
+    return "nothing had changed"
+
+
 def explain(last: LastBeat) -> str:
     """One sentence on why this beat did what it did. Pure."""
-    n = len(last.changed)
     match last.outcome:
         case BeatOutcome.SKIPPED:
             return "the world hash is unchanged since the last decision, so no decider was called"
         case BeatOutcome.LOCKED:
             return "another pulse held the lock, so this one stepped aside"
         case BeatOutcome.HELD:
-            return f"{n} item(s) changed, but the decider was not called: {last.reason}"
+            return f"{wake_cause(last)}, but the decider was not called: {last.reason}"
         case BeatOutcome.FAILED:
-            return f"{n} item(s) changed since the last decision; the beat failed: {last.reason}"
-        case BeatOutcome.DECIDED if last.forced and not n:
-            return "forced with --force; nothing had changed"
+            return f"{wake_cause(last)}; the beat failed: {last.reason}"
         case BeatOutcome.DECIDED:
-            return f"{n} item(s) changed since the last decision"
+            return wake_cause(last)
         case None:
             return f"the last beat ended in a way this looop does not know ({last.reason})"
         case _:

@@ -113,8 +113,34 @@ def cli(ctx: click.Context, workdir: str | None) -> None:
     ctx.obj = State(workdir)
 
 
+def _dir_after_verb(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        state = ctx.find_object(State)
+        if state is not None:
+            state.workdir = value
+
+
+def _accept_dir(command: click.Command) -> None:
+    """`looop status -C DIR` means `looop -C DIR status`: every verb takes -C/--dir too."""
+    command.params.append(
+        click.Option(
+            ["-C", "--dir", "verb_workdir"],
+            metavar="DIR",
+            expose_value=False,
+            is_eager=True,
+            callback=_dir_after_verb,
+            help="Work dir to use (as `looop -C DIR …`).",
+        )
+    )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_dir(sub)
+
+
 for _module in (init, beat, workers, claims, mailbox, loops, decider, admin, ops, docs, web):
     for _command in _module.COMMANDS:
+        if _command.name != "init":  # `looop init DIR` names the directory it creates
+            _accept_dir(_command)
         cli.add_command(_command)
 
 

@@ -6,7 +6,8 @@ import click
 
 from looop_py.cli import render
 from looop_py.cli.manual import PAGES
-from looop_py.cli.output import raw_out, show
+from looop_py.cli.options import json_option
+from looop_py.cli.output import json_out, raw_out, show
 
 
 @click.command(name="help")
@@ -15,8 +16,9 @@ from looop_py.cli.output import raw_out, show
     required=False,
     shell_complete=lambda _ctx, _param, incomplete: [t for t in PAGES if t.startswith(incomplete)],
 )
+@json_option
 @click.pass_context
-def help_command(ctx: click.Context, topic: str | None) -> None:
+def help_command(ctx: click.Context, topic: str | None, as_json: bool) -> None:
     """Read a page of the manual; with no TOPIC, list the topics.
 
     A command's name as TOPIC shows that command's --help.
@@ -26,15 +28,20 @@ def help_command(ctx: click.Context, topic: str | None) -> None:
       looop help
       looop help sensors
       looop help exit-codes
+      looop help --json | jq -r '.topics | keys[]'
     """
     root = ctx.find_root()
     group = root.command
     if topic is None:
-        show(render.topics_lines(PAGES))
+        if as_json:
+            json_out({"topics": {name: render.topic_summary(text) for name, text in PAGES.items()}})
+        else:
+            show(render.topics_lines(PAGES))
     elif topic in PAGES:
-        show(PAGES[topic].splitlines())
+        _page(topic, PAGES[topic], as_json)
     elif isinstance(group, click.Group) and (command := group.get_command(root, topic)):
-        show(command.get_help(click.Context(command, info_name=topic, parent=root)).splitlines())
+        text = command.get_help(click.Context(command, info_name=topic, parent=root))
+        _page(topic, text, as_json)
     else:
         raise click.BadParameter(
             f"no such topic; one of: {', '.join(PAGES)} (or a command's name)",
@@ -42,10 +49,18 @@ def help_command(ctx: click.Context, topic: str | None) -> None:
         )
 
 
+def _page(topic: str, text: str, as_json: bool) -> None:
+    if as_json:
+        json_out({"topic": topic, "text": text})
+    else:
+        show(text.splitlines())
+
+
 @click.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+@json_option
 @click.pass_context
-def completion(ctx: click.Context, shell: str) -> None:
+def completion(ctx: click.Context, shell: str, as_json: bool) -> None:
     """Print the shell completion script for SHELL (bash, zsh or fish).
 
     \b
@@ -59,7 +74,10 @@ def completion(ctx: click.Context, shell: str) -> None:
     complete = get_completion_class(shell)
     assert complete is not None  # every click.Choice above has a class
     script = complete(ctx.find_root().command, {}, "looop", "_LOOOP_COMPLETE").source()
-    raw_out(script.encode())  # exactly what `_LOOOP_COMPLETE=bash_source looop` prints
+    if as_json:
+        json_out({"shell": shell, "script": script})
+    else:
+        raw_out(script.encode())  # exactly what `_LOOOP_COMPLETE=bash_source looop` prints
 
 
 COMMANDS = [help_command, completion]

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_workdir
-from looop_py.cli.output import json_out, present, show
+from looop_py.cli.output import Note, json_out, present, show
 from looop_py.workdir.context import WorkDir
+
+if TYPE_CHECKING:
+    from looop_py.engine.spec import LoopSpec
 
 
 @click.command()
@@ -48,10 +52,14 @@ def run_loop(wd: WorkDir, loop: str, wait: bool, as_json: bool) -> None:
       looop run ci-sweeper --json | jq .outcome
     """
     from looop_py.loops import advance
+    from looop_py.loops.specs import load_spec
 
+    warnings = _action_warnings(wd, load_spec(wd, loop))
+    if not as_json:
+        show(Note(f"warning: {w}") for w in warnings)
     report = advance.run(wd, loop, wait_for_human=wait)
     if as_json:
-        json_out(report.to_dict())
+        json_out({**report.to_dict(), "warnings": warnings})
     else:
         show(report.render().splitlines())
     if report.outcome is not None and report.outcome.value == "failed":
@@ -82,17 +90,19 @@ def rounds(wd: WorkDir, show_all: bool, as_json: bool) -> None:
 @click.command()
 @json_option
 def patterns(as_json: bool) -> None:
-    """List the seven ready-made loop patterns.
+    """List the ready-made loop patterns: the seven reference ones, then `demo`, which runs
+    offline (its maker and checker are bash on the `shell` runtime).
 
     \b
     Example:
       looop patterns
       looop patterns --json | jq -r '.patterns[].name'
       looop new ci-sweeper
+      looop new demo && looop run demo    # offline: no agent CLI, no model
     """
     from looop_py.engine import patterns as catalogue
 
-    specs = catalogue.catalogue()
+    specs = catalogue.offered()
     if as_json:
         json_out({"patterns": [s.to_dict() for s in specs]})
     else:
@@ -115,10 +125,21 @@ def new(wd: WorkDir, pattern: str, name: str | None, as_json: bool) -> None:
     from looop_py.loops.specs import write_goal
 
     spec, _ = write_goal(wd, pattern, name=name)
+    warnings = _action_warnings(wd, spec)
     if as_json:
-        json_out(render.new_goal_json(spec, pattern))
+        json_out({**render.new_goal_json(spec, pattern), "warnings": warnings})
     else:
         show(render.new_goal_lines(spec))
+        show(Note(f"warning: {w}") for w in warnings)
+
+
+def _action_warnings(wd: WorkDir, spec: LoopSpec) -> list[str]:
+    """What would mislead later, said now: an approval that would run nothing."""
+    from looop_py.engine.actions import action_commands
+    from looop_py.loops.executor import unrunnable_action
+
+    warning = unrunnable_action(spec, action_commands(wd.config.actions))
+    return [warning] if warning else []
 
 
 COMMANDS = [loops, run_loop, rounds, patterns, new]

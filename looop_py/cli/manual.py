@@ -107,8 +107,11 @@ An approved action runs [actions.<kind>] command from looop.toml in the round's
 workspace (the proposal on stdin); with none configured it does nothing and says so.
 
 Example:
-  looop patterns                  # the seven ready-made loops
-  looop new ci-sweeper && looop run ci-sweeper
+  looop patterns                  # the ready-made loops
+  looop new demo && looop run demo   # a whole round offline, on the shell runtime
+  looop approve loop-demo-1          # its gate asks you; with no [actions.note] command
+                                     # the approval says that nothing ran
+  looop new ci-sweeper && looop run ci-sweeper   # needs an agent CLI (claude, codex …)
   looop loops; looop rounds --all
 """
 
@@ -228,9 +231,11 @@ EXIT CODES: what a cron job or a script can rely on
   0   done; for `pulse`: skipped, decided, held or locked
   1   the command ran and failed: a failed beat, a failed approved move,
       `decider test` without a valid move, a failed round (`run`)
-  2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id
-  3   busy: a lock another process holds
+  2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id,
+      an unknown runtime, an empty prompt
+  3   busy: a lock another process holds; `run`: the loop already has a live round
   4   `claim`/`unclaim`: another live holder has the claim;
+      `claim --renew`: the lease is no longer yours (it lapsed: do not proceed);
       `ask`: no answer within --timeout (the ask stays pending);
       `wait`: nothing needed a human within --timeout
   70  a bug in looop: the traceback goes to state/errors.log, not to cron mail

@@ -9,7 +9,7 @@ import click
 
 from looop_py.cli import onboard
 from looop_py.cli.options import json_option, pass_paths, pass_workdir
-from looop_py.cli.output import json_out, present, show
+from looop_py.cli.output import json_line, json_out, present, show
 from looop_py.errors import UsageError
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
@@ -147,8 +147,9 @@ def cron_remove(paths: Paths, yes: bool, as_json: bool) -> None:
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print every beat, quiet ones too.")
 @click.option("--print-unit", is_flag=True, help="Print a systemd user unit for this, and exit.")
+@json_option
 @pass_paths
-def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool) -> None:
+def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool, as_json: bool) -> None:
     """Run beats in this process: every --interval, and within a second of an edit.
 
     An answer, an approval, an edited goal, PLAYBOOK.md or sensor script is
@@ -159,6 +160,10 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool) -> None
     Example:
       looop up                       # in a terminal, tmux or a service
       looop up --print-unit > ~/.config/systemd/user/looop-ops.service
+      looop up --json | jq -c 'select(.outcome == "decided")'
+
+    --json prints one JSON object per line (JSON Lines): {"up": DIR,
+    "interval_s"} first, then each beat's result as `looop pulse --json` has it.
     """
     from looop_py.cli.pulse import QUIET
     from looop_py.cli.summary import beat_line
@@ -166,14 +171,23 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool) -> None
     from looop_py.ops import resident
 
     if print_unit:
-        show([resident.unit_text(paths, interval_s)])
+        unit = resident.unit_text(paths, interval_s)
+        if as_json:
+            json_out({"unit": unit})
+        else:
+            show([unit])
         return
 
     def say(result: BeatResult) -> None:
-        if verbose or result.outcome not in QUIET:
+        if as_json:
+            json_line(result.to_json())
+        elif verbose or result.outcome not in QUIET:
             show([beat_line(result)])
 
-    show([f"looop up: beating {paths.root} every {interval_s:g} s and on every edit"])
+    if as_json:
+        json_line({"up": str(paths.root), "interval_s": interval_s})
+    else:
+        show([f"looop up: beating {paths.root} every {interval_s:g} s and on every edit"])
     opened = Reopening(paths)  # each beat reads looop.toml again after an edit
     try:
         resident.serve(opened, interval_s=interval_s, on_beat=say)

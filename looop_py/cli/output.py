@@ -5,9 +5,9 @@ No click here: console.py's fast path for `looop pulse` uses this module.
 Exit codes a cron job can rely on:
   0  done (for `pulse`: skipped, decided, held or locked)
   1  the command ran and failed (a failed beat, a refused move)
-  2  usage: bad arguments, no work dir, bad looop.toml
-  3  busy: a lock another process holds
-  4  a claim another live holder has, or an ask that timed out
+  2  usage: bad arguments (an unknown runtime, an empty prompt), no work dir, bad looop.toml
+  3  busy: a lock another process holds, or a loop's live round (`run`)
+  4  a claim another live holder has (or, for --renew, that lapsed), an ask that timed out
   74 the environment: disk full, read-only file system, permission denied (the path named)
   70 a bug in looop; the traceback goes to state/errors.log, not to cron mail
 """
@@ -62,6 +62,13 @@ def json_out(value: Any) -> None:
 
     sys.stdout.buffer.write(jsonio.dumps(value, pretty=True) + b"\n")
     sys.stdout.flush()
+
+
+def json_line(value: Any) -> None:
+    """One compact JSON object on one line: a stream's item (`worker logs -f --json`, `up`)."""
+    from looop_py import jsonio
+
+    raw_out(jsonio.dumps(value) + b"\n")
 
 
 def present(view: Any, as_json: bool, lines: Callable[[Any], Iterable[str]]) -> None:

@@ -209,7 +209,12 @@ def verdict_lines(ask_id: str, got: Answer) -> Lines:
     if got.verdict == "denied":
         return [f"denied {ask_id}"]
     if got.verdict == "approved":
+        if got.note and got.note.startswith("nothing ran"):  # moves/approvals.py NOTHING_RAN
+            return [f"approved {ask_id}; {got.note}"]
         return [f"approved {ask_id}: {got.note}"]
+    if got.verdict == "withdrawn":  # asks/mailbox.py WITHDRAWN; never answered, never run
+        why = f": {got.note}" if got.note and got.note != "withdrawn" else ""
+        return [f"withdrew {ask_id}{why}"]
     return [f"answered {ask_id}"]
 
 
@@ -232,21 +237,24 @@ def kill_lines(result: KillResult) -> Lines:
 
 
 def workers_lines(view: Fleet, *, all_: bool) -> Lines:
+    """A table whose columns fit the longest id and runtime, then the fleet's count."""
+    wid = max([24, *(len(v.id) for v in view.workers)])
+    wrt = max([8, *(len(v.runtime or "-") for v in view.workers)])
     if not view.workers:
         lines = ["no live workers" + ("" if all_ else " (--all lists ended ones)")]
     else:
         lines = [
-            f"{'ID':<24} {'HEALTH':<11} {'STATE':<8} {'EXIT':>4} {'UP':>5} {'IDLE':>5} "
-            f"{'RUNTIME':<8} {'VERIFY':<6} RESULT"
+            f"{'ID':<{wid}} {'HEALTH':<11} {'STATE':<8} {'EXIT':>4} {'UP':>5} {'IDLE':>5} "
+            f"{'RUNTIME':<{wrt}} {'VERIFY':<6} RESULT"
         ]
     for v in view.workers:
         code = "-" if v.exit_code is None else str(v.exit_code)
         lines.append(
-            f"{v.id:<24} {v.health:<11} {v.state:<8} {code:>4} {age(v.uptime_s):>5} "
-            f"{age(v.idle_s if v.alive else None):>5} {v.runtime or '-':<8} "
+            f"{v.id:<{wid}} {v.health:<11} {v.state:<8} {code:>4} {age(v.uptime_s):>5} "
+            f"{age(v.idle_s if v.alive else None):>5} {v.runtime or '-':<{wrt}} "
             f"{v.verify or '-':<6} {(v.result or {}).get('status') or '-'}"
         )
-    lines.append(Note(f"{view.live}/{view.max_live} live"))
+    lines.append(f"{view.live}/{view.max_live} live")
     return lines + [
         f"kept worktree {k['path']} (branch {k['branch']}): {k['reason'] or 'holds work'}"
         for k in view.kept_worktrees
@@ -264,16 +272,18 @@ def claims_lines(views: list[ClaimView], now: float) -> Lines:
     if not views:
         return ["no claims"]
     hosts = any(v.claim and v.claim.host for v in views)  # a shared backend: say where
-    head = f"{'NAME':<24} {'SESSION':<20} {'PID':>7} {'EPOCH':>5} {'AGE':>5} {'EXPIRES':>7} "
+    wn = max([24, *(len(v.name) for v in views)])
+    ws = max([20, *(len(v.claim.session or "-") for v in views if v.claim)])
+    head = f"{'NAME':<{wn}} {'SESSION':<{ws}} {'PID':>7} {'EPOCH':>5} {'AGE':>5} {'EXPIRES':>7} "
     lines = [head + ("HOST                 LIVE" if hosts else "LIVE")]
     for v in views:
         c = v.claim
         if c is None:
-            lines.append(f"{v.name:<24} (unreadable)")
+            lines.append(f"{v.name:<{wn}} (unreadable)")
             continue
         expires = "-" if c.expires_at is None else age(max(0.0, c.expires_at - now))
         lines.append(
-            f"{v.name:<24} {c.session or '-':<20} {c.pid or '-':>7} {c.epoch:>5} "
+            f"{v.name:<{wn}} {c.session or '-':<{ws}} {c.pid or '-':>7} {c.epoch:>5} "
             f"{age(now - c.acquired_at):>5} {expires:>7} "
             + (f"{c.host or '-':<20} " if hosts else "")
             + ("yes" if v.live else "no (reaped next beat)")
@@ -342,17 +352,21 @@ def new_goal_json(spec: LoopSpec, pattern: str) -> dict[str, Any]:
 
 def new_goal_lines(spec: LoopSpec) -> Lines:
     return [
-        f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence}); edit it, then",
+        f"wrote goals/{spec.name}.md ({spec.level.label}, {spec.cadence or 'on demand'});"
+        " edit it, then",
         f"try it: looop run {spec.name}",
     ]
+
+
+def topic_summary(page: str) -> str:
+    """A manual page's first line, after its `topic: ` lead."""
+    return page.splitlines()[0].partition(": ")[2]
 
 
 def topics_lines(pages: dict[str, str]) -> Lines:
     """`looop help`: each topic with the first line of its page."""
     lines = ["looop help TOPIC: the manual. Topics:"]
-    lines += [
-        f"  {name:<12} {text.splitlines()[0].partition(': ')[2]}" for name, text in pages.items()
-    ]
+    lines += [f"  {name:<12} {topic_summary(text)}" for name, text in pages.items()]
     return [*lines, "", "Every command also has --help with an example: looop COMMAND --help"]
 
 

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from looop_py.world import Change
 
 SHOWN_CHANGES = 3  # changed items named in a beat line; the rest are counted
+# A beat that woke with nothing changed, by its forced_by (beat/views.py WAKES says more).
+WOKEN_BY = {
+    "force": "forced",
+    "next-interval": "the decider's timer came due",
+    "noop-ttl": "noop TTL passed",
+}
 
 
 def short_hash(h: str | None) -> str:
@@ -45,7 +51,7 @@ def beat_line(r: BeatResult) -> str:
             return f"✗ beat failed: {r.reason} ({health}, {ms})"
         case BeatOutcome.DECIDED:
             did, look = move_phrase(r.move, r.decide.get("held_as"))
-            why = r.forced_by or changes_clause(r.changed)
+            why = WOKEN_BY.get(r.forced_by or "", r.forced_by) or changes_clause(r.changed)
             return f"✓ {did} ({why}; {health}, {ms})" + (f" → {look}" if look else "")
         case _:
             unreachable(r.outcome)
@@ -115,14 +121,59 @@ def change_words(c: Change) -> list[str]:
         return _workers(c) or ["workers"]
     if item == "snap:sys-asks":
         return ["a question for a human" if _grew(c, "pending") else "asks answered"]
+    if item == "snap:sys-schedules":
+        return _timers(c) or ["schedules"]
     if item.startswith("snap:sys-"):
         return [item.removeprefix("snap:sys-")]
     if item.startswith("snap:sensor-"):
         name = item.removeprefix("snap:sensor-")
         if c.kind != "changed":
             return [f"sensor {name} {_kind(c)}"]
+        keyed = _keys_changed(_load(c.old), _load(c.new))
+        if keyed is not None:  # `git: dirty false → true`, the key that changed, not a prefix
+            return [f"{name}: {key} {old} → {new}" for key, old, new in keyed] or [name]
         return [f"sensor {name} {_clip(c.old or '', 24)} → {_clip(c.new or '', 24)}"]
     return [item]
+
+
+def _keys_changed(old: Any, new: Any) -> list[tuple[str, str, str]] | None:
+    """(key, old, new) for each top-level key whose value differs, both sides JSON objects
+    (a key that came or went shows `-`); None when either side is not an object."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    return [
+        (key, _shown(old, key), _shown(new, key))
+        for key in sorted({*old, *new})
+        if old.get(key, _ABSENT) != new.get(key, _ABSENT)
+    ]
+
+
+_ABSENT = object()
+
+
+def _shown(obj: dict[str, Any], key: str) -> str:
+    if key not in obj:
+        return "-"
+    value = obj[key]
+    text = value if isinstance(value, str) else jsonio.dumps(value).decode()
+    return _clip(text, 24)
+
+
+def _timers(c: Change) -> list[str]:
+    """Which timers came due, were set or dropped, between two sys-schedules signals (a
+    loop's cadence is `loop:NAME` there only while it does not parse)."""
+    keyed = _keys_changed(_load(c.old) or {}, _load(c.new) or {})
+    words = []
+    for name, old, new in keyed or []:
+        if new == "-":
+            words.append(f"timer {name} dropped")
+        elif new == "pending" or old == "-":
+            words.append(f"timer {name} set")
+        elif new == "invalid":
+            words.append(f"timer {name} invalid")
+        else:  # a one-shot went due, a recurring one's period or next slot moved on
+            words.append(f"timer {name} came due")
+    return words
 
 
 def _kind(c: Change) -> str:

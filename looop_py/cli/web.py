@@ -42,9 +42,10 @@ def serve(
 ) -> None:
     """Serve the page: overview, beats, asks and approvals, workers, loops, journal.
 
-    Needs the web extra: pip install 'looop-py[web]'. Prints a URL holding a
-    fresh random token (also stored 0600 in state/web-token); the browser keeps
-    it in a cookie. Every change is a POST with a CSRF token and an Origin check.
+    Needs the web extra: pip install 'looop-py[web]' (from a checkout: '.[web]').
+    Prints a URL holding a fresh random token (also stored 0600 in
+    state/web-token); the browser keeps it in a cookie. Every change is a POST
+    with a CSRF token and an Origin check.
 
     \b
     Example:
@@ -62,8 +63,10 @@ def serve(
     try:
         from looop_py.web import app as web_app
     except ImportError as exc:
+        from looop_py.cli.extras import install_hint
+
         raise UsageError(
-            f"the web extra is not installed ({exc.name})", "pip install 'looop-py[web]'"
+            f"the web extra is not installed ({exc.name})", install_hint("web")
         ) from None
     token = security.new_token(paths)
     hosts = {host, "127.0.0.1", "localhost"} if security.is_loopback(host) else {host}

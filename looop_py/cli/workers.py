@@ -9,7 +9,7 @@ import click
 
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths, pass_workdir, session_option
-from looop_py.cli.output import echo, json_out, raw_out, show
+from looop_py.cli.output import echo, json_line, json_out, raw_out, show
 from looop_py.errors import UsageError
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
@@ -113,19 +113,41 @@ def worker_kill(paths: Paths, worker_id: str, reason: str | None, as_json: bool)
 @click.option(
     "-n", "lines", type=click.IntRange(min=1), default=None, help="Only the last N lines."
 )
+@json_option
 @pass_workdir
-def worker_logs(wd: WorkDir, worker_id: str, follow: bool, lines: int | None) -> None:
+def worker_logs(
+    wd: WorkDir, worker_id: str, follow: bool, lines: int | None, as_json: bool
+) -> None:
     """Print a worker's output.log (its stdout and stderr), as it wrote it.
+
+    --json prints {"id", "text"} (bytes that are not UTF-8 replaced); with -f,
+    one such object per line as the output arrives (JSON Lines).
 
     \b
     Example:
       looop worker logs fix-ci -n 50
       looop worker logs fix-ci -f
+      looop worker logs fix-ci --json | jq -r .text
     """
+    import codecs
+
     from looop_py.workers.logs import read_log
 
-    for chunk in read_log(wd, worker_id, last=lines, follow=follow):
-        raw_out(chunk)
+    chunks = read_log(wd, worker_id, last=lines, follow=follow)
+    if not as_json:
+        for chunk in chunks:
+            raw_out(chunk)
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    if not follow:
+        text = "".join(decoder.decode(chunk) for chunk in chunks) + decoder.decode(b"", True)
+        json_out({"id": worker_id, "text": text})
+        return
+    for chunk in chunks:  # a character split across two reads is printed whole, once
+        if text := decoder.decode(chunk):
+            json_line({"id": worker_id, "text": text})
+    if text := decoder.decode(b"", final=True):
+        json_line({"id": worker_id, "text": text})
 
 
 @click.command()

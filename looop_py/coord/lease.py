@@ -245,6 +245,8 @@ def claim(
                 return Outcome(renewed, "renewed")
             if cur.holder_alive():
                 raise held_error(name, cur)
+        if renew:
+            raise lapsed_error(name, cur, now)
         # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
         epoch = max(_last_epoch(fd), cur.epoch if cur else 0) + 1
         new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
@@ -284,6 +286,22 @@ def held_error(name: str, cur: Claim) -> ClaimHeld:
     return ClaimHeld(
         f"{name} is held by {cur.describe()}",
         "do not proceed; retry later (`looop claims` shows who holds what)",
+    )
+
+
+def lapsed_error(name: str, cur: Claim | None, now: float) -> ClaimHeld:
+    """`--renew` of a lease that is no longer the caller's: refused, never re-taken, since
+    whatever the old epoch guarded may have changed hands in between."""
+    if cur is None:
+        why = "nobody holds it"
+    elif cur.expired(now):
+        why = f"its ttl ran out {now - (cur.expires_at or now):.0f} s ago"
+    else:
+        why = f"it is held by {cur.describe()}"
+    return ClaimHeld(
+        f"cannot renew {name}: {why}",
+        f"your lease lapsed; do not proceed on its old epoch (`looop claim {name}` takes a"
+        " new one)",
     )
 
 

@@ -126,6 +126,8 @@ class EtcdCoordinator:
                 if self._txn_lease([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *body)]):
                     return Outcome(renewed, "renewed")
                 continue
+            if renew:
+                raise lease_mod.lapsed_error(name, cur, now)
             # Free, expired, or a dead process's on this host: a new holder, the next epoch.
             last = int(value_of(ke) or b"0") if ke else 0
             epoch = max(last, cur.epoch if cur else 0) + 1

@@ -2,6 +2,8 @@
 
 1. A sensor that just broke → one ask_human naming it (a broken sensor's
    signal is stable, so this fires once per breakage, not once per beat).
+   Once every sensor it names reads again, the beat withdraws that ask
+   (beat/healed.py): nobody is asked to fix what healed.
 2. A goal whose frontmatter `on:` names a sensor that changed → start that
    goal's work: a loop round if the goal is a loop, else a worker running
    the goal's `work:` (or its body) on its `runtime:`. Goals triggered
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from looop_py import jsonio
@@ -22,6 +25,15 @@ from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5
 PENDING = "rules-pending.json"  # in state/: goals triggered and not started yet
+BROKEN_HEADER = "These sensors just started failing, so the loop is partly blind:\n"
+_BROKEN_LINE = re.compile(r"^- sensors/([^/\s]+)\.sh: ", re.MULTILINE)
+
+
+def sensors_in_broken_ask(prompt: str) -> list[str]:
+    """The sensors a rules "just started failing" ask names; [] for any other ask."""
+    if not prompt.startswith(BROKEN_HEADER):
+        return []
+    return _BROKEN_LINE.findall(prompt)
 
 
 def _signal(value: str | None) -> Any:
@@ -71,7 +83,7 @@ class RulesDecider:
         if not broken:
             return None
         prompt = (
-            "These sensors just started failing, so the loop is partly blind:\n"
+            BROKEN_HEADER
             + "\n".join(broken)
             + "\nPlease fix the scripts (run them by hand from the work dir to see why), "
             "then answer this ask with what you changed."

@@ -14,7 +14,7 @@
     report     RoundOutcome and RoundReport
     loop       LoopEngine: drives a round to its end
     scheduler  ScheduleBook (when each loop is due) and LoopScheduler
-    patterns   the seven ready-made loops
+    patterns   the seven ready-made loops, and an offline demo
 
 The engine is pure: it reads no file and starts no process, and imports
 nothing from the work-dir side of looop (an import contract in pyproject.toml

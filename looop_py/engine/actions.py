@@ -30,17 +30,21 @@ class ActionError(Exception):
 
 @dataclass(frozen=True)
 class ActionReceipt:
-    """Evidence that an approved action was handed to its executor, and what came of it."""
+    """Evidence that an approved action was handed to its executor, and what came of it.
+
+    `ran` is False when nothing was run (no executor or command for the kind): the
+    round still proceeded, but no one may read it as the action having happened."""
 
     kind: str
     summary: str
+    ran: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "summary": self.summary}
+        return {"kind": self.kind, "summary": self.summary, "ran": self.ran}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ActionReceipt:
-        return cls(str(data["kind"]), str(data["summary"]))
+        return cls(str(data["kind"]), str(data["summary"]), data.get("ran") is not False)
 
 
 class ApprovalOnlyExecutor:
@@ -51,8 +55,9 @@ class ApprovalOnlyExecutor:
     ) -> ActionReceipt:
         return ActionReceipt(
             action.kind,
-            f"loop `{spec.name}` was cleared to `{action.kind}`, "
-            "but no action executor is configured, so nothing was run",
+            f"nothing ran: loop `{spec.name}` was cleared to `{action.kind}`, "
+            "but no action executor is configured",
+            ran=False,
         )
 
 

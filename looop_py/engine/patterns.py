@@ -13,6 +13,8 @@ Start a loop at the level given here and raise it as it earns trust:
 
 The names, intents, prompts, levels, cadences, budgets and action kinds are
 the reference engine's, kept word for word so loops behave the same in both.
+An eighth, `demo` (in `offered()`, not the catalogue), is looop-py's own: bash
+for the offline `shell` runtime, so a whole round runs without an agent CLI.
 """
 
 from __future__ import annotations
@@ -158,8 +160,40 @@ def issue_triage() -> LoopSpec:
     )
 
 
+# The demo's maker and checker: bash for the offline `shell` runtime, no agent CLI, no model.
+_DEMO_MAKER = """\
+goals=$(find "$LOOOP_DIR/goals" -maxdepth 1 -name '*.md' | wc -l)
+sensors=$(find "$LOOOP_DIR/sensors" -maxdepth 1 -name '*.sh' | wc -l)
+said="this work dir has $goals goal(s) and $sensors sensor(s)"
+echo "$said"
+"$LOOOP_BIN" done --summary "proposal: note that $said"
+"""
+_DEMO_CHECKER = """\
+goals=$(find "$LOOOP_DIR/goals" -maxdepth 1 -name '*.md' | wc -l)
+sensors=$(find "$LOOOP_DIR/sensors" -maxdepth 1 -name '*.sh' | wc -l)
+"$LOOOP_BIN" done --summary "confirmed: this work dir has $goals goal(s) and $sensors sensor(s)"
+"""
+
+
+def demo() -> LoopSpec:
+    """looop-py's own, not the reference's: a whole L2 round offline, on the `shell`
+    runtime (its maker and checker are bash), so a newcomer sees a round, its gate and an
+    approval without an agent CLI. On demand only (no cadence): `looop run demo`."""
+    return LoopSpec(
+        name="demo",
+        intent="Show a whole round offline: a maker proposes, a checker confirms, you approve.",
+        level=LoopLevel.L2_ASSISTED,
+        cadence="",
+        budget=TokenBudget.iters(4),
+        maker_prompt=_DEMO_MAKER,
+        checker_prompt=_DEMO_CHECKER,
+        action_kind="note",
+        runtime="shell",
+    )
+
+
 def catalogue() -> list[LoopSpec]:
-    """All seven, in the reference's order."""
+    """The reference's seven, in its order."""
     return [
         daily_triage(),
         pr_babysitter(),
@@ -171,14 +205,19 @@ def catalogue() -> list[LoopSpec]:
     ]
 
 
+def offered() -> list[LoopSpec]:
+    """What `looop patterns` lists and `looop new` writes: the seven, then the demo."""
+    return [*catalogue(), demo()]
+
+
 def by_name(name: str) -> LoopSpec:
     """One pattern by its name (`ci-sweeper`) or function name (`ci_sweeper`)."""
     key = name.strip().lower().replace("_", "-")
-    for spec in catalogue():
+    for spec in offered():
         if spec.name == key:
             return spec
 
-    names = ", ".join(s.name for s in catalogue())
+    names = ", ".join(s.name for s in offered())
     raise UsageError(f"no pattern named {name!r}", f"patterns: {names}")
 
 
@@ -187,7 +226,7 @@ def goal_frontmatter(spec: LoopSpec) -> dict[str, object]:
     meta: dict[str, object] = {
         "intent": spec.intent,
         "level": spec.level.label,
-        "cadence": spec.cadence,
+        **({"cadence": spec.cadence} if spec.cadence else {}),  # none: on demand only
         "budget": {k: v for k, v in spec.budget.to_dict().items() if v is not None},
         "action": spec.action_kind,
     }

@@ -83,7 +83,7 @@ class RoundReport:
                 continue
             iters = f", {result.iters} iters" if result.iters is not None else ""
             lines.append(f"{role}: {result.status.value}{iters}")
-            if role == "maker" and result.has_text:
+            if result.has_text:  # what each said: the proposal, then the checker's verdict
                 assert result.text is not None
                 lines.append(result.text.strip())
         if self.phase == "claim":

@@ -412,7 +412,10 @@ def memory_entry(s: RoundState, now: float) -> MemoryEntry:
         body = f"{s.budget_detail}. {text}"
     elif s.outcome is RoundOutcome.PROCEEDED and s.action is not None:
         by = "after a human approved" if s.answer == "approved" else "on its own"
-        body = f"`{s.action.kind}` ran {by}: {s.action.summary}. {text}"
+        if s.action.ran:
+            body = f"`{s.action.kind}` ran {by}: {s.action.summary}. {text}"
+        else:
+            body = f"`{s.action.kind}` was cleared {by}, but {s.action.summary}. {text}"
     else:
         body = text
     return MemoryEntry(

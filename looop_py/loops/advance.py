@@ -15,14 +15,16 @@ Loop cadences are indexed by goal-file stat, so a quiet beat never parses YAML.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from looop_py.coord.choose import coordinator
 from looop_py.engine.actions import action_commands
 from looop_py.engine.loop import LoopEngine
-from looop_py.errors import FenceLost, LooopError, UsageError
+from looop_py.errors import Busy, FenceLost, LooopError, RoundLive
+from looop_py.locks import PulseLock
 from looop_py.loops import store
 from looop_py.loops.adapters import (
     MailboxApprovals,
@@ -66,14 +68,17 @@ def engine_for(wd: WorkDir, spec: LoopSpec, clock: Callable[[], float] = time.ti
     )
 
 
-class AlreadyLive(UsageError):
-    """The loop has a live round: a start finds it, and starts nothing. A decide's
+class AlreadyLive(RoundLive):
+    """The loop has a live round: a start finds it and starts nothing (exit 3), saying where
+    the first one is and what it waits for, never queued behind it. A decide's
     `start_round` takes it as done (the round it wanted runs), never as a failure."""
 
     def __init__(self, loop: str, state: RoundState) -> None:
+        hint = "it goes on by itself at each beat; `looop rounds` shows where it is"
+        if state.ask_id and state.phase.value == "awaiting-approval":
+            hint = f"it waits for a human: looop approve {state.ask_id} (or deny it)"
         super().__init__(
-            f"loop {loop} already has a live round ({state.id}, {state.phase.value})",
-            "wait for it to finish; `looop rounds` shows where it is",
+            f"loop {loop} already has a live round ({state.id}, {state.phase.value})", hint
         )
         self.state = state
 
@@ -111,13 +116,33 @@ def start_round(
     if target is not None:
         spec = spec.with_target(target)
     engine = engine_for(wd, spec, clock=lambda: now)
-    live = engine.live_rounds()
-    if live:
-        raise AlreadyLive(loop, live[0])
-    state = engine.start_round(trigger=trigger, now=now)
+    with _one_start(wd):
+        _refuse_if_live(engine, loop)
+        state = engine.start_round(trigger=trigger, now=now)
     settled = engine.settle(state, now)
     _journal_end(wd, settled, now)  # a round that could not get going ends here, and says why
     return settled
+
+
+@contextlib.contextmanager
+def _one_start(wd: WorkDir) -> Iterator[None]:
+    """One round start at a time in this work dir, so "no live round" still holds when the
+    new one is saved: two `looop run`s, or a run and a beat, never both start one."""
+    wd.paths.state.mkdir(exist_ok=True)
+    lock = PulseLock(wd.paths.state / "round-start.lock")
+    if not lock.acquire(timeout_s=30):
+        raise Busy("another round start has held the lock for 30 s", "try again")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _refuse_if_live(engine: LoopEngine, loop: str) -> None:
+    """One live round per loop: a second start is refused (AlreadyLive)."""
+    live = engine.live_rounds()
+    if live:
+        raise AlreadyLive(loop, live[0])
 
 
 def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
@@ -220,4 +245,8 @@ def run(wd: WorkDir, loop: str, *, wait_for_human: bool = False) -> RoundReport:
     (BudgetHeld) while the daily budget is spent."""
     _refuse_if_held(wd, loop, time.time())
     spec = load_spec(wd, loop)
-    return engine_for(wd, spec).run_once(wait_for_human=wait_for_human)
+    engine = engine_for(wd, spec)
+    with _one_start(wd):
+        _refuse_if_live(engine, loop)
+        state = engine.start_round(trigger="manual")
+    return engine.resume(state.id, wait_for_human=wait_for_human)

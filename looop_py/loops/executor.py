@@ -57,7 +57,10 @@ class CommandActionExecutor:
         configured = self.commands.get(action.kind)
         if configured is None:
             if self.fallback is not None:
-                return self.fallback.execute(spec, action, workspace)
+                receipt = self.fallback.execute(spec, action, workspace)
+                if receipt.ran:
+                    return receipt
+                return ActionReceipt(action.kind, not_configured(action.kind), ran=False)
             raise ActionError(
                 f"no command is configured for action kind `{action.kind}`; "
                 f'add [actions.{action.kind}] command = "…" to looop.toml'
@@ -96,6 +99,23 @@ class CommandActionExecutor:
             )
         said = _last_line(result.stdout[:_OUTPUT_CAP])
         return ActionReceipt(action.kind, said or f"ran `{shown}`")
+
+
+def not_configured(kind: str) -> str:
+    """What an approval of `kind` did when looop.toml names no command for it."""
+    return f"nothing ran: no `[actions.{kind}]` command is configured"
+
+
+def unrunnable_action(spec: LoopSpec, commands: Mapping[str, object]) -> str | None:
+    """A warning for a loop whose approved action would run nothing (L2/L3, no command
+    for its kind), for `looop new` and `looop run` to say before anyone approves it."""
+    if spec.level.rank < 2 or spec.action_kind in commands:
+        return None
+    return (
+        f"approving `{spec.name}`'s `{spec.action_kind}` will run nothing: no "
+        f'`[actions.{spec.action_kind}]` command is configured (add `command = "…"` under'
+        " it in looop.toml)"
+    )
 
 
 def _last_line(data: bytes) -> str:

@@ -48,6 +48,7 @@ from looop_py.workdir.context import WorkDir
 LOCK_WAIT_S = 120.0
 WAITING = "approved; waiting for the pulse lock to run it"
 QUEUED = "approved; a pulse held the lock, so the next beat runs it"
+NOTHING_RAN = "nothing ran"  # how an approval's note starts when no command ran
 
 
 class StaleApproval(UsageError):
@@ -117,6 +118,8 @@ def _settle_round(wd: WorkDir, round_id: str, now: float) -> str:
         state = advance.engine_for(wd, state.spec, clock=lambda: now).settle(state, now)
     finally:
         lock.release()
+    if state.action is not None and not state.action.ran:
+        return f"{state.action.summary} (round {round_id})"  # "nothing ran: …": never "proceeded"
     outcome = state.outcome.value if state.outcome else state.phase.value
     return f"round {round_id}: {outcome}" + (f" ({state.error})" if state.error else "")
 
@@ -126,7 +129,10 @@ def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
     if "round" in ask.hold:
         mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved")
         note = _settle_round(wd, str(ask.hold["round"]), now)
-        journal.write(wd, f"✓ approved {ask_id}: {note}", now)
+        if note.startswith(NOTHING_RAN):
+            journal.write(wd, f"· approved {ask_id}; {note}", now)
+        else:
+            journal.write(wd, f"✓ approved {ask_id}: {note}", now)
         return mailbox.answer(
             wd, ask_id, "approved", now=now, verdict="approved", note=note, force=True
         )

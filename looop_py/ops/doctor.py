@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import shlex
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from looop_py.coord import base, choose
@@ -95,7 +97,10 @@ def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
         lambda: decider(wd, offline=offline, now=now),
         lambda: budget(cfg),
         lambda: pricing(cfg),
-        *(lambda name=name: runtime(cfg, name, job) for name in _runtimes_in_use(cfg)),
+        *(
+            lambda name=name: runtime(cfg, name, wd.paths.root, job)
+            for name in _runtimes_in_use(cfg)
+        ),
         lambda: decider_program(cfg, job),
         lambda: scheduled(wd.paths, now),
         lambda: pulse_lock(wd.paths, cfg, now),
@@ -264,14 +269,28 @@ def decider_program(cfg: Config, job_path: str | None) -> Check:
     return Check("decider program", Verdict.OK, f"`{program}` is {found}")
 
 
-def runtime(cfg: Config, name: str, job_path: str | None = None) -> Check:
+# A runtime whose program is one of these runs a script: its first operand is that file.
+_INTERPRETERS = frozenset(
+    {"bash", "sh", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "deno", "bun"}
+)
+
+
+def runtime(cfg: Config, name: str, root: Path, job_path: str | None = None) -> Check:
+    """The runtime resolves, its program is on PATH, and the files its command names exist
+    (`bash run-agent.sh {{prompt_file}}`: run-agent.sh, relative to the work dir `root`)."""
     from looop_py.workers import runtimes  # only to read the command lines
 
     try:
         rt = runtimes.resolve(cfg, name)
     except LooopError as exc:
         return Check(f"runtime {name}", Verdict.FAIL, exc.message, exc.hint)
-    program = _program(rt.command)
+    try:
+        words = shlex.split(rt.command)
+    except ValueError as exc:
+        return Check(f"runtime {name}", Verdict.FAIL, f"its command does not parse: {exc}")
+    while words and _ASSIGNMENT.fullmatch(words[0]):
+        words = words[1:]  # `NAME=value program …`
+    program = words[0] if words else ""
     if not program or shutil.which(program, path=job_path) is None:
         return Check(
             f"runtime {name}",
@@ -287,9 +306,42 @@ def runtime(cfg: Config, name: str, job_path: str | None = None) -> Check:
             "claude refuses --dangerously-skip-permissions as root",
             "run looop as an ordinary user, or set [runtimes.claude] command without that flag",
         )
+    for path in _named_files(program, words[1:]):
+        if not (root / Path(path).expanduser()).exists():
+            return Check(
+                f"runtime {name}",
+                Verdict.FAIL,
+                f"`{program}` is on PATH but `{path}` does not exist (from {root})",
+                f"create it, or fix [runtimes.{name}] command in looop.toml",
+            )
     return Check(
         f"runtime {name}", Verdict.OK, f"`{program}` is {shutil.which(program, path=job_path)}"
     )
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
+
+
+def _named_files(program: str, args: list[str]) -> list[str]:
+    """The files a command line names: an interpreter's script (its first operand), and
+    every argument written as a path (/…, ./…, ../…, ~/…); never the prompt file."""
+    named: list[str] = []
+    operand_seen = Path(program).name not in _INTERPRETERS
+    inline = False
+    for arg in args:
+        if inline or "{{" in arg or "$" in arg or arg in ("<", ">", "|", "&&", ";"):
+            inline = False  # code given inline, looop's placeholder, shell syntax: no file
+            operand_seen = True
+            continue
+        if arg.startswith("-"):
+            inline = not operand_seen and arg in ("-c", "-e", "-m", "--eval")
+            continue
+        if not operand_seen:
+            operand_seen = True
+            named.append(arg)
+        elif arg.startswith(("/", "./", "../", "~/")):
+            named.append(arg)
+    return named
 
 
 def scheduled(paths: Paths, now: float) -> Check:

@@ -274,5 +274,13 @@ def render_frontmatter(meta: dict[str, Any], body: str) -> str:
     """The inverse of `frontmatter`: `---`, the mapping as YAML in the given key order, `---`."""
     import yaml  # only for frontmatter
 
-    head = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=88)
+    class Dumper(yaml.SafeDumper):
+        """Multi-line text (a shell maker's script) as a `|` block, as a person writes it."""
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    head = yaml.dump(meta, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=88)
     return f"---\n{head}---\n{body}"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
-from looop_py.errors import Busy, WorkerRefused
+from looop_py.errors import BadWorkerRequest, Busy, WorkerRefused
 from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
 from looop_py.spend import ledger
@@ -99,7 +99,7 @@ def start(
     config = wd.config
     session_id = check_segment(id, "worker id")
     if not prompt.strip():
-        raise WorkerRefused("the prompt is empty", "say what the worker should do")
+        raise BadWorkerRequest("the prompt is empty", "say what the worker should do")
     rt = runtimes.resolve(config, runtime)
     env = worker_env(wd.paths, "-", wd.paths.root, config)
     check_runnable(rt.launch_template(read_only), rt.name, env)
@@ -107,7 +107,7 @@ def start(
         check_script(prompt, rt.name, env)
     kind = workspace or "none"
     if kind not in workspaces.KINDS:
-        raise WorkerRefused(
+        raise BadWorkerRequest(
             f"unknown workspace {kind!r}", f"use one of {', '.join(workspaces.KINDS)}"
         )
     wcfg = config.workers

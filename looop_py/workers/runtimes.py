@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looop_py.errors import ConfigError, WorkerRefused
+from looop_py.errors import BadWorkerRequest, ConfigError
 from looop_py.workdir.presets import CODEX_QUIET
 from looop_py.workers import streams
 
@@ -112,7 +112,7 @@ def resolve(config: Config, name: str | None) -> Runtime:
     base = BUILTINS.get(name)
     custom = config.runtimes.get(name)
     if base is None and custom is None:
-        raise WorkerRefused(
+        raise BadWorkerRequest(
             f"unknown runtime {name!r}",
             f"use one of {', '.join(known(config))}, or add [runtimes.{name}] to looop.toml",
         )

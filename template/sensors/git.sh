@@ -9,7 +9,12 @@ fi
 esc() { local s=${1//\\/\\\\}; printf '%s' "${s//\"/\\\"}"; }
 branch=$(git symbolic-ref --short -q HEAD || echo "(detached)")
 head=$(git rev-parse --short HEAD 2>/dev/null || echo "(no commits)")
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -n 1)" ]; then
+# The whole repo, but not what looop itself writes here (the list in .gitignore), even
+# when a work dir was committed with it: looop's own journal line must not wake it.
+own=(journal.md journal.md.1 'events.jsonl*' reports memory asks answers corrupt snapshots
+  state runs sessions claims rounds .worktrees)
+if [ -n "$(git status --porcelain --untracked-files=no -- ':/' "${own[@]/#/:!}" 2>/dev/null \
+  | head -n 1)" ]; then
   dirty=true
 else
   dirty=false

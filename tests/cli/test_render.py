@@ -217,7 +217,7 @@ def test_a_decided_beat_names_its_target_what_changed_and_where_to_look() -> Non
     line = summary.beat_line(held)
     assert line.startswith("✓ held run_shell for a human") and "looop approve decider-3" in line
     forced = BeatResult(BeatOutcome.DECIDED, move={"action": "noop"}, forced_by="force")
-    assert "(force;" in summary.beat_line(forced)
+    assert "(forced;" in summary.beat_line(forced)
 
 
 def test_many_changes_are_counted_not_listed() -> None:

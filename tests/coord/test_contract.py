@@ -386,3 +386,21 @@ def test_a_killed_pulse_holder_is_replaced_within_the_ttl(backend: Backend, tmp_
         if holder.poll() is None:
             os.killpg(holder.pid, signal.SIGKILL)
             holder.wait()
+
+
+def test_renew_never_retakes_a_lapsed_or_foreign_lease(backend: Backend) -> None:
+    coord = choose.coordinator(open_wd(backend.workdir()))
+    me, other = holders.own_holder("me"), holders.own_holder("other")
+    now = time.time()
+    first = coord.claim("deploy", me, ttl_s=5, now=now)
+    renewed = coord.claim("deploy", me, ttl_s=5, renew=True, now=now + 1)
+    assert renewed.action == "renewed" and renewed.claim.epoch == first.claim.epoch
+    with pytest.raises(ClaimHeld, match="cannot renew deploy: its ttl ran out"):
+        coord.claim("deploy", me, renew=True, now=now + 60)  # lapsed: refused, not re-taken
+    with pytest.raises(ClaimHeld, match="cannot renew fresh: nobody holds it"):
+        coord.claim("fresh", me, renew=True, now=now)
+    coord.claim("theirs", other, now=now)
+    with pytest.raises(ClaimHeld, match="theirs is held by"):
+        coord.claim("theirs", me, renew=True, now=now)
+    again = coord.claim("deploy", me, ttl_s=5, now=now + 60)  # a plain claim takes it anew
+    assert again.action == "acquired" and again.claim.epoch == first.claim.epoch + 1

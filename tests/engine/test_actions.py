@@ -88,7 +88,8 @@ def _running(pid: int) -> bool:
 
 def test_kinds_without_a_command_fall_back_or_fail(tmp_path: Path) -> None:
     receipt = CommandActionExecutor({}, cwd=tmp_path).execute(SPEC, ACTION, None)
-    assert receipt == ApprovalOnlyExecutor().execute(SPEC, ACTION, None)
+    assert not receipt.ran and not ApprovalOnlyExecutor().execute(SPEC, ACTION, None).ran
+    assert receipt.summary == "nothing ran: no `[actions.open-pr]` command is configured"
     with pytest.raises(ActionError, match=r"\[actions.open-pr\]"):
         CommandActionExecutor({}, cwd=tmp_path, fallback=None).execute(SPEC, ACTION, None)
 

@@ -206,7 +206,7 @@ def test_looop_loops_rounds_patterns_and_new(wd: Paths) -> None:
     (lp,) = listed["loops"]
     assert (lp["name"], lp["level"], lp["cadence"]) == ("daily-triage", "L1-report", "daily 09:00")
     pats = jsonio.loads(invoke_looop("patterns", "--json").stdout)["patterns"]
-    assert len(pats) == 7 and pats[0]["name"] == "daily-triage"
+    assert len(pats) == 8 and pats[0]["name"] == "daily-triage" and pats[-1]["name"] == "demo"
 
 
 def test_looop_run_drives_a_round_in_the_foreground(wd: Paths) -> None:

@@ -78,9 +78,9 @@ def test_budget_check(wd: Paths) -> None:
 
 def test_runtime_check(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = config_mod.load(wd.config)
-    assert doctor.runtime(cfg, "shell").verdict is Verdict.OK
+    assert doctor.runtime(cfg, "shell", wd.root).verdict is Verdict.OK
     monkeypatch.setenv("PATH", str(wd.root))  # nothing on PATH
-    missing = doctor.runtime(cfg, "claude")
+    missing = doctor.runtime(cfg, "claude", wd.root)
     assert missing.verdict is Verdict.FAIL and "`claude` is not on PATH" in missing.message
 
 
