@@ -211,6 +211,9 @@ def decide_and_act(
     runs.write(wd, run, "move.json", move.to_json())
 
     outcome = act.execute(wd, move, now)
+    # What ran and how it went, in the beat's event (the page's beats view reads it back).
+    stats["result"] = {"action": move.name, "ok": outcome.ok, "note": outcome.note}
+    stats["result"].update(outcome.detail)
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
     limits.save_backoff(wd, None)
