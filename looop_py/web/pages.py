@@ -26,8 +26,21 @@ table{border-collapse:collapse;width:100%;background:#fff}
 td,th{border-bottom:1px solid #e5e8ec;padding:4px 6px;text-align:left;vertical-align:top}
 pre{background:#0f1419;color:#e6e1cf;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap}
 .ok{color:#17803d}.bad{color:#d93a3a}.muted{color:#667}
-form.inline{display:inline}.ask{margin-bottom:10px}button{cursor:pointer;padding:3px 10px}
+form.inline{display:inline}.ask{margin-bottom:10px}
+button,.button{cursor:pointer;min-height:44px;min-width:44px;padding:8px 16px;font-size:15px;
+border-radius:6px;border:1px solid #8a94a0;background:#fff;margin:4px 6px 4px 0;
+display:inline-block;text-decoration:none;color:#1d232a;box-sizing:border-box}
+input,select{min-height:40px;font-size:15px;max-width:100%;box-sizing:border-box}
+.approve{background:#17803d;color:#fff;border-color:#17803d}
+.danger{background:#fff;color:#b42323;border-color:#b42323}
+.scroll{overflow-x:auto;max-width:100%}.pager a{margin-right:10px}
+#live{margin-left:auto;font-size:13px}.live-on{color:#7ee2a8}.live-off{color:#ffb86b}
+header form{display:inline;margin:0}header button{min-height:0;padding:2px 8px;margin:0;
+font-size:13px}
 .o-decided{color:#2b7de9}.o-failed{color:#d93a3a}.o-held{color:#b07f00}.o-locked{color:#8a63d2}
+.h-finished{color:#17803d}.h-died,.h-failed{color:#d93a3a}
+@media (max-width:600px){main{padding:8px}td,th{padding:4px 3px}.card{flex-basis:100%}
+header{padding:8px}}
 """
 
 
@@ -40,7 +53,10 @@ class Markup(str):
 NAV = (
     ("/", "overview"),
     ("/asks", "asks"),
+    ("/beats", "beats"),
     ("/workers", "workers"),
+    ("/goals", "goals"),
+    ("/sensors", "sensors"),
     ("/loops", "loops"),
     ("/journal", "journal"),
 )
@@ -51,28 +67,55 @@ def e(value: Any) -> str:
 
 
 def when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
+    """A time shown in the server's local time (the page's script: the browser's), UTC on
+    hover."""
+    if not isinstance(ts, int | float) or not ts:
+        return "—"
+    utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return Markup(f'<time datetime="{utc}" title="{utc} UTC">{local}</time>')
 
 
-def layout(title: str, body: str, *, read_only: bool = False, nav: bool = True) -> str:
+def layout(
+    title: str,
+    body: str,
+    *,
+    read_only: bool = False,
+    nav: bool = True,
+    csrf: str | None = None,
+    watch: str = "",
+    live: bool = True,
+) -> str:
+    """A page. `live`: served by `looop serve` (its script, its live badge; not a report).
+    `watch`: what else than the work dir's state refreshes it (a worker's log)."""
     links = "".join(f'<a href="{href}">{name}</a>' for href, name in NAV) if nav else ""
     badge = ' <span class="muted">(read-only)</span>' if read_only else ""
+    head, tail = "", ""
+    if live and nav:
+        badge += '<span id="live" class="live-off">○ not live</span>'
+        badge += '<form method="post" action="/logout"><button id="logout">log out</button></form>'
+    if live:
+        head = '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'
+        tail = '<script src="/app.js" defer></script>'
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{e(title)} · looop</title><style>{CSS}</style></head><body>"
-        f"<header><b>looop</b>{links}{badge}</header><main><h1>{e(title)}</h1>{body}</main>"
+        f"<title>{e(title)} · looop</title><style>{CSS}</style>{head}</head><body>"
+        f"<header><b>looop</b>{links}{badge}</header>"
+        f'<main data-watch="{e(watch)}"><h1>{e(title)}</h1>{body}</main>{tail}'
         "</body></html>"
     )
 
 
-def _form(action: str, csrf: str | None, label: str, fields: str = "", name: str = "") -> str:
+def _form(
+    action: str, csrf: str | None, label: str, fields: str = "", name: str = "", *, cls: str = ""
+) -> str:
     if csrf is None:
         return ""
     return (
         f'<form class="inline" method="post" action="{e(action)}">'
         f'<input type="hidden" name="csrf" value="{e(csrf)}">{fields}'
-        f'<button type="submit" name="do" value="{e(name or label)}" '
+        f'<button type="submit" name="do" value="{e(name or label)}" class="{e(cls)}" '
         f'id="{e(name or label)}">{e(label)}</button></form>'
     )
 
@@ -151,7 +194,7 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
         [
             [
                 _link(f"/workers/{w['id']}", w["id"], links),
-                w["health"],
+                health_word(w),
                 w["state"],
                 w.get("runtime"),
                 _secs(w.get("uptime_s")),
@@ -161,13 +204,55 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
     )
     body += "<h2>Live rounds</h2>" + _rounds(d["rounds"])
     body += "<h2>Recent beats</h2>" + _table(
-        ["when", "outcome"],
+        ["when", "outcome", "decided"],
         [
-            [_link(f"/beats/{quote(str(b['ts']))}", b["ts"], links), _outcome(b["outcome"])]
+            [
+                _link(f"/beats/{quote(str(b['ts']))}", b["ts"], links, b.get("t")),
+                _outcome(b["outcome"]),
+                b.get("decided") or "",
+            ]
             for b in reversed(d["beats"][-15:])
         ],
     )
-    return body
+    if links:
+        body += '<p><a href="/beats">every beat, with what it decided and how it went</a></p>'
+    return pending_first(d["asks"], links) + body
+
+
+def pending_first(pending: list[dict[str, Any]], links: bool) -> str:
+    """The asks waiting for a human, at the top of the overview (first on a phone too)."""
+    if not pending:
+        return ""
+    items = "".join(
+        f"<li>{_link('/asks/' + str(a['id']), a['id'], links)} "
+        f'<span class="muted">{e(a["kind"])}</span> {e(_clip(a["prompt"], 120))}</li>'
+        for a in pending
+    )
+    return (
+        f'<section id="pending"><h2>Waiting for you ({len(pending)})</h2><ul>{items}</ul></section>'
+    )
+
+
+def _clip(text: Any, n: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def health_word(w: dict[str, Any]) -> Markup:
+    """A worker's health in words that tell a finished worker from one that died."""
+    if w.get("alive"):
+        word = str(w.get("health"))
+    elif w.get("lost"):
+        word = "died (its supervisor was gone)"
+    elif w.get("state") == "killed":
+        word = "died (killed)"
+    elif w.get("exit_code") == 0:
+        word = "finished ok"
+    elif isinstance(code := w.get("exit_code"), int):
+        word = f"died (signal {code - 128})" if code > 128 else f"failed (exit {code})"
+    else:
+        word = "ended"
+    return Markup(f'<span class="h-{e(word.split()[0])}">{e(word)}</span>')
 
 
 def _usd(v: float) -> str:
@@ -182,8 +267,10 @@ def _outcome(o: Any) -> str:
     return Markup(f'<span class="o-{e(o)}">{e(o)}</span>')
 
 
-def _link(href: str, text: Any, on: bool = True) -> str:
-    return Markup(f'<a href="{e(href)}">{e(text)}</a>') if on else e(text)
+def _link(href: str, text: Any, on: bool = True, t: float | None = None) -> str:
+    """A link; with `t`, its text is that time (local, UTC on hover)."""
+    shown = when(t) if t else e(text)
+    return Markup(f'<a href="{e(href)}">{shown}</a>') if on else Markup(shown)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
@@ -194,7 +281,7 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
         "<tr>" + "".join(f"<td>{c if isinstance(c, Markup) else e(c)}</td>" for c in r) + "</tr>"
         for r in rows
     )
-    return f"<table><tr>{th}</tr>{body}</table>"
+    return f'<div class="scroll"><table><tr>{th}</tr>{body}</table></div>'
 
 
 def _rounds(rounds: list[dict[str, Any]]) -> str:
@@ -245,7 +332,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
     for a in d["asks"]:
         aid = a["id"]
         body += (
-            f'<div class="card ask" id="ask-{e(aid)}"><b>{e(aid)}</b> '
+            f'<div class="card ask" id="ask-{e(aid)}"><b><a href="/asks/{e(aid)}">{e(aid)}</a></b> '
             f'<span class="muted">{e(a["kind"])} from {e(a["asker"])}, {a["age_s"]} s ago</span>'
             + (
                 f' <span class="bad">{e(a["state"])}: {e(a.get("why"))}</span>'
@@ -267,9 +354,15 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
                 "<details><summary>the whole held move</summary>"
                 f"<pre>{e(_pretty(run['move']))}</pre></details>"
             )
-            body += _form(f"/asks/{aid}/approve", csrf, "approve", name=f"approve-{aid}")
+            if csrf is not None:  # approving takes a second step that names what runs
+                body += (
+                    f'<a class="button approve" id="approve-{e(aid)}" '
+                    f'href="/asks/{e(aid)}/confirm">approve…</a>'
+                )
             reason = '<input name="reason" placeholder="reason (optional)">'
-            body += " " + _form(f"/asks/{aid}/deny", csrf, "deny", reason, name=f"deny-{aid}")
+            body += " " + _form(
+                f"/asks/{aid}/deny", csrf, "deny", reason, name=f"deny-{aid}", cls="danger"
+            )
         else:
             if a.get("options"):
                 field = (
@@ -280,7 +373,9 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
             else:
                 field = f'<input name="answer" id="answer-text-{e(aid)}" size="40" required>'
             body += _form(f"/asks/{aid}/answer", csrf, "answer", field, name=f"answer-{aid}")
-        body += " " + _form(f"/asks/{aid}/withdraw", csrf, "withdraw", name=f"withdraw-{aid}")
+        body += " " + _form(
+            f"/asks/{aid}/withdraw", csrf, "withdraw", name=f"withdraw-{aid}", cls="danger"
+        )
         body += "</div>"
     return body
 
@@ -289,7 +384,7 @@ def workers(d: dict[str, Any], *, links: bool = True) -> str:
     rows = [
         [
             _link(f"/workers/{w['id']}", w["id"], links),
-            w["health"],
+            health_word(w),
             w["state"],
             w.get("exit_code"),
             w.get("verify"),
@@ -324,8 +419,6 @@ def worker(d: dict[str, Any], csrf: str | None) -> str:
         ],
     )
     body += f'<h2>output.log (tail)</h2><pre id="log">{e(d["log_tail"])}</pre>'
-    if w.get("alive"):
-        body += '<meta http-equiv="refresh" content="5">'
     return body
 
 
@@ -369,15 +462,6 @@ def loops(d: dict[str, Any], csrf: str | None = None) -> str:
     return body + "<h2>Rounds</h2>" + _rounds(d["rounds"])
 
 
-def journal(d: dict[str, Any]) -> str:
-    form = (
-        f'<form method="get" action="/journal"><input name="q" value="{e(d["query"])}" '
-        'placeholder="search the journal" id="q"> <button>search</button></form>'
-    )
-    lines = "\n".join(d["lines"]) or "(nothing)"
-    return f'{form}<pre id="journal">{e(lines)}</pre>'
-
-
 def report(snap: dict[str, Any]) -> str:
     """`looop report --html`: the overview and the last day's journal, one file, no links."""
     body = (
@@ -387,4 +471,4 @@ def report(snap: dict[str, Any]) -> str:
     body += overview(snap["overview"], links=False)
     body += "<h2>Pending asks</h2>" + asks({"asks": snap["overview"]["asks"]}, None)
     body += "<h2>Journal</h2>" + f"<pre>{e(chr(10).join(snap['journal']['lines']))}</pre>"
-    return layout("looop report", body, nav=False)
+    return layout("looop report", body, nav=False, live=False)

@@ -9,11 +9,7 @@ printed.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +22,7 @@ from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, run_looop, wait_for, write_sensor
+from tests.web.conftest import Served
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -89,39 +86,9 @@ def held(wd: Paths, move: dict[str, Any]) -> mailbox.Ask:
     return mailbox.get_ask(open_wd(wd), admission.held)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
-def server(wd: Paths) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "serve", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url = ""
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if m := re.search(r"open (http://\S+)", line):
-                url = m.group(1)
-                break
-        assert url, proc.stderr.read() if proc.stderr else ""
-
-        def up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(up, 15, "the server")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+def server(served: Served) -> str:
+    return served.url
 
 
 def _shot(drv: Any, name: str) -> Path:
