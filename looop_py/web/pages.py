@@ -13,12 +13,14 @@ from typing import Any
 from urllib.parse import quote
 
 from looop_py.web import svg
+from looop_py.workdir import journal
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
 header{background:#1d232a;color:#fff;padding:8px 16px;display:flex;gap:14px;flex-wrap:wrap}
 header a{color:#cfe1ff;text-decoration:none}header b{margin-right:10px}
-main{padding:12px 16px;max-width:1100px}
+main{padding:12px 16px;max-width:1100px;overflow-wrap:break-word}
+.card{min-width:0}#pending li,pre{overflow-wrap:anywhere}
 .cards{display:flex;flex-wrap:wrap;gap:10px}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:10px 12px;flex:1 1 300px}
 .big{font-size:22px;font-weight:600}.ax{font-size:10px;fill:#556}
@@ -74,6 +76,12 @@ def when(ts: float | None) -> str:
     utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
     local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
     return Markup(f'<time datetime="{utc}" title="{utc} UTC">{local}</time>')
+
+
+def when_iso(text: Any) -> str:
+    """An event's ISO time shown as `when` shows it; anything else as it is, escaped."""
+    t = journal.from_iso(text)
+    return when(t) if t is not None else e(text)
 
 
 def layout(
@@ -142,7 +150,7 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
         (
             "last beat",
             f'<div class="big o-{e(last.get("outcome"))}">{e(last.get("outcome") or "none")}</div>'
-            f"{e(last.get('ts'))} {e(last.get('reason') or '')}",
+            f"{when_iso(last.get('ts'))} {e(last.get('reason') or '')}",
         ),
         (
             "sensors",
@@ -297,7 +305,7 @@ def _rounds(rounds: list[dict[str, Any]]) -> str:
 def beat(d: dict[str, Any]) -> str:
     b = d["beat"]
     body = (
-        f"<p>{_outcome(b.get('outcome'))} · {e(b.get('ts'))} · {e(b.get('ms'))} ms · "
+        f"<p>{_outcome(b.get('outcome'))} · {when_iso(b.get('ts'))} · {e(b.get('ms'))} ms · "
         f"{e(d['explanation'])}</p>"
     )
     if b.get("reason"):
