@@ -210,7 +210,7 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
             for w in workers
         ],
     )
-    body += "<h2>Live rounds</h2>" + _rounds(d["rounds"])
+    body += "<h2>Live rounds</h2>" + _rounds(d["rounds"], links)
     body += "<h2>Recent beats</h2>" + _table(
         ["when", "outcome", "decided"],
         [
@@ -292,11 +292,18 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
     return f'<div class="scroll"><table><tr>{th}</tr>{body}</table></div>'
 
 
-def _rounds(rounds: list[dict[str, Any]]) -> str:
+def _rounds(rounds: list[dict[str, Any]], links: bool = True) -> str:
     return _table(
         ["round", "loop", "phase", "outcome", "tokens", "waits on"],
         [
-            [r["id"], r.get("loop"), r["phase"], r.get("outcome"), r.get("tokens"), r.get("ask")]
+            [
+                _link(f"/rounds/{r['id']}", r["id"], links),
+                _link(f"/goals/{r['loop']}", r["loop"], links) if r.get("loop") else "",
+                r["phase"],
+                r.get("outcome"),
+                r.get("tokens"),
+                _link(f"/asks/{r['ask']}", r["ask"], links) if r.get("ask") else "",
+            ]
             for r in rounds
         ],
     )
@@ -413,7 +420,7 @@ def worker(d: dict[str, Any], csrf: str | None) -> str:
         for k, v in w.items()
         if v not in (None, {})
     ]
-    body = _table(["key", "value"], shown)
+    body = f'<p id="health">{health_word(w)}</p>' + _table(["key", "value"], shown)
     if w.get("alive"):
         body += "<p>" + _form(f"/workers/{wid}/kill", csrf, "kill", name=f"kill-{wid}") + "</p>"
         tell = '<input name="text" size="50" required placeholder="a steering message">'

@@ -135,3 +135,23 @@ def test_a_sensor_page_shows_its_readings_and_charts_a_numeric_signal(wd: Paths)
     assert got["series_key"] == "depth" and [v for _, v in got["series"]] == [3, 9, 4]
     assert 'id="sensor-chart"' in client.get("/sensors/queue").text
     assert 'id="sensor-chart"' not in client.get("/sensors/words").text
+
+
+def test_worker_health_tells_a_finished_worker_from_one_that_failed_or_died(wd: Paths) -> None:
+    from tests.conftest import run_looop, wait_for
+
+    for wid, script in (("ok", "exit 0"), ("bad", "exit 3"), ("slow", "sleep 30")):
+        r = run_looop("-C", str(wd.root), "worker", "start", wid, "-", input=script + "\n")
+        assert r.returncode == 0, r.stderr
+    assert run_looop("-C", str(wd.root), "worker", "kill", "slow").returncode == 0
+    client, _ = _logged_in(wd)
+
+    def ended() -> dict[str, dict[str, object]]:
+        rows = client.get("/workers?format=json").json()["workers"]
+        return {w["id"]: w for w in rows if not w["alive"]}
+
+    wait_for(lambda: len(ended()) == 3, 15, "three ended workers")
+    html = client.get("/workers").text
+    assert "finished ok" in html and "failed (exit 3)" in html and "died (killed)" in html
+    assert ">dead<" not in html
+    assert "finished ok" in client.get("/workers/ok").text
