@@ -123,8 +123,8 @@ class Web:
             return _refuse(
                 request,
                 401,
-                "that login link was used already or is too old: "
-                "log in with the token (`cat state/web-token-PORT`) or restart `looop serve`",
+                "that login link was used already or is too old: log in with the token "
+                f"(`cat state/web-token-{self.port}`) or restart `looop serve`",
             )
         rest = [p for p in request.url.query.split("&") if p and not p.startswith("code=")]
         return self.logged_in(request.url.path + ("?" + "&".join(rest) if rest else ""), sid)
@@ -156,7 +156,7 @@ class Web:
 
     # -- logging in and out, the script, the icon, the live stream -----------------------
     async def login_form(self, request: Request) -> Response:
-        return HTMLResponse(pages.layout("log in", views.login(), nav=False))
+        return HTMLResponse(pages.layout("log in", views.login(self.port), nav=False))
 
     async def login(self, request: Request) -> Response:
         if not security.same(request.state.form.get("token", "").strip(), self.token):
@@ -384,7 +384,8 @@ def _refuse(request: Request, code: int, message: str) -> Response:
         request.method == "POST" and "text/html" not in request.headers.get("accept", "")
     ):
         return JSONResponse({"error": message, "status": code}, status_code=code)
-    body = f'<p class="bad">{pages.e(message)}</p>' + (views.login() if code == 401 else "")
+    login = views.login(request.url.port or 80) if code == 401 else ""
+    body = f'<p class="bad">{pages.e(message)}</p>{login}'
     return HTMLResponse(pages.layout(f"{code}", body, nav=code not in (401,)), status_code=code)
 
 

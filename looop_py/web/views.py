@@ -326,10 +326,10 @@ def journal(d: dict[str, Any]) -> str:
     return f'{form}{count}<pre id="journal">{e(lines)}</pre>{pager}'
 
 
-def login() -> str:
+def login(port: int) -> str:
     return (
-        "<p>Open the login link `looop serve` printed (it works once), or paste this "
-        "server's token (<code>cat state/web-token-PORT</code> in the work dir):</p>"
+        "<p>Open the login link <code>looop serve</code> printed (it works once), or paste "
+        f"this server's token (<code>cat state/web-token-{port}</code> in the work dir):</p>"
         '<form method="post" action="/login"><input type="password" name="token" '
         'autocomplete="off" id="token" required> <button id="login">log in</button></form>'
     )

@@ -1,4 +1,5 @@
-"""A real headless Chromium on every page: screenshots, answering an ask and approving by clicking.
+"""A real headless Chromium on every view: screenshots, live updates from other processes,
+answering, approving through the confirm step, a phone's width, and remote use by IP.
 
 Needs Debian's `chromium` and `chromium-driver` (.ci/run installs them); skipped
 locally without them, required under CI=true. Screenshots go to
@@ -308,7 +309,7 @@ def test_report_html_draws_its_charts_in_a_real_browser(
     driver.get(out.as_uri())
     bars = driver.find_elements(By.CSS_SELECTOR, "#timeline svg rect.bar-decided")
     assert bars and bars[0].size["height"] > 0
-    _shot(driver, "09-report.png")
+    _shot(driver, "18-report.png")
 
 
 def test_a_real_post_without_the_token_or_from_another_origin_changes_nothing(
