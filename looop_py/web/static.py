@@ -3,8 +3,8 @@
 The script does three things and nothing more: it shows times in the browser's
 own time zone (UTC on hover); it listens on /live and, when the server says the
 work dir changed, fetches the page again and swaps its <main> in place (not
-while someone types in a form on it); and it shows whether it is live or
-reconnecting. Without script every page still works, only by reloading.
+while someone types in a form on it: then after they leave it); and it shows
+whether it is live, reconnecting, or logged out. Without script every page still works, only by reloading.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ SCRIPT = r"""(function () {
     });
   }
   function refresh() {
-    if (busy || typing()) { again = true; return; }
+    if (busy) { again = true; return; }
+    if (typing()) { again = true; document.body.dataset.deferred = String(Date.now()); return; }
     busy = true;
     fetch(location.href, {headers: {"Accept": "text/html"}, credentials: "same-origin"})
       .then(function (r) { if (!r.ok) throw new Error(String(r.status)); return r.text(); })
@@ -66,7 +67,11 @@ SCRIPT = r"""(function () {
     es.onopen = function () { badge.textContent = "● live"; badge.className = "live-on"; };
     es.onerror = function () {
       badge.textContent = "○ reconnecting…"; badge.className = "live-off";
-      if (es.readyState === 2) setTimeout(connect, 3000);
+      if (es.readyState !== 2) return;  // the browser retries by itself
+      fetch(location.href, {method: "HEAD", credentials: "same-origin"}).then(function (r) {
+        if (r.status === 401) { badge.textContent = "○ logged out: reload to log in"; return; }
+        setTimeout(connect, 3000);
+      }, function () { setTimeout(connect, 3000); });
     };
     es.addEventListener("change", function (ev) {
       if (wanted(String(ev.data).split(" "))) refresh();

@@ -217,8 +217,11 @@ def test_every_view_in_a_real_browser_live_then_answer_and_approve_with_a_confir
         asked.terminate()
         asked.wait(timeout=10)
 
-    # Answer the question by clicking.
+    # Answer the question by clicking; a change while typing does not wipe the text.
     driver.find_element(By.ID, "answer-text-human-1").send_keys("use staging")
+    assert run_looop("-C", str(wd.root), "pulse", "--force").returncode == 0
+    wait_for(lambda: driver.execute_script("return document.body.dataset.deferred"), 10, "a defer")
+    assert driver.find_element(By.ID, "answer-text-human-1").get_attribute("value") == "use staging"
     driver.find_element(By.ID, "answer-human-1").click()
     wait_for((wd.answers / "human-1.json").exists, 10, "the answer on disk")
     assert jsonio.read_json(wd.answers / "human-1.json")["answer"] == "use staging"
@@ -257,6 +260,14 @@ def test_every_view_in_a_real_browser_live_then_answer_and_approve_with_a_confir
     _shot(driver, "15-phone-overview.png")
     driver.get(f"{base}/asks")
     _shot(driver, "16-phone-asks.png")
+
+    # Log out: the session ends; the page asks for a login, the old cookie opens nothing.
+    driver.find_element(By.ID, "logout").click()
+    wait_for(lambda: driver.current_url == f"{base}/login", 10, "the login page")
+    assert driver.find_element(By.ID, "token")
+    driver.get(f"{base}/asks")
+    assert driver.find_element(By.TAG_NAME, "h1").text == "401"
+    assert "Ship it?" not in driver.page_source
 
 
 def test_a_wildcard_bind_is_reachable_by_its_ip_and_refuses_other_hosts(

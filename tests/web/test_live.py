@@ -103,3 +103,30 @@ def test_the_server_stops_promptly_with_a_page_open(wd: Paths) -> None:
     assert time.monotonic() - started < 5
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", other.port)) != 0
+
+
+def test_an_answer_and_a_worker_ending_reach_an_open_stream(wd: Paths, served: Served) -> None:
+    from looop_py.workers import records
+    from tests.conftest import open_wd
+
+    resp = _stream(served, {"Authorization": f"Bearer {served.token}"})
+    assert resp.readline().startswith(b"retry:")
+    ask = run_looop("-C", str(wd.root), "ask", "--prompt", "ok?", "--timeout", "0.1")
+    assert ask.returncode == 4
+    _next_change(resp, time.monotonic() + 5, "asks")
+    r = run_looop("-C", str(wd.root), "answer", "human-1", "yes")
+    assert r.returncode == 0, r.stderr
+    answered = time.monotonic()
+    _next_change(resp, answered + 5, "answers")
+    assert time.monotonic() - answered < 1.0
+    r = run_looop("-C", str(wd.root), "worker", "start", "quick", "-", input="sleep 0.3\n")
+    assert r.returncode == 0, r.stderr
+
+    def ended() -> bool:
+        return any(v.id == "quick" and not v.alive for v in records.list_sessions(open_wd(wd), 0))
+
+    deadline = time.monotonic() + 15
+    while True:  # every change to its directory is told; one of them is its ending
+        _next_change(resp, deadline, "worker:quick")
+        if ended():
+            break
