@@ -4,7 +4,8 @@ The script does three things and nothing more: it shows times in the browser's
 own time zone (UTC on hover); it listens on /live and, when the server says the
 work dir changed, fetches the page again and swaps its <main> in place (not
 while someone types in a form on it: then after they leave it); and it shows
-whether it is live, reconnecting, or logged out. Without script every page still works, only by reloading.
+whether it is live, reconnecting, or logged out. Without script every page
+still works, only by reloading.
 """
 
 from __future__ import annotations
