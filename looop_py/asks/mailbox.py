@@ -225,9 +225,10 @@ def answer(
         box.put("answers", ask_id, data)
     elif not box.create("answers", ask_id, data):
         raise UsageError(f"{ask_id} is already answered", "pass --force to replace the answer")
-    if verdict is None:
+    if verdict is None:  # the answer stands even where no journal can be written
         where = f" from the {by}" if by else ""
-        journal.write(wd, f"✓ answered {ask_id}{where}: {text}", now)
+        with contextlib.suppress(OSError):
+            journal.write(wd, f"✓ answered {ask_id}{where}: {text}", now)
     return Answer(text, now, verdict, note)
 
 
