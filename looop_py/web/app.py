@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
-from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -33,30 +33,27 @@ from starlette.routing import Route
 
 from looop_py.asks import inbox, mailbox
 from looop_py.coord.choose import Reopening
-from looop_py.errors import Busy, LooopError
-from looop_py.locks import PulseLock
-from looop_py.loops import advance
+from looop_py.errors import LooopError
 from looop_py.moves import approvals
-from looop_py.web import catalog, data, history, live, pages, security, static, views
+from looop_py.web import (
+    actions,
+    catalog,
+    data,
+    history,
+    live,
+    markup,
+    pages,
+    security,
+    static,
+    views,
+)
 from looop_py.web.sessions import SESSION_S, Sessions
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill
 
 Handler = Callable[[Request], Awaitable[Response]]
-MAX_BODY = 256 * 1024
-# Nothing from elsewhere, no script, no framing (clickjacking), no Referer to other sites.
-HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
-        "script-src 'self'; connect-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",  # no-referrer would make a POST's Origin "null"
-    "Cache-Control": "no-store",
-}
+Load = Callable[[WorkDir, str], "dict[str, Any] | None"]
 
 
 class Web:
@@ -78,7 +75,7 @@ class Web:
     def guarded(self, handler: Handler, *, changes: bool = False, public: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
             response = await checked(request)
-            response.headers.update(HEADERS)
+            response.headers.update(security.HEADERS)
             return response
 
         async def checked(request: Request) -> Response:
@@ -147,7 +144,7 @@ class Web:
         if _wants_json(request):
             return JSONResponse(payload)
         return HTMLResponse(
-            pages.layout(title, body, read_only=self.read_only, csrf=self.form_token, watch=watch)
+            markup.layout(title, body, read_only=self.read_only, csrf=self.form_token, watch=watch)
         )
 
     @property
@@ -156,7 +153,7 @@ class Web:
 
     # -- logging in and out, the script, the icon, the live stream -----------------------
     async def login_form(self, request: Request) -> Response:
-        return HTMLResponse(pages.layout("log in", views.login(self.port), nav=False))
+        return HTMLResponse(markup.layout("log in", views.login(self.port), nav=False))
 
     async def login(self, request: Request) -> Response:
         if not security.same(request.state.form.get("token", "").strip(), self.token):
@@ -222,19 +219,23 @@ class Web:
         body = pages.asks(d, self.form_token) + views.answered(d["answered"])
         return self.page(request, "asks", body, d)
 
-    async def ask(self, request: Request) -> Response:
-        aid = request.path_params["id"]
-        d = await run_in_threadpool(history.ask_history, self.opened.current(), aid)
+    async def one(
+        self, request: Request, what: str, load: Load, render: Callable[[Any], str], title: str = ""
+    ) -> Response:
+        """A page about one thing named in the path: 404 when `load` finds nothing."""
+        key = str(next(iter(request.path_params.values())))
+        d = await run_in_threadpool(load, self.opened.current(), key)
         if d is None:
-            return _refuse(request, 404, f"no ask {aid}")
-        return self.page(request, f"ask {aid}", views.ask(d, self.form_token), d)
+            return _refuse(request, 404, f"no {what} {key}")
+        return self.page(request, title.format(key) or f"{what} {key}", render(d), d)
+
+    async def ask(self, request: Request) -> Response:
+        render = partial(views.ask, csrf=self.form_token)
+        return await self.one(request, "ask", history.ask_history, render)
 
     async def confirm(self, request: Request) -> Response:
-        aid = request.path_params["id"]
-        d = await run_in_threadpool(history.ask_history, self.opened.current(), aid)
-        if d is None:
-            return _refuse(request, 404, f"no ask {aid}")
-        return self.page(request, f"approve {aid}?", views.confirm(d, self.form_token), d)
+        render = partial(views.confirm, csrf=self.form_token)
+        return await self.one(request, "ask", history.ask_history, render, "approve {}?")
 
     async def goals(self, request: Request) -> Response:
         q = request.query_params.get("q", "")[:200]
@@ -243,29 +244,17 @@ class Web:
         return self.page(request, "goals", views.goals(d), d)
 
     async def goal(self, request: Request) -> Response:
-        gid = request.path_params["id"]
-        d = await run_in_threadpool(catalog.goal, self.opened.current(), gid)
-        if d is None:
-            return _refuse(request, 404, f"no goal {gid}")
-        return self.page(request, f"goal {gid}", views.goal(d), d)
+        return await self.one(request, "goal", catalog.goal, views.goal)
 
     async def round(self, request: Request) -> Response:
-        rid = request.path_params["id"]
-        d = await run_in_threadpool(catalog.round_record, self.opened.current(), rid)
-        if d is None:
-            return _refuse(request, 404, f"no round {rid}")
-        return self.page(request, f"round {rid}", views.round_page(d), d)
+        return await self.one(request, "round", catalog.round_record, views.round_page)
 
     async def sensors(self, request: Request) -> Response:
         d = await run_in_threadpool(catalog.sensors, self.opened.current())
         return self.page(request, "sensors", views.sensors(d), d)
 
     async def sensor(self, request: Request) -> Response:
-        name = request.path_params["name"]
-        d = await run_in_threadpool(catalog.sensor, self.opened.current(), name)
-        if d is None:
-            return _refuse(request, 404, f"no sensor {name}")
-        return self.page(request, f"sensor {name}", views.sensor(d), d)
+        return await self.one(request, "sensor", catalog.sensor, views.sensor)
 
     async def workers(self, request: Request) -> Response:
         d = await run_in_threadpool(data.workers, self.opened.current(), time.time())
@@ -298,14 +287,14 @@ class Web:
         got = await run_in_threadpool(
             lambda: mailbox.answer(self.opened.current(), aid, text, now=time.time(), by="page")
         )
-        return _done(request, f"/asks/{aid}", _answer_json(aid, got))
+        return _done(request, f"/asks/{aid}", actions.answer_json(aid, got))
 
     async def approve(self, request: Request) -> Response:
         aid = request.path_params["id"]
         got = await run_in_threadpool(
             lambda: approvals.approve(self.opened.current(), aid, now=time.time(), by="page")
         )
-        return _done(request, f"/asks/{aid}", _answer_json(aid, got))
+        return _done(request, f"/asks/{aid}", actions.answer_json(aid, got))
 
     async def deny(self, request: Request) -> Response:
         aid, reason = request.path_params["id"], request.state.form.get("reason") or None
@@ -314,7 +303,7 @@ class Web:
                 self.opened.current(), aid, now=time.time(), reason=reason, by="page"
             )
         )
-        return _done(request, f"/asks/{aid}", _answer_json(aid, got))
+        return _done(request, f"/asks/{aid}", actions.answer_json(aid, got))
 
     async def withdraw(self, request: Request) -> Response:
         aid = request.path_params["id"]
@@ -323,7 +312,7 @@ class Web:
                 self.opened.current(), aid, now=time.time(), reason="withdrawn from the page"
             )
         )
-        return _done(request, f"/asks/{aid}", _answer_json(aid, got))
+        return _done(request, f"/asks/{aid}", actions.answer_json(aid, got))
 
     async def kill(self, request: Request) -> Response:
         wid = request.path_params["id"]
@@ -341,31 +330,8 @@ class Web:
 
     async def run_round(self, request: Request) -> Response:
         name = request.path_params["name"]
-        got = await run_in_threadpool(start_round, self.opened.current(), name)
+        got = await run_in_threadpool(actions.start_round, self.opened.current(), name)
         return _done(request, "/loops", got)
-
-
-def start_round(wd: WorkDir, loop: str) -> dict[str, Any]:
-    """Start a round of `loop` now, under the pulse lock (it never races a beat)."""
-    lock = PulseLock(wd.paths.pulse_lock)
-    if not lock.acquire(timeout_s=approvals.LOCK_WAIT_S):
-        raise Busy("a pulse held the lock for two minutes", "try again")
-    try:
-        state = advance.start_round(wd, loop, now=time.time(), trigger="page")
-    finally:
-        lock.release()
-    return {"round": state.id, "loop": loop, "phase": state.phase.value}
-
-
-def _answer_json(ask_id: str, got: mailbox.Answer) -> dict[str, Any]:
-    """The shape of `looop answer|approve|deny --json`."""
-    return {
-        "id": ask_id,
-        "answer": got.text,
-        "answered_at": got.answered_at,
-        "verdict": got.verdict,
-        "note": got.note,
-    }
 
 
 def _int(text: str | None) -> int:
@@ -385,8 +351,8 @@ def _refuse(request: Request, code: int, message: str) -> Response:
     ):
         return JSONResponse({"error": message, "status": code}, status_code=code)
     login = views.login(request.url.port or 80) if code == 401 else ""
-    body = f'<p class="bad">{pages.e(message)}</p>{login}'
-    return HTMLResponse(pages.layout(f"{code}", body, nav=code not in (401,)), status_code=code)
+    body = f'<p class="bad">{markup.e(message)}</p>{login}'
+    return HTMLResponse(markup.layout(f"{code}", body, nav=code not in (401,)), status_code=code)
 
 
 def _done(request: Request, back: str, payload: Any) -> Response:
@@ -397,19 +363,7 @@ def _done(request: Request, back: str, payload: Any) -> Response:
 
 async def _form(request: Request) -> dict[str, str]:
     body = await request.body()
-    if len(body) > MAX_BODY:
-        return {}
-    kind = request.headers.get("content-type", "")
-    if kind.startswith("application/json"):
-        try:
-            import json  # only for JSON bodies from scripts
-
-            got = json.loads(body or b"{}")
-        except ValueError:
-            return {}
-        return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
-    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    return {k: v[0] for k, v in parsed.items()}
+    return security.form_fields(body, request.headers.get("content-type", ""))
 
 
 def build(

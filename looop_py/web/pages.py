@@ -6,126 +6,25 @@ token; None renders a page without any form (read-only mode, `looop report`).
 
 from __future__ import annotations
 
-import json
 import time
-from html import escape
 from typing import Any
 from urllib.parse import quote
 
 from looop_py.web import svg
-from looop_py.workdir import journal
-
-CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
-header{background:#1d232a;color:#fff;padding:8px 16px;display:flex;gap:14px;flex-wrap:wrap}
-header a{color:#cfe1ff;text-decoration:none}header b{margin-right:10px}
-main{padding:12px 16px;max-width:1100px;overflow-wrap:break-word}
-.card{min-width:0}#pending li,pre{overflow-wrap:anywhere}
-.cards{display:flex;flex-wrap:wrap;gap:10px}
-.card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:10px 12px;flex:1 1 300px}
-.big{font-size:22px;font-weight:600}.ax{font-size:10px;fill:#556}
-table{border-collapse:collapse;width:100%;background:#fff}
-td,th{border-bottom:1px solid #e5e8ec;padding:4px 6px;text-align:left;vertical-align:top}
-pre{background:#0f1419;color:#e6e1cf;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap}
-.ok{color:#17803d}.bad{color:#d93a3a}.muted{color:#667}
-form.inline{display:inline}.ask{margin-bottom:10px}
-button,.button{cursor:pointer;min-height:44px;min-width:44px;padding:8px 16px;font-size:15px;
-border-radius:6px;border:1px solid #8a94a0;background:#fff;margin:4px 6px 4px 0;
-display:inline-block;text-decoration:none;color:#1d232a;box-sizing:border-box}
-input,select{min-height:40px;font-size:15px;max-width:100%;box-sizing:border-box}
-.approve{background:#17803d;color:#fff;border-color:#17803d}
-.danger{background:#fff;color:#b42323;border-color:#b42323}
-.scroll{overflow-x:auto;max-width:100%}.pager a{margin-right:10px}
-#live{margin-left:auto;font-size:13px}.live-on{color:#7ee2a8}.live-off{color:#ffb86b}
-header form{display:inline;margin:0}header button{min-height:0;padding:2px 8px;margin:0;
-font-size:13px}
-.o-decided{color:#2b7de9}.o-failed{color:#d93a3a}.o-held{color:#b07f00}.o-locked{color:#8a63d2}
-.h-finished{color:#17803d}.h-died,.h-failed{color:#d93a3a}
-@media (max-width:600px){main{padding:8px}td,th{padding:4px 3px}.card{flex-basis:100%}
-header{padding:8px}}
-"""
-
-
-class Markup(str):
-    """Already-escaped HTML (a table cell shown as is)."""
-
-    __slots__ = ()
-
-
-NAV = (
-    ("/", "overview"),
-    ("/asks", "asks"),
-    ("/beats", "beats"),
-    ("/workers", "workers"),
-    ("/goals", "goals"),
-    ("/sensors", "sensors"),
-    ("/loops", "loops"),
-    ("/journal", "journal"),
+from looop_py.web.markup import (
+    Markup,
+    clip,
+    e,
+    form,
+    layout,
+    link,
+    outcome,
+    pretty,
+    short,
+    table,
+    when,
+    when_iso,
 )
-
-
-def e(value: Any) -> str:
-    return escape("" if value is None else str(value))
-
-
-def when(ts: float | None) -> str:
-    """A time shown in the server's local time (the page's script: the browser's), UTC on
-    hover."""
-    if not isinstance(ts, int | float) or not ts:
-        return "—"
-    utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-    local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    return Markup(f'<time datetime="{utc}" title="{utc} UTC">{local}</time>')
-
-
-def when_iso(text: Any) -> str:
-    """An event's ISO time shown as `when` shows it; anything else as it is, escaped."""
-    t = journal.from_iso(text)
-    return when(t) if t is not None else e(text)
-
-
-def layout(
-    title: str,
-    body: str,
-    *,
-    read_only: bool = False,
-    nav: bool = True,
-    csrf: str | None = None,
-    watch: str = "",
-    live: bool = True,
-) -> str:
-    """A page. `live`: served by `looop serve` (its script, its live badge; not a report).
-    `watch`: what else than the work dir's state refreshes it (a worker's log)."""
-    links = "".join(f'<a href="{href}">{name}</a>' for href, name in NAV) if nav else ""
-    badge = ' <span class="muted">(read-only)</span>' if read_only else ""
-    head, tail = "", ""
-    if live and nav:
-        badge += '<span id="live" class="live-off">○ not live</span>'
-        badge += '<form method="post" action="/logout"><button id="logout">log out</button></form>'
-    if live:
-        head = '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'
-        tail = '<script src="/app.js" defer></script>'
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{e(title)} · looop</title><style>{CSS}</style>{head}</head><body>"
-        f"<header><b>looop</b>{links}{badge}</header>"
-        f'<main data-watch="{e(watch)}"><h1>{e(title)}</h1>{body}</main>{tail}'
-        "</body></html>"
-    )
-
-
-def _form(
-    action: str, csrf: str | None, label: str, fields: str = "", name: str = "", *, cls: str = ""
-) -> str:
-    if csrf is None:
-        return ""
-    return (
-        f'<form class="inline" method="post" action="{e(action)}">'
-        f'<input type="hidden" name="csrf" value="{e(csrf)}">{fields}'
-        f'<button type="submit" name="do" value="{e(name or label)}" class="{e(cls)}" '
-        f'id="{e(name or label)}">{e(label)}</button></form>'
-    )
 
 
 def overview(d: dict[str, Any], *, links: bool = True) -> str:
@@ -197,11 +96,11 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
     body += f'<div class="card">USD{svg.spend_bars(d["spend"], "usd", budget["daily_usd"], "USD")}</div></div>'  # noqa: E501
     workers = d["workers"]["workers"]
     body += f"<h2>Live workers ({d['workers']['live']} of {d['workers']['max_live']})</h2>"
-    body += _table(
+    body += table(
         ["id", "health", "state", "runtime", "uptime"],
         [
             [
-                _link(f"/workers/{w['id']}", w["id"], links),
+                link(f"/workers/{w['id']}", w["id"], links),
                 health_word(w),
                 w["state"],
                 w.get("runtime"),
@@ -211,12 +110,12 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
         ],
     )
     body += "<h2>Live rounds</h2>" + _rounds(d["rounds"], links)
-    body += "<h2>Recent beats</h2>" + _table(
+    body += "<h2>Recent beats</h2>" + table(
         ["when", "outcome", "decided"],
         [
             [
-                _link(f"/beats/{quote(str(b['ts']))}", b["ts"], links, b.get("t")),
-                _outcome(b["outcome"]),
+                link(f"/beats/{quote(str(b['ts']))}", b["ts"], links, b.get("t")),
+                outcome(b["outcome"]),
                 b.get("decided") or "",
             ]
             for b in reversed(d["beats"][-15:])
@@ -232,18 +131,13 @@ def pending_first(pending: list[dict[str, Any]], links: bool) -> str:
     if not pending:
         return ""
     items = "".join(
-        f"<li>{_link('/asks/' + str(a['id']), a['id'], links)} "
-        f'<span class="muted">{e(a["kind"])}</span> {e(_clip(a["prompt"], 120))}</li>'
+        f"<li>{link('/asks/' + str(a['id']), a['id'], links)} "
+        f'<span class="muted">{e(a["kind"])}</span> {e(clip(a["prompt"], 120))}</li>'
         for a in pending
     )
     return (
         f'<section id="pending"><h2>Waiting for you ({len(pending)})</h2><ul>{items}</ul></section>'
     )
-
-
-def _clip(text: Any, n: int) -> str:
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
 def health_word(w: dict[str, Any]) -> Markup:
@@ -271,38 +165,17 @@ def _secs(s: Any) -> str:
     return f"{round(s)} s" if isinstance(s, int | float) else "—"
 
 
-def _outcome(o: Any) -> str:
-    return Markup(f'<span class="o-{e(o)}">{e(o)}</span>')
-
-
-def _link(href: str, text: Any, on: bool = True, t: float | None = None) -> str:
-    """A link; with `t`, its text is that time (local, UTC on hover)."""
-    shown = when(t) if t else e(text)
-    return Markup(f'<a href="{e(href)}">{shown}</a>') if on else Markup(shown)
-
-
-def _table(head: list[str], rows: list[list[Any]]) -> str:
-    if not rows:
-        return '<p class="muted">none</p>'
-    th = "".join(f"<th>{e(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{c if isinstance(c, Markup) else e(c)}</td>" for c in r) + "</tr>"
-        for r in rows
-    )
-    return f'<div class="scroll"><table><tr>{th}</tr>{body}</table></div>'
-
-
 def _rounds(rounds: list[dict[str, Any]], links: bool = True) -> str:
-    return _table(
+    return table(
         ["round", "loop", "phase", "outcome", "tokens", "waits on"],
         [
             [
-                _link(f"/rounds/{r['id']}", r["id"], links),
-                _link(f"/goals/{r['loop']}", r["loop"], links) if r.get("loop") else "",
+                link(f"/rounds/{r['id']}", r["id"], links),
+                link(f"/goals/{r['loop']}", r["loop"], links) if r.get("loop") else "",
                 r["phase"],
                 r.get("outcome"),
                 r.get("tokens"),
-                _link(f"/asks/{r['ask']}", r["ask"], links) if r.get("ask") else "",
+                link(f"/asks/{r['ask']}", r["ask"], links) if r.get("ask") else "",
             ]
             for r in rounds
         ],
@@ -312,32 +185,22 @@ def _rounds(rounds: list[dict[str, Any]], links: bool = True) -> str:
 def beat(d: dict[str, Any]) -> str:
     b = d["beat"]
     body = (
-        f"<p>{_outcome(b.get('outcome'))} · {when_iso(b.get('ts'))} · {e(b.get('ms'))} ms · "
+        f"<p>{outcome(b.get('outcome'))} · {when_iso(b.get('ts'))} · {e(b.get('ms'))} ms · "
         f"{e(d['explanation'])}</p>"
     )
     if b.get("reason"):
         body += f'<p class="bad">reason: {e(b["reason"])}</p>'
-    body += "<h2>What changed</h2>" + _table(
+    body += "<h2>What changed</h2>" + table(
         ["item", "old", "new"],
-        [[c.get("item"), _short(c.get("old")), _short(c.get("new"))] for c in b.get("changed", [])],
+        [[c.get("item"), short(c.get("old")), short(c.get("new"))] for c in b.get("changed", [])],
     )
     if b.get("move"):
-        body += f"<h2>Move</h2><pre>{e(_pretty(b['move']))}</pre>"
+        body += f"<h2>Move</h2><pre>{e(pretty(b['move']))}</pre>"
     if d["run_id"]:
         body += f"<h2>Decide archive runs/{e(d['run_id'])}/</h2>"
         for name, text in d["run"].items():
             body += f"<h3>{e(name)}</h3><pre>{e(text)}</pre>"
     return body
-
-
-def _short(v: Any) -> str:
-    text = v if isinstance(v, str) else _pretty(v)
-    return text if len(text) < 300 else text[:299] + "…"
-
-
-def _pretty(v: Any) -> str:
-
-    return json.dumps(v, indent=1, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def asks(d: dict[str, Any], csrf: str | None) -> str:
@@ -367,7 +230,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
                 body += ' <span class="bad">(the ask does not show what would run)</span></p>'
             body += (
                 "<details><summary>the whole held move</summary>"
-                f"<pre>{e(_pretty(run['move']))}</pre></details>"
+                f"<pre>{e(pretty(run['move']))}</pre></details>"
             )
             if csrf is not None:  # approving takes a second step that names what runs
                 body += (
@@ -375,7 +238,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
                     f'href="/asks/{e(aid)}/confirm">approve…</a>'
                 )
             reason = '<input name="reason" placeholder="reason (optional)">'
-            body += " " + _form(
+            body += " " + form(
                 f"/asks/{aid}/deny", csrf, "deny", reason, name=f"deny-{aid}", cls="danger"
             )
         else:
@@ -387,8 +250,8 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
                 )
             else:
                 field = f'<input name="answer" id="answer-text-{e(aid)}" size="40" required>'
-            body += _form(f"/asks/{aid}/answer", csrf, "answer", field, name=f"answer-{aid}")
-        body += " " + _form(
+            body += form(f"/asks/{aid}/answer", csrf, "answer", field, name=f"answer-{aid}")
+        body += " " + form(
             f"/asks/{aid}/withdraw", csrf, "withdraw", name=f"withdraw-{aid}", cls="danger"
         )
         body += "</div>"
@@ -398,7 +261,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
 def workers(d: dict[str, Any], *, links: bool = True) -> str:
     rows = [
         [
-            _link(f"/workers/{w['id']}", w["id"], links),
+            link(f"/workers/{w['id']}", w["id"], links),
             health_word(w),
             w["state"],
             w.get("exit_code"),
@@ -409,24 +272,24 @@ def workers(d: dict[str, Any], *, links: bool = True) -> str:
         for w in d["workers"]
     ]
     head = f"<p>{d['live']} live of at most {d['max_live']}</p>"
-    return head + _table(["id", "health", "state", "exit", "verify", "result", "started"], rows)
+    return head + table(["id", "health", "state", "exit", "verify", "result", "started"], rows)
 
 
 def worker(d: dict[str, Any], csrf: str | None) -> str:
     w = d["worker"]
     wid = w["id"]
     shown = [
-        [k, when(v) if k.endswith("_at") and isinstance(v, int | float) else _short(v)]
+        [k, when(v) if k.endswith("_at") and isinstance(v, int | float) else short(v)]
         for k, v in w.items()
         if v not in (None, {})
     ]
-    body = f'<p id="health">{health_word(w)}</p>' + _table(["key", "value"], shown)
+    body = f'<p id="health">{health_word(w)}</p>' + table(["key", "value"], shown)
     if w.get("alive"):
-        body += "<p>" + _form(f"/workers/{wid}/kill", csrf, "kill", name=f"kill-{wid}") + "</p>"
+        body += "<p>" + form(f"/workers/{wid}/kill", csrf, "kill", name=f"kill-{wid}") + "</p>"
         tell = '<input name="text" size="50" required placeholder="a steering message">'
-        body += "<p>" + _form(f"/workers/{wid}/tell", csrf, "tell", tell, name=f"tell-{wid}")
+        body += "<p>" + form(f"/workers/{wid}/tell", csrf, "tell", tell, name=f"tell-{wid}")
         body += "</p>"
-    body += "<h2>Told</h2>" + _table(
+    body += "<h2>Told</h2>" + table(
         ["when", "from", "text", "read"],
         [
             [when(m.get("at")), m.get("from"), m.get("text"), when(m.get("read_at"))]
@@ -452,12 +315,12 @@ def loops(d: dict[str, Any], csrf: str | None = None) -> str:
             Markup(
                 ""
                 if lp.get("live_round")
-                else _form(f"/loops/{lp['name']}/run", csrf, "run now", name=f"run-{lp['name']}")
+                else form(f"/loops/{lp['name']}/run", csrf, "run now", name=f"run-{lp['name']}")
             ),
         ]
         for lp in d["loops"]
     ]
-    body = _table(
+    body = table(
         [
             "loop",
             "level",
@@ -473,7 +336,7 @@ def loops(d: dict[str, Any], csrf: str | None = None) -> str:
         rows,
     )
     if d.get("errors"):
-        body += _table(["goal", "error"], [[k, v] for k, v in d["errors"].items()])
+        body += table(["goal", "error"], [[k, v] for k, v in d["errors"].items()])
     return body + "<h2>Rounds</h2>" + _rounds(d["rounds"])
 
 

@@ -15,15 +15,31 @@ import contextlib
 import hashlib
 import hmac
 import ipaddress
+import json
 import os
 import secrets
 import socket
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from looop_py.workdir.paths import Paths
 
 COOKIE = "looop_session"
+MAX_BODY = 256 * 1024  # a POST body larger than this is read as no fields at all
+# Nothing from elsewhere, script only from this server, no framing (clickjacking), no
+# Referer to other sites.
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "script-src 'self'; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a POST's Origin "null"
+    "Cache-Control": "no-store",
+}
+
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 WILDCARD = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names, not a bind
 
@@ -141,3 +157,17 @@ def origin_ok(origin: str | None, referer: str | None, host_header: str | None) 
     if source == "null":
         return False
     return bool(host_header) and urlsplit(source).netloc == host_header
+
+
+def form_fields(body: bytes, content_type: str) -> dict[str, str]:
+    """A POST's fields: a form, or a JSON object from a script; {} for anything else."""
+    if len(body) > MAX_BODY:
+        return {}
+    if content_type.startswith("application/json"):
+        try:
+            got = json.loads(body or b"{}")
+        except ValueError:
+            return {}
+        return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {k: v[0] for k, v in parsed.items()}

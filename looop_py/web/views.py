@@ -10,17 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from looop_py.web import svg
-from looop_py.web.pages import (
-    Markup,
-    _form,
-    _link,
-    _outcome,
-    _pretty,
-    _short,
-    _table,
-    e,
-    when,
-)
+from looop_py.web.markup import Markup, e, form, link, outcome, pretty, short, table, when
 
 
 def _pager(path: str, page: int, pages: int, **params: Any) -> str:
@@ -60,18 +50,18 @@ def beats(d: dict[str, Any]) -> str:
     )
     rows = [
         [
-            _link(f"/beats/{quote(str(b['ts']))}", b["ts"], True, b.get("t")),
-            _outcome(b["outcome"]),
+            link(f"/beats/{quote(str(b['ts']))}", b["ts"], True, b.get("t")),
+            outcome(b["outcome"]),
             ", ".join(c for c in b["changed"] if c)[:200],
             b.get("decided") or b.get("reason") or "",
             _result(b.get("result")) + (f" · asked {b['held_as']}" if b.get("held_as") else ""),
             (b.get("result") or {}).get("exit_code"),
-            _short((b.get("result") or {}).get("output") or ""),
+            short((b.get("result") or {}).get("output") or ""),
             _cost(b),
         ]
         for b in d["beats"]
     ]
-    body += _table(
+    body += table(
         ["when", "outcome", "changed", "decided", "result", "exit", "output", "cost"], rows
     )
     return body + _pager("/beats", d["page"], d["pages"], woke="1" if only else "")
@@ -156,7 +146,7 @@ def _runs(run: dict[str, Any], lead: str) -> str:
         body += ' <span class="bad">(the ask does not show what would run)</span></p>'
     return body + (
         '<details id="held-move"><summary>the whole held move</summary>'
-        f"<pre>{e(_pretty(run['move']))}</pre></details>"
+        f"<pre>{e(pretty(run['move']))}</pre></details>"
     )
 
 
@@ -171,7 +161,7 @@ def confirm(d: dict[str, Any], csrf: str | None) -> str:
             f'<p><a href="/asks/{e(aid)}">what became of it</a></p>'
         )
     body = f"<pre>{e(a['prompt'])}</pre>" + _runs(run, "Approving runs")
-    body += _form(
+    body += form(
         f"/asks/{aid}/approve",
         csrf,
         f"yes, run this {run['action']}",
@@ -184,12 +174,12 @@ def confirm(d: dict[str, Any], csrf: str | None) -> str:
 def answered(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
-    return "<h2>Answered</h2>" + _table(
+    return "<h2>Answered</h2>" + table(
         ["ask", "asked", "answer", "what happened", "by", "when"],
         [
             [
-                _link(f"/asks/{r['ask']['id']}", r["ask"]["id"]),
-                _short(r["ask"].get("prompt") or ""),
+                link(f"/asks/{r['ask']['id']}", r["ask"]["id"]),
+                short(r["ask"].get("prompt") or ""),
                 r["answer"].get("verdict") or r["answer"].get("answer"),
                 r["answer"].get("note") or "",
                 _by(r["answer"]),
@@ -206,11 +196,11 @@ def goals(d: dict[str, Any]) -> str:
         'placeholder="find a goal by id or title" id="goal-q"> <button>find</button></form>'
     )
     body = form + f'<p id="goal-total">{d["total"]} goals</p>'
-    body += _table(
+    body += table(
         ["goal", "title", "loop", "frontmatter", "problem"],
         [
             [
-                _link(f"/goals/{g['id']}", g["id"]),
+                link(f"/goals/{g['id']}", g["id"]),
                 g["title"],
                 "loop" if g["loop"] else "",
                 ", ".join(g["keys"]),
@@ -227,8 +217,8 @@ def goal(d: dict[str, Any]) -> str:
     if d.get("error"):
         body += f'<p class="bad">{e(d["error"])}</p>'
     if d["frontmatter"]:
-        body += "<h2>Frontmatter</h2>" + _table(
-            ["key", "value"], [[k, _short(v)] for k, v in d["frontmatter"].items()]
+        body += "<h2>Frontmatter</h2>" + table(
+            ["key", "value"], [[k, short(v)] for k, v in d["frontmatter"].items()]
         )
     body += f'<h2>Text</h2><pre id="goal-body">{e(d["body"])}</pre>'
     body += f"<h2>Rounds ({len(d['rounds'])}, {d['tokens']} tokens)</h2>" + rounds_table(
@@ -238,18 +228,18 @@ def goal(d: dict[str, Any]) -> str:
 
 
 def rounds_table(rounds: list[dict[str, Any]]) -> str:
-    return _table(
+    return table(
         ["round", "loop", "phase", "outcome", "trigger", "started", "tokens", "waits on", "error"],
         [
             [
-                _link(f"/rounds/{r['id']}", r["id"]),
-                _link(f"/goals/{r['loop']}", r["loop"]) if r.get("loop") else "",
+                link(f"/rounds/{r['id']}", r["id"]),
+                link(f"/goals/{r['loop']}", r["loop"]) if r.get("loop") else "",
                 r["phase"],
                 r.get("outcome"),
                 r.get("trigger"),
                 when(r.get("started_at")),
                 r.get("tokens"),
-                _link(f"/asks/{r['ask']}", r["ask"]) if r.get("ask") else "",
+                link(f"/asks/{r['ask']}", r["ask"]) if r.get("ask") else "",
                 r.get("error") or "",
             ]
             for r in rounds
@@ -264,24 +254,24 @@ def round_page(d: dict[str, Any]) -> str:
     if d.get("unreadable"):
         return '<p class="bad">this round\'s record cannot be read</p>'
     rec = d["record"]
-    rows = [[k, _short(rec[k])] for k in ROUND_KEYS if rec.get(k) not in (None, "", {}, [])]
+    rows = [[k, short(rec[k])] for k in ROUND_KEYS if rec.get(k) not in (None, "", {}, [])]
     rows += [[k, when(rec[k])] for k in ("started_at", "ended_at") if rec.get(k)]
-    body = _table(["", ""], rows)
+    body = table(["", ""], rows)
     return (
         body
         + '<details id="round-record"><summary>the whole record</summary>'
-        + f"<pre>{e(_pretty(rec))}</pre></details>"
+        + f"<pre>{e(pretty(rec))}</pre></details>"
     )
 
 
 def sensors(d: dict[str, Any]) -> str:
-    return _table(
+    return table(
         ["sensor", "health", "signal"],
         [
             [
-                _link(f"/sensors/{s['name']}", s["name"]),
+                link(f"/sensors/{s['name']}", s["name"]),
                 _health(s["health"]),
-                _short(s["signal"]),
+                short(s["signal"]),
             ]
             for s in d["sensors"]
         ],
@@ -298,16 +288,16 @@ def sensor(d: dict[str, Any]) -> str:
         f'<p>health: <b class="{"ok" if d["health"] == "ok" else "bad"}" id="sensor-health">'
         f"{e(d['health'])}</b> · its signal changed {d['changes']} times in the event log</p>"
     )
-    body += "<h2>Last reading</h2>" + _table(
-        ["", ""], [["signal", _short(snap.get("signal"))], ["detail", _short(snap.get("detail"))]]
+    body += "<h2>Last reading</h2>" + table(
+        ["", ""], [["signal", short(snap.get("signal"))], ["detail", short(snap.get("detail"))]]
     )
     if len(d["series"]) >= 1:
         chart = svg.series(d["series"], str(d["series_key"]))
         body += f"<h2>{e(d['series_key'])} over time</h2>"
         body += f'<div class="card" id="sensor-chart">{chart}</div>'
-    body += "<h2>Signal history (newest first)</h2>" + _table(
+    body += "<h2>Signal history (newest first)</h2>" + table(
         ["when", "signal", "run"],
-        [[when(r["t"]), _short(r["signal"]), _short(r.get("run") or "")] for r in d["readings"]],
+        [[when(r["t"]), short(r["signal"]), short(r.get("run") or "")] for r in d["readings"]],
     )
     if d.get("script") is not None:
         body += f"<h2>sensors/{e(d['name'])}.sh</h2><pre>{e(d['script'])}</pre>"
