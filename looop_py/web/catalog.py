@@ -22,6 +22,7 @@ from looop_py.workdir.context import WorkDir
 
 GOALS_PAGE = 100
 READINGS_SHOWN = 50
+ROUNDS_DETAILED = 20  # a goal's newest rounds shown with their maker's and checker's results
 
 
 def _meta(body: bytes) -> tuple[dict[str, Any], str, str | None]:
@@ -81,6 +82,8 @@ def goal(wd: WorkDir, goal_id: str) -> dict[str, Any] | None:
     meta, body, bad = _meta(g.body) if g.error is None else ({}, "", g.error)
     rounds = [r.to_json() for r in store.rows(wd.shelf, include_done=True) if r.loop == goal_id]
     rounds.reverse()
+    for r in rounds[:ROUNDS_DETAILED]:
+        r.update(_verdicts(wd, r["id"]))
     return {
         "id": goal_id,
         "frontmatter": meta,
@@ -88,7 +91,21 @@ def goal(wd: WorkDir, goal_id: str) -> dict[str, Any] | None:
         "error": bad,
         "rounds": rounds,
         "tokens": sum(int(r.get("tokens") or 0) for r in rounds),
+        "report": store.reports(wd.shelf).get(goal_id),
     }
+
+
+def _verdicts(wd: WorkDir, round_id: str) -> dict[str, Any]:
+    """A round's maker and checker results, each as its status and the start of its text."""
+    got = round_record(wd, round_id) or {}
+    record: dict[str, Any] = got["record"] if isinstance(got.get("record"), dict) else {}
+    out: dict[str, Any] = {}
+    for role in ("maker", "checker"):
+        result = record.get(role)
+        if isinstance(result, dict):
+            text = " ".join(str(result.get("text") or "").split())
+            out[role] = f"{result.get('status')}" + (f": {text[:160]}" if text else "")
+    return out
 
 
 def round_record(wd: WorkDir, round_id: str) -> dict[str, Any] | None:

@@ -221,30 +221,41 @@ def goal(d: dict[str, Any]) -> str:
             ["key", "value"], [[k, short(v)] for k, v in d["frontmatter"].items()]
         )
     body += f'<h2>Text</h2><pre id="goal-body">{e(d["body"])}</pre>'
-    body += f"<h2>Rounds ({len(d['rounds'])}, {d['tokens']} tokens)</h2>" + rounds_table(
-        d["rounds"]
-    )
-    return body
+    body += f"<h2>Rounds ({len(d['rounds'])}, {d['tokens']} tokens)</h2>"
+    if d.get("report"):
+        body += f"<p>latest round to report: {link('/rounds/' + d['report'], d['report'])}</p>"
+    return body + rounds_table(d["rounds"], results=True)
 
 
-def rounds_table(rounds: list[dict[str, Any]]) -> str:
-    return table(
-        ["round", "loop", "phase", "outcome", "trigger", "started", "tokens", "waits on", "error"],
+def rounds_table(rounds: list[dict[str, Any]], *, results: bool = False) -> str:
+    """Rounds, newest first; `results`: with their maker's and checker's results."""
+    head = [
+        "round",
+        "loop",
+        "phase",
+        "outcome",
+        "trigger",
+        "started",
+        "tokens",
+        "waits on",
+        "error",
+    ]
+    rows = [
         [
-            [
-                link(f"/rounds/{r['id']}", r["id"]),
-                link(f"/goals/{r['loop']}", r["loop"]) if r.get("loop") else "",
-                r["phase"],
-                r.get("outcome"),
-                r.get("trigger"),
-                when(r.get("started_at")),
-                r.get("tokens"),
-                link(f"/asks/{r['ask']}", r["ask"]) if r.get("ask") else "",
-                r.get("error") or "",
-            ]
-            for r in rounds
-        ],
-    )
+            link(f"/rounds/{r['id']}", r["id"]),
+            link(f"/goals/{r['loop']}", r["loop"]) if r.get("loop") else "",
+            r["phase"],
+            r.get("outcome"),
+            r.get("trigger"),
+            when(r.get("started_at")),
+            r.get("tokens"),
+            link(f"/asks/{r['ask']}", r["ask"]) if r.get("ask") else "",
+            r.get("error") or "",
+        ]
+        + ([r.get("maker") or "", r.get("checker") or ""] if results else [])
+        for r in rounds
+    ]
+    return table(head + (["maker", "checker"] if results else []), rows)
 
 
 ROUND_KEYS = ("phase", "outcome", "reason", "error", "maker", "checker", "proposed", "decision")

@@ -155,3 +155,29 @@ def test_worker_health_tells_a_finished_worker_from_one_that_failed_or_died(wd: 
     assert "finished ok" in html and "failed (exit 3)" in html and "died (killed)" in html
     assert ">dead<" not in html
     assert "finished ok" in client.get("/workers/ok").text
+
+
+@pytest.mark.slow
+def test_a_goals_page_shows_its_loops_rounds_with_maker_and_checker_results(wd: Paths) -> None:
+    from tests.conftest import wait_for
+
+    (wd.goals / "tidy.md").write_text(
+        "---\nintent: tidy\nlevel: L1\ncadence: daily 03:00\nruntime: shell\n"
+        'maker: |\n  "$LOOOP_BIN" done --summary made-it\n'
+        'checker: |\n  "$LOOOP_BIN" done --summary checked-it\n---\n# tidy\n'
+    )
+    client, token = _logged_in(wd)
+    started = client.post("/loops/tidy/run", data={"csrf": security.csrf_for(token)}).json()
+
+    def finished() -> bool:
+        beat(open_wd(wd), force=True)
+        got = client.get("/goals/tidy?format=json").json()["rounds"]
+        return bool(got) and got[0]["phase"] == "done"
+
+    wait_for(finished, 40, "the round, stepped by beats, to finish")
+    got = client.get("/goals/tidy?format=json").json()
+    assert got["rounds"][0]["id"] == started["round"]
+    assert "made-it" in got["rounds"][0]["maker"] and "checked-it" in got["rounds"][0]["checker"]
+    page = client.get("/goals/tidy").text
+    assert "made-it" in page and f'href="/rounds/{started["round"]}"' in page
+    assert "checked-it" in client.get(f"/rounds/{started['round']}").text
