@@ -384,4 +384,6 @@ def withdraw(wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None)
     }
     if not wd.shelf.create("answers", ask_id, shelf.dumps(record)):
         raise UsageError(f"{ask_id} is already answered", "see `looop asks`")
+    with contextlib.suppress(OSError):
+        journal.write(wd, f"✗ withdrew {ask_id}: {reason or 'withdrawn'}", now)
     return Answer("", now, WITHDRAWN, reason or "withdrawn")

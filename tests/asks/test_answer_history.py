@@ -48,3 +48,11 @@ def test_an_approval_keeps_where_it_came_from_after_its_result_is_added(
     assert (record["by"], record["who"]) == ("cli", ME)
     answered_lines = [ln for ln in wd.journal.read_text().splitlines() if "answered" in ln]
     assert answered_lines == []  # an approval's line is the one saying what ran
+
+
+def test_a_withdrawal_is_journaled_once(wd: Paths) -> None:
+    ask = _ask(wd)
+    assert invoke_looop("-C", str(wd.root), "withdraw", ask.id, "--reason", "moot").returncode == 0
+    assert invoke_looop("-C", str(wd.root), "withdraw", ask.id).returncode != 0
+    lines = [ln for ln in wd.journal.read_text().splitlines() if ask.id in ln]
+    assert len(lines) == 1 and lines[0].endswith(f"✗ withdrew {ask.id}: moot")
