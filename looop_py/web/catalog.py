@@ -171,8 +171,9 @@ def sensors(wd: WorkDir) -> dict[str, Any]:
 
 
 def number_of(signal: Any) -> tuple[str, float] | None:
-    """The number a signal carries: itself, or its first numeric field (by key)."""
-    if isinstance(signal, bool):
+    """The number a signal carries: itself, or its first numeric field (by key); a failed
+    sensor's signal (its exit code) is no reading."""
+    if isinstance(signal, bool) or (isinstance(signal, dict) and "error" in signal):
         return None
     if isinstance(signal, int | float):
         return ("signal", float(signal))

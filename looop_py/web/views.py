@@ -302,7 +302,7 @@ def sensor(d: dict[str, Any]) -> str:
     body += "<h2>Last reading</h2>" + table(
         ["", ""], [["signal", short(snap.get("signal"))], ["detail", short(snap.get("detail"))]]
     )
-    if len(d["series"]) >= 1:
+    if len(d["series"]) >= 2:  # a line needs two readings
         chart = svg.series(d["series"], str(d["series_key"]))
         body += f"<h2>{e(d['series_key'])} over time</h2>"
         body += f'<div class="card" id="sensor-chart">{chart}</div>'

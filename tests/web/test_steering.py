@@ -124,17 +124,20 @@ def test_a_sensor_page_shows_its_readings_and_charts_a_numeric_signal(wd: Paths)
     count = wd.root / "count"
     write_sensor(wd, "queue", f'n=$(cat {count}); echo "{{\\"signal\\": {{\\"depth\\": $n}}}}"')
     write_sensor(wd, "words", "echo hello")
+    write_sensor(wd, "broken", "exit 3")
     for n in (3, 9, 4):
         count.write_text(str(n))
         beat(open_wd(wd), force=True)
     client, _ = _logged_in(wd)
     listing = client.get("/sensors?format=json").json()["sensors"]
-    assert {s["name"]: s["health"] for s in listing} == {"queue": "ok", "words": "ok"}
+    health = {s["name"]: s["health"] for s in listing}
+    assert health == {"queue": "ok", "words": "ok", "broken": "failing"}
     got = client.get("/sensors/queue?format=json").json()
     assert [r["signal"]["depth"] for r in got["readings"]] == [4, 9, 3]
     assert got["series_key"] == "depth" and [v for _, v in got["series"]] == [3, 9, 4]
     assert 'id="sensor-chart"' in client.get("/sensors/queue").text
     assert 'id="sensor-chart"' not in client.get("/sensors/words").text
+    assert 'id="sensor-chart"' not in client.get("/sensors/broken").text  # an exit code
 
 
 def test_worker_health_tells_a_finished_worker_from_one_that_failed_or_died(wd: Paths) -> None:
