@@ -21,7 +21,7 @@ from looop_py import jsonio
 from looop_py.errors import CorruptFile, LooopError, NoAnswer, UsageError
 from looop_py.identity import create_time, is_alive
 from looop_py.ids import check_segment, is_safe_segment
-from looop_py.workdir import shelf
+from looop_py.workdir import journal, shelf
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -187,8 +187,14 @@ def answer(
     verdict: str | None = None,
     note: str | None = None,
     force: bool = False,
+    by: str | None = None,
 ) -> Answer:
-    """Answer an ask exactly once (or again with force)."""
+    """Answer an ask exactly once (or again with force).
+
+    `by`: where the answer came from (cli, page, api); the record keeps it and who
+    answered (this process's user); an answer forced over another without `by` keeps
+    the first one's. A question's answer writes a journal line (an approval's verdict
+    is journaled by moves/approvals.py, with what ran)."""
     ask = get_ask(wd, ask_id)
     if ask.kind is AskKind.APPROVAL and verdict is None:
         raise UsageError(
@@ -197,16 +203,42 @@ def answer(
         )
     if ask.options and verdict is None and text not in ask.options:
         raise UsageError(f"{ask_id} asks for one of: {', '.join(ask.options)}")
-    record = {"v": 1, "answer": text, "answered_at": now, "verdict": verdict, "note": note}
+    record: dict[str, Any] = {
+        "v": 1,
+        "answer": text,
+        "answered_at": now,
+        "verdict": verdict,
+        "note": note,
+    }
     box = wd.shelf
     if box.shared:
         record["host"] = box.host
+    if by is not None:
+        record.update(by=by, who=_user())
+    elif force:
+        with contextlib.suppress(LooopError):
+            first = shelf.read_json(box, "answers", ask_id)
+            if isinstance(first, dict):
+                record.update({k: first[k] for k in ("by", "who") if k in first})
     data = shelf.dumps(record)
     if force:
         box.put("answers", ask_id, data)
     elif not box.create("answers", ask_id, data):
         raise UsageError(f"{ask_id} is already answered", "pass --force to replace the answer")
+    if verdict is None:  # the answer stands even where no journal can be written
+        where = f" from the {by}" if by else ""
+        with contextlib.suppress(OSError):
+            journal.write(wd, f"✓ answered {ask_id}{where}: {text}", now)
     return Answer(text, now, verdict, note)
+
+
+def _user() -> str:
+    import pwd  # only when a human answers
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
 def pending(wd: WorkDir) -> list[Ask]:
@@ -352,4 +384,6 @@ def withdraw(wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None)
     }
     if not wd.shelf.create("answers", ask_id, shelf.dumps(record)):
         raise UsageError(f"{ask_id} is already answered", "see `looop asks`")
+    with contextlib.suppress(OSError):
+        journal.write(wd, f"✗ withdrew {ask_id}: {reason or 'withdrawn'}", now)
     return Answer("", now, WITHDRAWN, reason or "withdrawn")

@@ -292,6 +292,9 @@ class _Attempt:
         """Carry the move out; a move that worked clears the backoff and is journaled."""
         wd = self.wd
         outcome = act.execute(wd, move, self.now)
+        # What ran and how it went, in the beat's event (the page's beats view reads it back).
+        self.stats["result"] = {"action": move.name, "ok": outcome.ok, "note": outcome.note}
+        self.stats["result"].update(outcome.detail)
         if not outcome.ok:
             return self.fail(f"{move.name} failed: {outcome.note}")
         limits.save_backoff(wd, None)

@@ -105,7 +105,7 @@ def answer(wd: WorkDir, ask_id: str, text: str | None, force: bool, as_json: boo
         text = sys.stdin.read().strip()
     if not text:
         raise click.UsageError("the answer is empty")
-    got = mailbox.answer(wd, ask_id, text, now=time.time(), force=force)
+    got = mailbox.answer(wd, ask_id, text, now=time.time(), force=force, by="cli")
     _report(ask_id, got, as_json)
 
 
@@ -126,7 +126,7 @@ def approve(wd: WorkDir, ask_id: str, as_json: bool) -> None:
     """
     from looop_py.moves.approvals import approve as do_approve
 
-    got = do_approve(wd, ask_id, now=time.time())
+    got = do_approve(wd, ask_id, now=time.time(), by="cli")
     _report(ask_id, got, as_json)
     if got.note and got.note.startswith("failed"):
         sys.exit(1)
@@ -146,7 +146,7 @@ def deny(wd: WorkDir, ask_id: str, reason: str | None, as_json: bool) -> None:
     """
     from looop_py.moves.approvals import deny as do_deny
 
-    got = do_deny(wd, ask_id, now=time.time(), reason=reason)
+    got = do_deny(wd, ask_id, now=time.time(), reason=reason, by="cli")
     _report(ask_id, got, as_json)
 
 

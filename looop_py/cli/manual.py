@@ -256,14 +256,20 @@ Example:
 HUMANS = """\
 HUMANS: the page, notifications, and a mailbox agents can wait on
 
-`looop serve` (pip install 'looop-py[web]') serves a page on 127.0.0.1:8765:
-overview (beats by outcome, wake ratio, spend per day vs budget, sensors,
-workers, rounds, asks), each beat with its decide archive, asks (answer,
-approve, deny, showing exactly what approving runs), workers (log, kill,
-tell), loops and rounds (run now), the journal (search). It prints a URL with
-a fresh token (also in state/web-token, 0600); every change is a POST with a
-CSRF token and an Origin check. --read-only changes nothing; a non-loopback
---host needs --allow-remote. Add ?format=json to any page for its JSON.
+`looop serve` (pip install 'looop-py[web]') serves a page on 127.0.0.1:8765
+that updates itself within a second of a beat, an ask, an answer or a worker
+ending: overview (pending asks first, beats by outcome, wake ratio, spend per
+day vs budget, sensors, workers, rounds), beats (each with its move, what ran,
+exit code, output, cost), asks (answer, deny, withdraw; approve takes a
+confirm step naming what runs; each ask keeps who answered, from where, and
+what ran), workers (log, kill, tell), goals, sensors (a chart of a numeric
+signal), loops and rounds (run now), the whole journal (search, counted,
+paged). It prints a one-time login link (a session cookie for 12 hours; the
+token, in state/web-token-PORT 0600, is for scripts: Authorization: Bearer,
+or paste it at /login). Every change is a POST with a CSRF token and an
+Origin check; a Host it does not print is refused. --read-only changes
+nothing; a non-loopback --host needs --allow-remote. Add ?format=json to any
+page for its JSON.
 
 `looop report --html FILE` writes the overview as one self-contained file.
 

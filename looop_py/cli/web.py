@@ -40,16 +40,19 @@ class NothingYet(LooopError):
 def serve(
     paths: Paths, *, host: str, port: int, allow_remote: bool, read_only: bool, as_json: bool
 ) -> None:
-    """Serve the page: overview, beats, asks and approvals, workers, loops, journal.
+    """Serve the page: overview, beats, asks and approvals, workers, goals, sensors, loops,
+    journal; open pages update by themselves within a second.
 
     Needs the web extra: pip install 'looop-py[web]' (from a checkout: '.[web]').
-    Prints a URL holding a fresh random token (also stored 0600 in
-    state/web-token); the browser keeps it in a cookie. Every change is a POST
-    with a CSRF token and an Origin check.
+    Prints a login URL holding a one-time code (it works once: the browser gets a
+    session cookie for 12 hours).
+    Scripts send the token (state/web-token-PORT, 0600) as `Authorization: Bearer`.
+    Every change is a POST with a CSRF token and an Origin check; a request whose
+    Host is not an address this server prints is refused.
 
     \b
     Example:
-      looop serve                      # http://127.0.0.1:8765/?token=…
+      looop serve                      # http://127.0.0.1:8765/?code=…
       looop serve --read-only --port 9000
       looop serve --host 0.0.0.0 --allow-remote   # on your LAN: say so explicitly
     """
@@ -68,24 +71,37 @@ def serve(
         raise UsageError(
             f"the web extra is not installed ({exc.name})", install_hint("web")
         ) from None
-    token = security.new_token(paths)
-    hosts = {host, "127.0.0.1", "localhost"} if security.is_loopback(host) else {host}
-    if not security.is_loopback(host):
-        import socket
-
-        hosts |= {socket.gethostname(), socket.getfqdn()}
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104
-    app = web_app.build(paths, token, read_only=read_only, hosts=frozenset(hosts))
-    url = f"http://{shown}:{port}/?token={token}"
+    token = security.new_token(paths, port)
+    names = security.answers_to(host)
+    app = web_app.build(paths, token, read_only=read_only, hosts=frozenset(names), port=port)
+    code = app.state.web.sessions.new_code(time.time())
+    url = f"http://{security.bracket(names[0])}:{port}/?code={code}"
     if as_json:
-        json_out({"url": url, "host": host, "port": port, "read_only": read_only})
+        json_out(
+            {
+                "url": url,
+                "host": host,
+                "port": port,
+                "read_only": read_only,
+                "addresses": [f"http://{security.bracket(n)}:{port}/" for n in names],
+                "token_file": str(security.token_path(paths, port)),
+            }
+        )
     else:
         show([f"looop: serving {paths.root}" + (" read-only" if read_only else "")])
-        show([f"open {url}"])
+        show([f"open {url}   (the link logs one browser in, once)"])
+        if len(names) > 1:
+            show(
+                ["also at: " + " ".join(f"http://{security.bracket(n)}:{port}/" for n in names[1:])]
+            )
+        show([f"another browser: /login with the token in {security.token_path(paths, port)}"])
     if not security.is_loopback(host):
         show(["warning: bound beyond this machine over plain HTTP; the token is the only key"])
     sys.stdout.flush()
-    web_app.serve(app, host, port)
+    try:
+        web_app.serve(app, host, port)
+    finally:
+        security.drop_token(paths, port, token)
 
 
 @click.command()

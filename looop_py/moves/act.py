@@ -45,6 +45,7 @@ from looop_py.workdir.shelf import GOAL_ACTIVITY
 
 PLAYBOOK_KEEP = 20
 SHELL_TAIL = 2048
+OUTPUT_EXCERPT = 400  # characters of a command's output kept in its beat's event
 
 
 @dataclass(frozen=True)
@@ -200,10 +201,15 @@ def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, argv: list[str
         "at": now,
     }
     jsonio.write_json(paths.state / "last-shell.json", record)
+    excerpt = output.strip()[-OUTPUT_EXCERPT:]
     if result.exit_code != 0:
         why = "timed out" if result.timed_out else f"exit {result.exit_code}"
-        return Outcome(False, f"command failed ({why})", detail={"exit_code": result.exit_code})
-    return Outcome(True, "exit 0", detail={"exit_code": 0})
+        return Outcome(
+            False,
+            f"command failed ({why})",
+            detail={"exit_code": result.exit_code, "output": excerpt},
+        )
+    return Outcome(True, "exit 0", detail={"exit_code": 0, "output": excerpt})
 
 
 def take_last_shell(paths: Paths) -> dict[str, Any] | None:

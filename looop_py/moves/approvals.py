@@ -124,10 +124,11 @@ def _settle_round(wd: WorkDir, round_id: str, now: float) -> str:
     return f"round {round_id}: {outcome}" + (f" ({state.error})" if state.error else "")
 
 
-def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
+def approve(wd: WorkDir, ask_id: str, *, now: float, by: str | None = None) -> Answer:
+    """`by`: where the approval came from (cli, page), kept in the answer's record."""
     ask = _approval(wd, ask_id)
     if "round" in ask.hold:
-        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved")
+        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved", by=by)
         note = _settle_round(wd, str(ask.hold["round"]), now)
         if note.startswith(NOTHING_RAN):
             journal.write(wd, f"· approved {ask_id}; {note}", now)
@@ -153,7 +154,7 @@ def approve(wd: WorkDir, ask_id: str, *, now: float) -> Answer:
     if not wd.shelf.create(INTENTS, ask_id, shelf.dumps(intent)):
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
     try:
-        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved", note=WAITING)
+        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved", note=WAITING, by=by)
     except UsageError:
         # Denied in the same instant: the answer wins, and the intent is dropped unrun.
         raise UsageError(f"{ask_id} was answered meanwhile", "see `looop journal`") from None
@@ -298,11 +299,13 @@ def carry_out_pending(wd: WorkDir, now: float) -> list[dict[str, Any]]:
 # -- deny ------------------------------------------------------------------------------------
 
 
-def deny(wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None) -> Answer:
+def deny(
+    wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None, by: str | None = None
+) -> Answer:
     ask = _approval(wd, ask_id)
     held = ask.hold.get("move") or {}
     text = f"denied {ask_id}: {held.get('action', 'move')}" + (f" · {reason}" if reason else "")
-    answer = mailbox.answer(wd, ask_id, "denied", now=now, verdict="denied", note=reason)
+    answer = mailbox.answer(wd, ask_id, "denied", now=now, verdict="denied", note=reason, by=by)
     if "round" in ask.hold:
         text = f"denied {ask_id}: {_settle_round(wd, str(ask.hold['round']), now)}"
         text += f" · {reason}" if reason else ""

@@ -17,6 +17,7 @@ from looop_py.beat import views as beat_views
 from looop_py.errors import LooopError
 from looop_py.ids import is_safe_segment
 from looop_py.loops import views as loop_views
+from looop_py.moves import union
 from looop_py.spend import ledger
 from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir
@@ -87,7 +88,15 @@ def overview(wd: WorkDir, now: float, days: int = 1) -> dict[str, Any]:
     return {
         "status": beat_views.status(wd).to_json(),
         "days": days,
-        "beats": [{"ts": b.get("ts"), "t": b["t"], "outcome": b.get("outcome")} for b in beats],
+        "beats": [
+            {
+                "ts": b.get("ts"),
+                "t": b["t"],
+                "outcome": b.get("outcome"),
+                "decided": move_summary(b.get("move")),
+            }
+            for b in beats
+        ],
         "counts": counts,
         "wake_ratio": round(woke / ran, 3) if ran else None,
         "spend": spend_by_day(wd, now),
@@ -96,6 +105,16 @@ def overview(wd: WorkDir, now: float, days: int = 1) -> dict[str, Any]:
         "rounds": [r.to_json() for r in loop_views.list_rounds(wd, include_done=False)],
         "asks": asks(wd, now)["asks"],
     }
+
+
+def move_summary(move: Any) -> str | None:
+    """A move as its journal line would name it (None when the beat decided nothing)."""
+    if not isinstance(move, dict):
+        return None
+    try:
+        return union.parse(move).summary()
+    except union.MoveError:
+        return str(move.get("action", "?"))
 
 
 def beat(paths: Paths, ts: str) -> dict[str, Any] | None:

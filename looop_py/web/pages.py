@@ -6,77 +6,25 @@ token; None renders a page without any form (read-only mode, `looop report`).
 
 from __future__ import annotations
 
-import json
 import time
-from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from looop_py.glyphs import visible
 from looop_py.web import svg
-
-CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
-header{background:#1d232a;color:#fff;padding:8px 16px;display:flex;gap:14px;flex-wrap:wrap}
-header a{color:#cfe1ff;text-decoration:none}header b{margin-right:10px}
-main{padding:12px 16px;max-width:1100px}
-.cards{display:flex;flex-wrap:wrap;gap:10px}
-.card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:10px 12px;flex:1 1 300px}
-.big{font-size:22px;font-weight:600}.ax{font-size:10px;fill:#556}
-table{border-collapse:collapse;width:100%;background:#fff}
-td,th{border-bottom:1px solid #e5e8ec;padding:4px 6px;text-align:left;vertical-align:top}
-pre{background:#0f1419;color:#e6e1cf;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap}
-.ok{color:#17803d}.bad{color:#d93a3a}.muted{color:#667}
-form.inline{display:inline}.ask{margin-bottom:10px}button{cursor:pointer;padding:3px 10px}
-.o-decided{color:#2b7de9}.o-failed{color:#d93a3a}.o-held{color:#b07f00}.o-locked{color:#8a63d2}
-"""
-
-
-class Markup(str):
-    """Already-escaped HTML (a table cell shown as is)."""
-
-    __slots__ = ()
-
-
-NAV = (
-    ("/", "overview"),
-    ("/asks", "asks"),
-    ("/workers", "workers"),
-    ("/loops", "loops"),
-    ("/journal", "journal"),
+from looop_py.web.markup import (
+    Markup,
+    clip,
+    e,
+    form,
+    layout,
+    link,
+    outcome,
+    pretty,
+    short,
+    table,
+    when,
+    when_iso,
 )
-
-
-def e(value: Any) -> str:
-    """HTML-escaped, with every character a reader cannot see spelled out (glyphs.py)."""
-    return escape(visible("" if value is None else str(value)))
-
-
-def when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
-
-
-def layout(title: str, body: str, *, read_only: bool = False, nav: bool = True) -> str:
-    links = "".join(f'<a href="{href}">{name}</a>' for href, name in NAV) if nav else ""
-    badge = ' <span class="muted">(read-only)</span>' if read_only else ""
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{e(title)} · looop</title><style>{CSS}</style></head><body>"
-        f"<header><b>looop</b>{links}{badge}</header><main><h1>{e(title)}</h1>{body}</main>"
-        "</body></html>"
-    )
-
-
-def _form(action: str, csrf: str | None, label: str, fields: str = "", name: str = "") -> str:
-    if csrf is None:
-        return ""
-    return (
-        f'<form class="inline" method="post" action="{e(action)}">'
-        f'<input type="hidden" name="csrf" value="{e(csrf)}">{fields}'
-        f'<button type="submit" name="do" value="{e(name or label)}" '
-        f'id="{e(name or label)}">{e(label)}</button></form>'
-    )
 
 
 def overview(d: dict[str, Any], *, links: bool = True) -> str:
@@ -101,7 +49,7 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
         (
             "last beat",
             f'<div class="big o-{e(last.get("outcome"))}">{e(last.get("outcome") or "none")}</div>'
-            f"{e(last.get('ts'))} {e(last.get('reason') or '')}",
+            f"{when_iso(last.get('ts'))} {e(last.get('reason') or '')}",
         ),
         (
             "sensors",
@@ -148,12 +96,12 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
     body += f'<div class="card">USD{svg.spend_bars(d["spend"], "usd", budget["daily_usd"], "USD")}</div></div>'  # noqa: E501
     workers = d["workers"]["workers"]
     body += f"<h2>Live workers ({d['workers']['live']} of {d['workers']['max_live']})</h2>"
-    body += _table(
+    body += table(
         ["id", "health", "state", "runtime", "uptime"],
         [
             [
-                _link(f"/workers/{w['id']}", w["id"], links),
-                w["health"],
+                link(f"/workers/{w['id']}", w["id"], links),
+                health_word(w),
                 w["state"],
                 w.get("runtime"),
                 _secs(w.get("uptime_s")),
@@ -161,15 +109,52 @@ def overview(d: dict[str, Any], *, links: bool = True) -> str:
             for w in workers
         ],
     )
-    body += "<h2>Live rounds</h2>" + _rounds(d["rounds"])
-    body += "<h2>Recent beats</h2>" + _table(
-        ["when", "outcome"],
+    body += "<h2>Live rounds</h2>" + _rounds(d["rounds"], links)
+    body += "<h2>Recent beats</h2>" + table(
+        ["when", "outcome", "decided"],
         [
-            [_link(f"/beats/{quote(str(b['ts']))}", b["ts"], links), _outcome(b["outcome"])]
+            [
+                link(f"/beats/{quote(str(b['ts']))}", b["ts"], links, b.get("t")),
+                outcome(b["outcome"]),
+                b.get("decided") or "",
+            ]
             for b in reversed(d["beats"][-15:])
         ],
     )
-    return body
+    if links:
+        body += '<p><a href="/beats">every beat, with what it decided and how it went</a></p>'
+    return pending_first(d["asks"], links) + body
+
+
+def pending_first(pending: list[dict[str, Any]], links: bool) -> str:
+    """The asks waiting for a human, at the top of the overview (first on a phone too)."""
+    if not pending:
+        return ""
+    items = "".join(
+        f"<li>{link('/asks/' + str(a['id']), a['id'], links)} "
+        f'<span class="muted">{e(a["kind"])}</span> {e(clip(a["prompt"], 120))}</li>'
+        for a in pending
+    )
+    return (
+        f'<section id="pending"><h2>Waiting for you ({len(pending)})</h2><ul>{items}</ul></section>'
+    )
+
+
+def health_word(w: dict[str, Any]) -> Markup:
+    """A worker's health in words that tell a finished worker from one that died."""
+    if w.get("alive"):
+        word = str(w.get("health"))
+    elif w.get("lost"):
+        word = "died (its supervisor was gone)"
+    elif w.get("state") == "killed":
+        word = "died (killed)"
+    elif w.get("exit_code") == 0:
+        word = "finished ok"
+    elif isinstance(code := w.get("exit_code"), int):
+        word = f"died (signal {code - 128})" if code > 128 else f"failed (exit {code})"
+    else:
+        word = "ended"
+    return Markup(f'<span class="h-{e(word.split()[0])}">{e(word)}</span>')
 
 
 def _usd(v: float) -> str:
@@ -180,30 +165,18 @@ def _secs(s: Any) -> str:
     return f"{round(s)} s" if isinstance(s, int | float) else "—"
 
 
-def _outcome(o: Any) -> str:
-    return Markup(f'<span class="o-{e(o)}">{e(o)}</span>')
-
-
-def _link(href: str, text: Any, on: bool = True) -> str:
-    return Markup(f'<a href="{e(href)}">{e(text)}</a>') if on else e(text)
-
-
-def _table(head: list[str], rows: list[list[Any]]) -> str:
-    if not rows:
-        return '<p class="muted">none</p>'
-    th = "".join(f"<th>{e(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{c if isinstance(c, Markup) else e(c)}</td>" for c in r) + "</tr>"
-        for r in rows
-    )
-    return f"<table><tr>{th}</tr>{body}</table>"
-
-
-def _rounds(rounds: list[dict[str, Any]]) -> str:
-    return _table(
+def _rounds(rounds: list[dict[str, Any]], links: bool = True) -> str:
+    return table(
         ["round", "loop", "phase", "outcome", "tokens", "waits on"],
         [
-            [r["id"], r.get("loop"), r["phase"], r.get("outcome"), r.get("tokens"), r.get("ask")]
+            [
+                link(f"/rounds/{r['id']}", r["id"], links),
+                link(f"/goals/{r['loop']}", r["loop"], links) if r.get("loop") else "",
+                r["phase"],
+                r.get("outcome"),
+                r.get("tokens"),
+                link(f"/asks/{r['ask']}", r["ask"], links) if r.get("ask") else "",
+            ]
             for r in rounds
         ],
     )
@@ -212,32 +185,22 @@ def _rounds(rounds: list[dict[str, Any]]) -> str:
 def beat(d: dict[str, Any]) -> str:
     b = d["beat"]
     body = (
-        f"<p>{_outcome(b.get('outcome'))} · {e(b.get('ts'))} · {e(b.get('ms'))} ms · "
+        f"<p>{outcome(b.get('outcome'))} · {when_iso(b.get('ts'))} · {e(b.get('ms'))} ms · "
         f"{e(d['explanation'])}</p>"
     )
     if b.get("reason"):
         body += f'<p class="bad">reason: {e(b["reason"])}</p>'
-    body += "<h2>What changed</h2>" + _table(
+    body += "<h2>What changed</h2>" + table(
         ["item", "old", "new"],
-        [[c.get("item"), _short(c.get("old")), _short(c.get("new"))] for c in b.get("changed", [])],
+        [[c.get("item"), short(c.get("old")), short(c.get("new"))] for c in b.get("changed", [])],
     )
     if b.get("move"):
-        body += f"<h2>Move</h2><pre>{e(_pretty(b['move']))}</pre>"
+        body += f"<h2>Move</h2><pre>{e(pretty(b['move']))}</pre>"
     if d["run_id"]:
         body += f"<h2>Decide archive runs/{e(d['run_id'])}/</h2>"
         for name, text in d["run"].items():
             body += f"<h3>{e(name)}</h3><pre>{e(text)}</pre>"
     return body
-
-
-def _short(v: Any) -> str:
-    text = v if isinstance(v, str) else _pretty(v)
-    return text if len(text) < 300 else text[:299] + "…"
-
-
-def _pretty(v: Any) -> str:
-
-    return json.dumps(v, indent=1, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def asks(d: dict[str, Any], csrf: str | None) -> str:
@@ -247,7 +210,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
     for a in d["asks"]:
         aid = a["id"]
         body += (
-            f'<div class="card ask" id="ask-{e(aid)}"><b>{e(aid)}</b> '
+            f'<div class="card ask" id="ask-{e(aid)}"><b><a href="/asks/{e(aid)}">{e(aid)}</a></b> '
             f'<span class="muted">{e(a["kind"])} from {e(a["asker"])}, {a["age_s"]} s ago</span>'
             + (
                 f' <span class="bad">{e(a["state"])}: {e(a.get("why"))}</span>'
@@ -267,11 +230,17 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
                 body += ' <span class="bad">(the ask does not show what would run)</span></p>'
             body += (
                 "<details><summary>the whole held move</summary>"
-                f"<pre>{e(_pretty(run['move']))}</pre></details>"
+                f"<pre>{e(pretty(run['move']))}</pre></details>"
             )
-            body += _form(f"/asks/{aid}/approve", csrf, "approve", name=f"approve-{aid}")
+            if csrf is not None:  # approving takes a second step that names what runs
+                body += (
+                    f'<a class="button approve" id="approve-{e(aid)}" '
+                    f'href="/asks/{e(aid)}/confirm">approve…</a>'
+                )
             reason = '<input name="reason" placeholder="reason (optional)">'
-            body += " " + _form(f"/asks/{aid}/deny", csrf, "deny", reason, name=f"deny-{aid}")
+            body += " " + form(
+                f"/asks/{aid}/deny", csrf, "deny", reason, name=f"deny-{aid}", cls="danger"
+            )
         else:
             if a.get("options"):
                 field = (
@@ -281,8 +250,10 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
                 )
             else:
                 field = f'<input name="answer" id="answer-text-{e(aid)}" size="40" required>'
-            body += _form(f"/asks/{aid}/answer", csrf, "answer", field, name=f"answer-{aid}")
-        body += " " + _form(f"/asks/{aid}/withdraw", csrf, "withdraw", name=f"withdraw-{aid}")
+            body += form(f"/asks/{aid}/answer", csrf, "answer", field, name=f"answer-{aid}")
+        body += " " + form(
+            f"/asks/{aid}/withdraw", csrf, "withdraw", name=f"withdraw-{aid}", cls="danger"
+        )
         body += "</div>"
     return body
 
@@ -290,8 +261,8 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
 def workers(d: dict[str, Any], *, links: bool = True) -> str:
     rows = [
         [
-            _link(f"/workers/{w['id']}", w["id"], links),
-            w["health"],
+            link(f"/workers/{w['id']}", w["id"], links),
+            health_word(w),
             w["state"],
             w.get("exit_code"),
             w.get("verify"),
@@ -301,24 +272,24 @@ def workers(d: dict[str, Any], *, links: bool = True) -> str:
         for w in d["workers"]
     ]
     head = f"<p>{d['live']} live of at most {d['max_live']}</p>"
-    return head + _table(["id", "health", "state", "exit", "verify", "result", "started"], rows)
+    return head + table(["id", "health", "state", "exit", "verify", "result", "started"], rows)
 
 
 def worker(d: dict[str, Any], csrf: str | None) -> str:
     w = d["worker"]
     wid = w["id"]
     shown = [
-        [k, when(v) if k.endswith("_at") and isinstance(v, int | float) else _short(v)]
+        [k, when(v) if k.endswith("_at") and isinstance(v, int | float) else short(v)]
         for k, v in w.items()
         if v not in (None, {})
     ]
-    body = _table(["key", "value"], shown)
+    body = f'<p id="health">{health_word(w)}</p>' + table(["key", "value"], shown)
     if w.get("alive"):
-        body += "<p>" + _form(f"/workers/{wid}/kill", csrf, "kill", name=f"kill-{wid}") + "</p>"
+        body += "<p>" + form(f"/workers/{wid}/kill", csrf, "kill", name=f"kill-{wid}") + "</p>"
         tell = '<input name="text" size="50" required placeholder="a steering message">'
-        body += "<p>" + _form(f"/workers/{wid}/tell", csrf, "tell", tell, name=f"tell-{wid}")
+        body += "<p>" + form(f"/workers/{wid}/tell", csrf, "tell", tell, name=f"tell-{wid}")
         body += "</p>"
-    body += "<h2>Told</h2>" + _table(
+    body += "<h2>Told</h2>" + table(
         ["when", "from", "text", "read"],
         [
             [when(m.get("at")), m.get("from"), m.get("text"), when(m.get("read_at"))]
@@ -326,8 +297,6 @@ def worker(d: dict[str, Any], csrf: str | None) -> str:
         ],
     )
     body += f'<h2>output.log (tail)</h2><pre id="log">{e(d["log_tail"])}</pre>'
-    if w.get("alive"):
-        body += '<meta http-equiv="refresh" content="5">'
     return body
 
 
@@ -346,12 +315,12 @@ def loops(d: dict[str, Any], csrf: str | None = None) -> str:
             Markup(
                 ""
                 if lp.get("live_round")
-                else _form(f"/loops/{lp['name']}/run", csrf, "run now", name=f"run-{lp['name']}")
+                else form(f"/loops/{lp['name']}/run", csrf, "run now", name=f"run-{lp['name']}")
             ),
         ]
         for lp in d["loops"]
     ]
-    body = _table(
+    body = table(
         [
             "loop",
             "level",
@@ -367,17 +336,8 @@ def loops(d: dict[str, Any], csrf: str | None = None) -> str:
         rows,
     )
     if d.get("errors"):
-        body += _table(["goal", "error"], [[k, v] for k, v in d["errors"].items()])
+        body += table(["goal", "error"], [[k, v] for k, v in d["errors"].items()])
     return body + "<h2>Rounds</h2>" + _rounds(d["rounds"])
-
-
-def journal(d: dict[str, Any]) -> str:
-    form = (
-        f'<form method="get" action="/journal"><input name="q" value="{e(d["query"])}" '
-        'placeholder="search the journal" id="q"> <button>search</button></form>'
-    )
-    lines = "\n".join(d["lines"]) or "(nothing)"
-    return f'{form}<pre id="journal">{e(lines)}</pre>'
 
 
 def report(snap: dict[str, Any]) -> str:
@@ -389,4 +349,4 @@ def report(snap: dict[str, Any]) -> str:
     body += overview(snap["overview"], links=False)
     body += "<h2>Pending asks</h2>" + asks({"asks": snap["overview"]["asks"]}, None)
     body += "<h2>Journal</h2>" + f"<pre>{e(chr(10).join(snap['journal']['lines']))}</pre>"
-    return layout("looop report", body, nav=False)
+    return layout("looop report", body, nav=False, live=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from html import escape
 from typing import Any
@@ -117,3 +118,38 @@ def spend_bars(days: list[dict[str, Any]], key: str, budget: float, unit: str) -
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def series(points: list[tuple[float, float]], label: str) -> str:
+    """A numeric signal over time as a step line (the value holds until the next reading)."""
+    if not points:
+        return ""
+    width, height, top, bottom, left = 720, 140, 10, 24, 54
+    plot_w, plot_h = width - left - 10, height - top - bottom
+    t0, t1 = points[0][0], max(points[-1][0], points[0][0] + 1)
+    lo, hi = min(v for _, v in points), max(v for _, v in points)
+    if hi == lo:
+        lo, hi = lo - 1, hi + 1
+
+    def x(t: float) -> float:
+        return round(left + (t - t0) / (t1 - t0) * plot_w, 1)
+
+    def y(v: float) -> float:
+        return round(top + (hi - v) / (hi - lo) * plot_h, 1)
+
+    path = f"M{x(points[0][0])},{y(points[0][1])}"
+    for (_, prev), (t, v) in itertools.pairwise(points):
+        path += f" H{x(t)} V{y(v)}" if v != prev else f" H{x(t)}"
+    path += f" H{left + plot_w}"
+    fmt = "%m-%d %H:%M"
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart series" role="img" '
+        f'viewBox="0 0 {width} {height}" width="100%" aria-label="{escape(label)} over time">'
+        f'<text x="2" y="{top + 10}" class="ax">{hi:g}</text>'
+        f'<text x="2" y="{top + plot_h}" class="ax">{lo:g}</text>'
+        f'<path d="{path}" fill="none" stroke="#2b7de9" stroke-width="2"/>'
+        f'<text x="{left}" y="{height - 6}" class="ax">'
+        f"{time.strftime(fmt, time.localtime(t0))}</text>"
+        f'<text x="{width - 10}" y="{height - 6}" class="ax" text-anchor="end">'
+        f"{time.strftime(fmt, time.localtime(t1))}</text></svg>"
+    )

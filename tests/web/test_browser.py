@@ -1,4 +1,5 @@
-"""A real headless Chromium on every page: screenshots, answering an ask and approving by clicking.
+"""A real headless Chromium on every view: screenshots, live updates from other processes,
+answering, approving through the confirm step, a phone's width, and remote use by IP.
 
 Needs Debian's `chromium` and `chromium-driver` (.ci/run installs them); skipped
 locally without them, required under CI=true. Screenshots go to
@@ -9,9 +10,7 @@ printed.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, run_looop, wait_for, write_sensor
+from tests.web.conftest import Served
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -89,39 +89,9 @@ def held(wd: Paths, move: dict[str, Any]) -> mailbox.Ask:
     return mailbox.get_ask(open_wd(wd), admission.held)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
-def server(wd: Paths) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "serve", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url = ""
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if m := re.search(r"open (http://\S+)", line):
-                url = m.group(1)
-                break
-        assert url, proc.stderr.read() if proc.stderr else ""
-
-        def up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(up, 15, "the server")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+def server(served: Served) -> str:
+    return served.url
 
 
 def _shot(drv: Any, name: str) -> Path:
@@ -150,60 +120,191 @@ def _world(wd: Paths, marker: Path) -> None:
     beat(open_wd(wd), force=True)
 
 
-def test_every_page_in_a_real_browser_then_answer_and_approve_by_clicking(
+def _overflow(drv: Any) -> int:
+    """How far the page is wider than the window (0: nothing scrolls sideways)."""
+    return int(
+        drv.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    )
+
+
+def _live(drv: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    wait_for(
+        lambda: "live" in drv.find_element(By.ID, "live").get_attribute("class").split("-"),
+        10,
+        "the live badge",
+    )
+    wait_for(lambda: drv.find_element(By.ID, "live").text == "● live", 10, "live")
+
+
+def test_every_view_in_a_real_browser_live_then_answer_and_approve_with_a_confirm(
     wd: Paths, tmp_path: Path, driver: Any, server: str
 ) -> None:
     from selenium.webdriver.common.by import By
 
     marker = tmp_path / "approved.txt"
     _world(wd, marker)
+    for i in range(3):
+        (wd.goals / f"goal-{i}.md").write_text(f"---\npriority: {i}\n---\n# Ship part {i}\n")
     base = server.split("/?", maxsplit=1)[0]
-    driver.get(server)  # the token URL: the cookie is set, the token leaves the address bar
-    assert "token=" not in driver.current_url
+    driver.get(server)  # the one-time code: a session cookie, the code leaves the address bar
+    assert "code=" not in driver.current_url and "token" not in driver.current_url
     assert driver.find_elements(By.CSS_SELECTOR, "#timeline svg rect")
+    assert (
+        driver.find_element(By.CSS_SELECTOR, "#pending").location["y"]
+        < (driver.find_element(By.ID, "timeline").location["y"])
+    )  # what waits for a human comes first
+    stamp = driver.find_element(By.CSS_SELECTOR, "main time")
+    assert stamp.get_attribute("title").endswith("Z UTC")
+    _live(driver)
     _shot(driver, "01-overview.png")
-    link = driver.find_element(By.CSS_SELECTOR, "a[href^='/beats/']")
-    link.click()
+
+    # Live: a pulse in another process shows up without a reload.
+    before = len(driver.find_elements(By.CSS_SELECTOR, "a[href^='/beats/']"))
+    driver.execute_script("window.notReloaded = true")
+    r = run_looop("-C", str(wd.root), "pulse", "--force")
+    assert r.returncode == 0, r.stderr
+    pulsed = time.monotonic()
+    wait_for(
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "a[href^='/beats/']")) > before,
+        10,
+        "the new beat on the open overview",
+    )
+    shown_after = time.monotonic() - pulsed
+    print(f"pulse in another process → on the open page: {shown_after:.2f} s")
+    assert driver.execute_script("return window.notReloaded") is True  # swapped in place
+    assert shown_after < 3  # within a second of the server seeing it, plus the page's fetch
+
+    for path, name, needle in (
+        ("/beats", "02-beats.png", "decided"),
+        ("/asks", "03-asks.png", "echo approved-by-click"),
+        ("/workers", "04-workers.png", "builder"),
+        ("/goals", "05-goals.png", "Ship part 1"),
+        ("/goals/goal-1", "06-goal.png", "priority"),
+        ("/sensors", "07-sensors.png", "flaky"),
+        ("/sensors/flaky", "08-sensor.png", "failing"),
+        ("/loops", "09-loops.png", "Rounds"),
+        ("/journal?q=sensor", "10-journal.png", "lines holding"),
+    ):
+        driver.get(f"{base}{path}")
+        assert needle in driver.find_element(By.TAG_NAME, "main").text, path
+        _shot(driver, name)
+    driver.get(f"{base}/beats")
+    driver.find_element(By.CSS_SELECTOR, "a[href^='/beats/']").click()
     assert "What changed" in driver.page_source
-    _shot(driver, "02-beat.png")
-    driver.get(f"{base}/asks")
-    assert "echo approved-by-click" in driver.find_element(By.CSS_SELECTOR, ".would-run").text
-    _shot(driver, "03-asks.png")
-    driver.get(f"{base}/workers")
-    _shot(driver, "04-workers.png")
+    _shot(driver, "11-beat.png")
     driver.get(f"{base}/workers/builder")
+    log = "return document.getElementById('log').textContent"  # the element is swapped live
+    wait_for(lambda: "step" in driver.execute_script(log), 15, "its log")
+    first = driver.execute_script(log)
+    wait_for(lambda: driver.execute_script(log) != first, 15, "its log growing, live")
+    _shot(driver, "12-worker.png")
 
-    def log_shows_output() -> bool:
-        if "step" in driver.find_element(By.ID, "log").text:
-            return True
-        driver.refresh()
-        return False
-
-    wait_for(log_shows_output, 15, "the worker's output on its page")
-    _shot(driver, "05-worker.png")
-    driver.get(f"{base}/loops")
-    _shot(driver, "06-loops.png")
-    driver.get(f"{base}/journal?q=sensor")
-    _shot(driver, "07-journal.png")
-
-    # Answer the question and approve the held move, by clicking.
+    # A new ask from another process appears on the open asks page.
     driver.get(f"{base}/asks")
+    _live(driver)
+    asked = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "ask", "--prompt", "Ship it?"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: "Ship it?" in driver.page_source, 10, "the new ask, live")
+    finally:
+        asked.terminate()
+        asked.wait(timeout=10)
+
+    # Answer the question by clicking; a change while typing does not wipe the text.
     driver.find_element(By.ID, "answer-text-human-1").send_keys("use staging")
+    assert run_looop("-C", str(wd.root), "pulse", "--force").returncode == 0
+    wait_for(lambda: driver.execute_script("return document.body.dataset.deferred"), 10, "a defer")
+    assert driver.find_element(By.ID, "answer-text-human-1").get_attribute("value") == "use staging"
     driver.find_element(By.ID, "answer-human-1").click()
     wait_for((wd.answers / "human-1.json").exists, 10, "the answer on disk")
     assert jsonio.read_json(wd.answers / "human-1.json")["answer"] == "use staging"
+    wait_for(lambda: "from the page" in driver.page_source, 10, "the answer's page")
+
+    # Approve: the first click only shows what will run; cancel runs nothing.
+    driver.get(f"{base}/asks")
     driver.find_element(By.ID, "approve-decider-1").click()
+    assert "/asks/decider-1/confirm" in driver.current_url
+    assert "echo approved-by-click" in driver.find_element(By.CSS_SELECTOR, ".would-run").text
+    button = driver.find_element(By.ID, "confirm")
+    assert "run_shell" in button.text and button.size["height"] >= 44
+    _shot(driver, "13-confirm.png")
+    driver.find_element(By.ID, "cancel").click()  # a link back: a GET, it cannot run anything
+    assert driver.current_url == f"{base}/asks" and not marker.exists()
+    driver.get(f"{base}/asks/decider-1/confirm")
+    driver.find_element(By.ID, "confirm").click()
     wait_for(marker.exists, 15, "the approved move's effect on disk")
     assert marker.read_text() == "approved-by-click\n"
-    # The verdict is recorded first, the move runs, then what happened is added to it.
-    noted = lambda: str(jsonio.read_json(wd.answers / "decider-1.json").get("note")).startswith(  # noqa: E731
-        "ran"
-    )
-    wait_for(noted, 10, "the approval's note")
+    wait_for(lambda: "ran: exit 0" in driver.page_source, 10, "the result on the ask's page")
+    assert "/asks/decider-1" in driver.current_url and "the page" in driver.page_source
     answered = jsonio.read_json(wd.answers / "decider-1.json")
-    assert answered["verdict"] == "approved" and answered["note"].startswith("ran")
-    wait_for(lambda: "no pending asks" in driver.page_source, 10, "the asks page, emptied")
-    _shot(driver, "08-asks-answered.png")
+    assert answered["verdict"] == "approved" and answered["by"] == "page"
+    _shot(driver, "14-ask-answered.png")
+
+    # A phone: pending asks first, nothing wider than the screen, on every view.
+    mailbox.open_ask(open_wd(wd), prompt="A long " + "word" * 60, asker="human", now=time.time())
+    driver.set_window_size(390, 844)
+    width = driver.execute_script("return window.innerWidth")
+    assert width <= 390
+    for path in ("/", "/asks", "/beats", "/workers", "/goals", "/sensors", "/loops", "/journal"):
+        driver.get(f"{base}{path}")
+        assert _overflow(driver) == 0, path
+    driver.get(f"{base}/")
+    assert driver.find_element(By.ID, "pending").location["y"] < 300
+    _shot(driver, "15-phone-overview.png")
+    driver.get(f"{base}/asks")
+    _shot(driver, "16-phone-asks.png")
+
+    # Log out: the session ends; the page asks for a login, the old cookie opens nothing.
+    driver.find_element(By.ID, "logout").click()
+    wait_for(lambda: driver.current_url == f"{base}/login", 10, "the login page")
+    assert driver.find_element(By.ID, "token")
+    driver.get(f"{base}/asks")
+    assert driver.find_element(By.TAG_NAME, "h1").text == "401"
+    assert "Ship it?" not in driver.page_source
+
+
+def test_a_wildcard_bind_is_reachable_by_its_ip_and_refuses_other_hosts(
+    wd: Paths, driver: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from looop_py.web import security
+    from tests.web import conftest
+
+    ips = [n for n in security.answers_to("0.0.0.0") if n[0].isdigit() and n != "127.0.0.1"]
+    if not ips:
+        pytest.skip("this machine has no address but loopback")
+    proc, served = conftest.start(wd, "--host", "0.0.0.0", "--allow-remote")
+    try:
+        assert f"http://{ips[0]}:{served.port}/?code=" in served.url  # printed: an address
+        driver.get(served.url)
+        assert driver.find_element(By.TAG_NAME, "h1").text == "overview"
+        assert "code=" not in driver.current_url
+        driver.get(f"http://127.0.0.1:{served.port}/login")
+        assert driver.find_element(By.ID, "token")  # loopback answers too
+        _shot(driver, "17-remote-by-ip.png")
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"http://{ips[0]}:{served.port}/",
+            headers={
+                "Host": f"evil.example:{served.port}",
+                "Authorization": f"Bearer {served.token}",
+            },
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=10)
+        assert refused.value.code == 403
+    finally:
+        conftest.stop(proc)
 
 
 def test_report_html_draws_its_charts_in_a_real_browser(
@@ -219,7 +320,7 @@ def test_report_html_draws_its_charts_in_a_real_browser(
     driver.get(out.as_uri())
     bars = driver.find_elements(By.CSS_SELECTOR, "#timeline svg rect.bar-decided")
     assert bars and bars[0].size["height"] > 0
-    _shot(driver, "09-report.png")
+    _shot(driver, "18-report.png")
 
 
 def test_a_real_post_without_the_token_or_from_another_origin_changes_nothing(
@@ -233,7 +334,7 @@ def test_a_real_post_without_the_token_or_from_another_origin_changes_nothing(
     marker = tmp_path / "never.txt"
     ask = held(wd, {"action": "run_shell", "cmd": f"touch {marker}"})
     base = server.split("/?", maxsplit=1)[0]
-    token = server.split("token=")[1]
+    token = security.token_path(wd, int(base.rsplit(":", 1)[1])).read_text().strip()
     body = f"csrf={security.csrf_for(token)}".encode()
 
     def post(headers: dict[str, str], data: bytes = body) -> int:
@@ -246,13 +347,11 @@ def test_a_real_post_without_the_token_or_from_another_origin_changes_nothing(
         except urllib.error.HTTPError as exc:
             return exc.code
 
-    port = int(base.rsplit(":", 1)[1])
-    cookie = {"Cookie": f"{security.cookie_name(port)}={token}"}
+    cookie = {"Authorization": f"Bearer {token}"}
     assert post({}) == 401
     assert post({**cookie, "Origin": "http://evil.example"}) == 403
     assert post({**cookie, "Origin": base}, data=b"csrf=forged") == 403
     assert post({**cookie, "Origin": base}, data=b"") == 403
-    assert security.token_path(wd).read_text().strip() == token
     assert not marker.exists() and mailbox.get_answer(open_wd(wd), ask.id) is None
     assert post({**cookie, "Origin": base}) == 200  # the same POST done right does run
     assert marker.exists()

@@ -39,22 +39,27 @@ def _approval(wd: Paths, marker: Path) -> mailbox.Ask:
 
 
 def _client(wd: Paths, *, read_only: bool = False) -> tuple[TestClient, str]:
-    token = security.new_token(wd)
+    token = security.new_token(wd, 8765)
     client = TestClient(web_app.build(wd, token, read_only=read_only), base_url=BASE)
     return client, token
 
 
+def _code(client: TestClient) -> str:
+    """A one-time login code, as `looop serve` prints one."""
+    return str(client.app.state.web.sessions.new_code(time.time()))  # type: ignore[attr-defined]
+
+
 def _logged_in(wd: Paths, **kw: bool) -> tuple[TestClient, str]:
     client, token = _client(wd, **kw)
-    r = client.get(f"/?token={token}", follow_redirects=False)
+    r = client.get(f"/?code={_code(client)}", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/"
     assert "httponly" in r.headers["set-cookie"].lower()
     return client, token
 
 
 def test_the_token_file_is_private(wd: Paths) -> None:
-    token = security.new_token(wd)
-    path = security.token_path(wd)
+    token = security.new_token(wd, 8765)
+    path = security.token_path(wd, 8765)
     assert path.read_text().strip() == token
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
@@ -150,7 +155,8 @@ def test_read_only_refuses_every_post(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "m"
     ask = _approval(wd, marker)
     client, token = _logged_in(wd, read_only=True)
-    assert "<form" not in client.get("/asks").text
+    main = client.get("/asks").text.split("<main", 1)[1]
+    assert "<form" not in main and "/confirm" not in main  # only the header's log out
     r = client.post(f"/asks/{ask.id}/approve", data={"csrf": security.csrf_for(token)})
     assert r.status_code == 403 and not marker.exists()
 
