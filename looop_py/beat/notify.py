@@ -23,6 +23,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.result import BeatOutcome, BeatResult
+from looop_py.errors import FenceLost
 from looop_py.workdir import environ, journal
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths, has_entries
@@ -176,6 +177,15 @@ def run_hook(wd: WorkDir, event: dict[str, Any], now: float) -> bool:
         if name in event:
             env[f"LOOOP_EVENT_{name.upper()}"] = str(event[name])
     env["LOOOP_EVENT_JSON"] = jsonio.dumps(event).decode()
+    try:
+        fencing = wd.shelf.confirm(f"notify {event['kind']}")  # the fence, at the side effect
+    except FenceLost as exc:
+        text = f"✗ notification {event['kind']} {event['key']} not sent: {exc.message}"
+        journal.write(wd, text, now)
+        journal.emit(wd, "notify_fenced", now, kind=event["kind"], token=exc.token)
+        return False
+    if fencing is not None:
+        env.update(fencing.env())
     error: str | None = None
     try:
         proc = subprocess.Popen(

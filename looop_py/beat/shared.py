@@ -23,7 +23,7 @@ from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
-from looop_py.errors import ClaimHeld, LooopError, Unavailable
+from looop_py.errors import ClaimHeld, FenceLost, LooopError, Unavailable
 from looop_py.loops import store
 from looop_py.sensing.sense import Committed, World, committed_record, parse_committed
 from looop_py.workdir import journal
@@ -180,7 +180,10 @@ def beat_shared(
 
 
 def _skipped(wd: WorkDir, exc: Unavailable, now: float, started: float) -> BeatResult:
-    reason = f"coordination unavailable, beat skipped: {exc.message}"
+    if isinstance(exc, FenceLost):  # not "unavailable": etcd answered that another host leads
+        reason = f"{exc.message}; nothing after that was acted on or committed"
+    else:
+        reason = f"coordination unavailable, beat skipped: {exc.message}"
     journal.write(wd, f"⚠ {reason}", now)
     journal.emit(
         wd,

@@ -27,7 +27,7 @@ from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64,
 from looop_py.coord.holders import ROUND_PREFIX, own_holder
 from looop_py.coord.lease import Claim, Outcome
 from looop_py.coord.reaper import ClaimView
-from looop_py.errors import Busy, ClaimHeld, Unavailable
+from looop_py.errors import Busy, ClaimHeld, FenceLost, Unavailable
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
@@ -42,6 +42,16 @@ if TYPE_CHECKING:
 
 MAX_TRIES = 50  # a claim's transaction lost to a concurrent change this often: Busy
 POLL_S = 0.1  # how often a keeper looks at its holder
+# The renew deadline: a lease renewed at R (when the request was sent) lives at least until
+# R + TTL on etcd's clock; a side effect starts only before R + TTL - margin on ours, the
+# margin covering clock drift between the two (a fraction of the TTL, at least DRIFT_MIN_S).
+DRIFT_SHARE = 0.25
+DRIFT_MIN_S = 0.5
+
+
+def renew_deadline(renewed: float, ttl: float) -> float:
+    """When a holder whose lease was last renewed at `renewed` must stop starting acts. Pure."""
+    return renewed + ttl - max(DRIFT_MIN_S, ttl * DRIFT_SHARE)
 
 
 def _kvs(response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,6 +73,7 @@ class EtcdCoordinator:
         self.prefix = cfg.prefix.rstrip("/")
         self.ttl = max(2, math.ceil(cfg.lease_ttl_s))
         self._own: int = 0  # this process's lease (0: none yet, or it was lost)
+        self._renewed = 0.0  # time.monotonic() when its last grant or renewal was sent
         self.fence: tuple[str, int] | None = None  # (claim, token) shelf writes are fenced by
         self._own_pid = os.getpid()
         self._lock = threading.Lock()
@@ -233,6 +244,37 @@ class EtcdCoordinator:
             cmp(self.key("claims", name), "VERSION", "GREATER", 0),
         ]
 
+    def confirm(self, name: str, epoch: int) -> float:
+        """Before a side effect, one round trip: `epoch` is still `name`'s live token and, when
+        the claim rides on this process's lease, its renew deadline has not passed. Returns
+        that deadline (unix seconds; inf for a claim on another process's lease); FenceLost
+        when either fails, so the caller does not act."""
+        ckey = self.key("claims", check_segment(name, "claim name"))
+        ok, responses = self.client.txn(self.fence_guard(name, epoch), [rng(ckey)])
+        if not ok:
+            raise FenceLost(
+                f"lost the {name} at token {epoch} (a newer holder has it, or its lease lapsed)",
+                "nothing was done; the holder of the newer token acts instead",
+                token=epoch,
+            )
+        kv = next(iter(_kvs(responses[0])), None) if responses else None
+        lease = int(kv.get("lease", 0)) if kv else 0
+        with self._lock:
+            own, renewed = self._own, self._renewed
+        if not lease or lease != own:
+            return float("inf")  # another process's lease (a script's keeper): etcd is the judge
+        now = time.monotonic()
+        deadline = renew_deadline(renewed, self.ttl)
+        if now >= deadline:
+            raise FenceLost(
+                f"lost the {name} at token {epoch}: its lease was last renewed"
+                f" {now - renewed:.1f} s ago, past the renew deadline (TTL {self.ttl} s"
+                " less the drift margin)",
+                "nothing was done; this process was paused or cut off from etcd",
+                token=epoch,
+            )
+        return time.time() + (deadline - now)
+
     def fenced_put(self, name: str, epoch: int, key: str, value: bytes) -> bool:
         """One transaction: the value is stored only while the fence guard holds."""
         guard = self.fence_guard(name, epoch)
@@ -271,7 +313,9 @@ class EtcdCoordinator:
                 self._own, self._own_pid, self._thread = 0, os.getpid(), None
                 self._stop = threading.Event()
             if not self._own:
+                sent = time.monotonic()
                 self._own = self.client.grant(self.ttl)
+                self._renewed = sent
             if self._thread is None:
                 self._thread = threading.Thread(target=self._keep_own, daemon=True)
                 self._thread.start()
@@ -282,14 +326,18 @@ class EtcdCoordinator:
             lease = self._own
             if not lease:
                 continue
+            sent = time.monotonic()
             try:
                 alive = self.client.refresh(lease) > 0
             except Unavailable:
                 continue  # etcd will be back, or the lease lapses and its claims with it
-            if not alive:
-                with self._lock:
-                    if self._own == lease:
-                        self._own = 0
+            with self._lock:
+                if self._own != lease:
+                    continue
+                if alive:
+                    self._renewed = max(self._renewed, sent)
+                else:
+                    self._own = 0
 
     def _keeper_lease(self, pid: int, created: float, linger_s: float = 0.0) -> int:
         """The lease of another process on this host, and a keeper for it if it has none."""

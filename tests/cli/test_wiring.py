@@ -42,7 +42,7 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
 
 # Commands that do not report: they stream a log, print the manual or a script, or group others.
 NOT_REPORTING = {
-    "worker logs", "help", "completion", "worker", "decider", "schedule", "cron", "up"
+    "worker logs", "help", "completion", "worker", "decider", "schedule", "cron", "up", "fence"
 }  # fmt: skip
 
 

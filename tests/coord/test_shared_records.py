@@ -415,10 +415,11 @@ def test_a_beat_that_lost_the_pulse_mid_beat_writes_no_record_and_says_why(two: 
     a, b = two.workdir("a"), two.workdir("b")
     result = beat(open_wd(a), decider=Usurped(a, b))
     assert result.outcome is BeatOutcome.SKIPPED, (result.reason, result.move, result.journal)
-    assert "lost the pulse claim" in (result.reason or "")
+    assert "lost the pulse at token" in (result.reason or "")
     assert mailbox.pending(open_wd(b)) == [] and open_wd(b).shelf.empty("asks")
     assert choose.coordinator(open_wd(b)).read("world/committed") is None  # nor the world
-    assert "lost the pulse claim" in a.journal.read_text()
+    text = a.journal.read_text()
+    assert "decided ask-human" in text and "not acted: lost the pulse at token" in text, text
 
 
 @pytest.mark.etcd
