@@ -150,10 +150,10 @@ def decide_and_act(
 
     def fail(reason: str) -> Verdict:
         reason = environ.redact(reason, cfg)  # a provider's error may echo the key
+        journal.write(wd, f"✗ {reason}", wd.clock())  # first: a lost fence stops what follows
         fails = ledgers.backoff.fails + 1
         limits.save_backoff(wd, limits.Backoff(fails, wd.clock(), policy, reason))
         runs.write(wd, run, "error.txt", reason)
-        journal.write(wd, f"✗ {reason}", wd.clock())
         runs.prune(wd.paths, lim.runs_keep)
         return Verdict(BeatOutcome.FAILED, reason=reason, stats=stats)
 
@@ -213,13 +213,15 @@ def decide_and_act(
     outcome = act.execute(wd, move, now)
     if not outcome.ok:
         return fail(f"{move.name} failed: {outcome.note}")
-    limits.save_backoff(wd, None)
-    if outcome.held:
-        stats["held_as"] = outcome.held  # the approval ask a human must answer
     text_line = move.journal or move.summary()
     if outcome.note:
         text_line += f" · {outcome.note}"
+    # Journaled before any shared write: an act whose beat then finds its pulse lost (a
+    # FenceLost from the next write) is still in the journal, with its token.
     line = journal.write(wd, text_line, wd.clock())
+    limits.save_backoff(wd, None)
+    if outcome.held:
+        stats["held_as"] = outcome.held  # the approval ask a human must answer
     runs.prune(wd.paths, lim.runs_keep)
     wake = now + move.next_interval_s if move.next_interval_s is not None else None
     return Verdict(BeatOutcome.DECIDED, move.to_json(), line, next_wake=wake, stats=stats)

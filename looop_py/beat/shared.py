@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 WORLD = "world/committed"  # the committed world's key on the backend
+DOWN = "coordination-down.json"  # under state/: since when the backend has been out of reach
 # Readings only the host that takes them can make: its own worker sessions.
 HOST_LOCAL = frozenset({"snap:sys-sessions"})
 
@@ -170,6 +171,8 @@ def beat_shared(
         except Unavailable as exc:
             return _skipped(wd, exc, now, started)
         assert token is not None  # a shared backend's pulse has a token
+        with contextlib.suppress(FileNotFoundError):
+            (wd.paths.state / DOWN).unlink()  # reached again: no longer cut off
         try:
             for event in coord.reap(now, partial(store.is_live, wd.shelf)):
                 journal.emit(wd, str(event.pop("event")), now, **event)
@@ -182,8 +185,11 @@ def beat_shared(
 def _skipped(wd: WorkDir, exc: Unavailable, now: float, started: float) -> BeatResult:
     if isinstance(exc, FenceLost):  # not "unavailable": etcd answered that another host leads
         reason = f"{exc.message}; nothing after that was acted on or committed"
+        cut_off = f"beat cut short: {exc.message}"
     else:
         reason = f"coordination unavailable, beat skipped: {exc.message}"
+        since = _down_since(wd.paths, now)
+        cut_off = f"beat skipped: {exc.message} (since {journal.iso(since)})"
     journal.write(wd, f"⚠ {reason}", now)
     journal.emit(
         wd,
@@ -193,4 +199,29 @@ def _skipped(wd: WorkDir, exc: Unavailable, now: float, started: float) -> BeatR
         reason=reason,
         duration_s=round(time.monotonic() - started, 3),
     )
-    return BeatResult(BeatOutcome.SKIPPED, reason=reason)
+    return BeatResult(BeatOutcome.SKIPPED, reason=reason, cut_off=cut_off)
+
+
+def _down_since(paths: Paths, now: float) -> float:
+    """When this host first found the backend out of reach, kept in state/ until a beat
+    reaches it again (`looop pulse` and `looop status` say since when)."""
+    path = paths.state / DOWN
+    try:
+        found = jsonio.read_json(path, {})
+    except LooopError:
+        found = {}
+    since = jsonio.number(found.get("since")) if isinstance(found, dict) else None
+    if since is None:
+        since = now
+        with contextlib.suppress(OSError):
+            jsonio.write_json(path, {"v": 1, "since": now}, durable=False)
+    return since
+
+
+def down_since(paths: Paths) -> float | None:
+    """Since when this host has been cut off from the backend (None: its last beat got in)."""
+    try:
+        found = jsonio.read_json(paths.state / DOWN, {})
+    except LooopError:
+        return None
+    return jsonio.number(found.get("since")) if isinstance(found, dict) else None

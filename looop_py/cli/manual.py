@@ -223,7 +223,9 @@ EXIT CODES: what a cron job or a script can rely on
   1   the command ran and failed: a failed beat, a failed approved move,
       `decider test` without a valid move, a failed round (`run`)
   2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id
-  3   busy: a lock another process holds
+  3   busy: a lock another process holds; on etcd, cut off: `pulse` found etcd
+      out of reach or lost the pulse mid-beat (one line on stderr: why, since
+      when), `status` is degraded (the local mirror, marked stale)
   4   `claim`/`unclaim`: another live holder has the claim;
       `ask`: no answer within --timeout (the ask stays pending);
       `wait`: nothing needed a human within --timeout
