@@ -123,7 +123,7 @@ def standing(wd: WorkDir) -> Standing | None:
     c = cfg.coordination
     if c.backend == "files":
         return None
-    host = host_id(c.host_id)
+    host = host_id(c.host_id, wd.paths.state)
     try:
         coord = coordinator(wd)
         now = time.time()

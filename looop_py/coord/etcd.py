@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import time
 from urllib.parse import urlsplit
 
 import etcd3gw
@@ -75,6 +76,11 @@ class Client:
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One request, to each endpoint in turn until one answers; Unavailable if none does."""
+        return self.post_timed(path, body)[0]
+
+    def post_timed(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """`post`, and when (time.monotonic()) the attempt that was answered was sent: a
+        lease renewed by it lives at least TTL from then (coord/remote.py's renew deadline)."""
         if self._pid != os.getpid():  # a forked child: never share the parent's connections
             self.__init__(self.cfg)  # type: ignore[misc]
         n = len(self._clients)
@@ -82,6 +88,7 @@ class Client:
         for step in range(n):
             i = (self._at + step) % n
             client = self._clients[i]
+            sent = time.monotonic()
             try:
                 self._authenticate(client)
                 found: dict[str, Any] = client.post(client.get_url(path), json=body)
@@ -97,7 +104,7 @@ class Client:
                 why = f"{self.cfg.endpoints[i]}: {text}"  # no leader, timed out …: try another
                 continue
             self._at = i
-            return found
+            return found, sent
         raise Unavailable(
             f"etcd cannot be reached or has no quorum ({why})",
             "nothing was decided; this runs again once etcd answers (looop never falls back to"
@@ -144,13 +151,15 @@ class Client:
             body["keys_only"] = True
         return list(self.post("/kv/range", body).get("kvs", []))
 
-    def grant(self, ttl: int) -> int:
-        return int(self.post("/lease/grant", {"TTL": ttl, "ID": 0})["ID"])
+    def grant(self, ttl: int) -> tuple[int, float]:
+        """A new lease, and when the request that granted it was sent."""
+        found, sent = self.post_timed("/lease/grant", {"TTL": ttl, "ID": 0})
+        return int(found["ID"]), sent
 
-    def refresh(self, lease: int) -> int:
-        """The lease's new TTL; 0 or less when it is gone."""
-        found = self.post("/lease/keepalive", {"ID": lease})
-        return int(found.get("result", {}).get("TTL", -1))
+    def refresh(self, lease: int) -> tuple[int, float]:
+        """The lease's new TTL (0 or less when it is gone), and when the request was sent."""
+        found, sent = self.post_timed("/lease/keepalive", {"ID": lease})
+        return int(found.get("result", {}).get("TTL", -1)), sent
 
     def revoke(self, lease: int) -> None:
         with contextlib.suppress(LeaseGone):

@@ -27,7 +27,7 @@ from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64,
 from looop_py.coord.holders import ROUND_PREFIX, own_holder
 from looop_py.coord.lease import Claim, Outcome
 from looop_py.coord.reaper import ClaimView
-from looop_py.errors import Busy, ClaimHeld, FenceLost, Unavailable
+from looop_py.errors import Busy, ClaimHeld, FenceLost, Unavailable, UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
@@ -62,6 +62,23 @@ def _rev(kv: dict[str, Any] | None, field: str = "mod_revision") -> int:
     return int(kv.get(field, 0)) if kv else 0
 
 
+class HostIdTaken(UsageError):
+    """Another machine is live under this host id: refused, not shared."""
+
+
+def _hostname() -> str:
+    import socket  # only when a host registers
+
+    return socket.gethostname()
+
+
+def _who(reg: dict[str, Any]) -> str:
+    return (
+        f"hostname {reg.get('hostname', '?')}, pid {reg.get('pid', '?')},"
+        f" machine {str(reg.get('machine', '?'))[:45]}"
+    )
+
+
 class EtcdCoordinator:
     backend = "etcd"
 
@@ -74,6 +91,7 @@ class EtcdCoordinator:
         self.ttl = max(2, math.ceil(cfg.lease_ttl_s))
         self._own: int = 0  # this process's lease (0: none yet, or it was lost)
         self._renewed = 0.0  # time.monotonic() when its last grant or renewal was sent
+        self._registered = 0  # the lease this host id was registered under (register)
         self.fence: tuple[str, int] | None = None  # (claim, token) shelf writes are fenced by
         self._own_pid = os.getpid()
         self._lock = threading.Lock()
@@ -101,12 +119,11 @@ class EtcdCoordinator:
             return None
 
     def _live(self, cur: Claim, now: float) -> bool:
-        """Its key exists, so its lease does; on this host, also look at the process."""
-        if cur.expired(now):
-            return False
-        if cur.host == self.host and cur.pid is not None:
-            return cur.holder_alive()  # its keeper revokes the lease soon; do not wait for it
-        return True
+        """Its key exists, so its lease does: live until its --ttl passes. A holder that died
+        loses its claim when its lease goes (its keeper revokes it within POLL_S; a host that
+        died, after the TTL), never by a pid check here: a claim naming this host may come
+        from another machine under the same id, or a container whose pids are not ours."""
+        return not cur.expired(now)
 
     def _held_by(self, cur: Claim, holder: Holder) -> bool:
         same_host = holder.pid is None or cur.host == self.host  # a round has no host
@@ -126,6 +143,7 @@ class EtcdCoordinator:
         lives), on a lease of its own: a round's worker, whose result only its host can read."""
         check_segment(name, "claim name")
         lease_mod.check_ttl(ttl_s)
+        self.register()
         ckey, ekey = self.key("claims", name), self.key("epochs", name)
         for _ in range(MAX_TRIES):
             kc, ke = self._pair(name)
@@ -298,6 +316,35 @@ class EtcdCoordinator:
             with contextlib.suppress(Unavailable, ClaimHeld, Busy):
                 self.unclaim(PULSE, holder, now=time.time())  # else its lease lapses
 
+    # -- this host ---------------------------------------------------------------------
+
+    def register(self) -> None:
+        """This host id, under this process's lease, with this machine's identity; refused
+        (HostIdTaken, naming both) while another machine holds a live registration of the
+        same id. Once per lease: a registration goes with the lease it rides on."""
+        lease = self._own_lease()
+        if self._registered == lease:
+            return
+        me = identity.machine()
+        start = self.key("hosts", self.host, "")
+        mine = f"{start}{lease:x}"
+        body = {"machine": me, "pid": os.getpid(), "hostname": _hostname()}
+        self.client.txn([], [put(mine, jsonio.canonical(body), lease)])
+        for kv in self.client.get(start, prefix=True):
+            try:
+                other = jsonio.loads(value_of(kv))
+            except jsonio.JSONDecodeError:
+                continue
+            if isinstance(other, dict) and other.get("machine") != me:
+                self.client.txn([], [delete(mine)])
+                raise HostIdTaken(
+                    f"host id {self.host!r} is live on another machine ({_who(other)});"
+                    f" this one is {_who(body)}",
+                    "give each machine its own id: $LOOOP_HOST_ID or state/host-id (two"
+                    " machines with one id would take each other's claims for their own)",
+                )
+        self._registered = lease
+
     # -- leases ------------------------------------------------------------------------
 
     def _lease_for(self, holder: Holder, linger_s: float = 0.0) -> int:
@@ -313,9 +360,7 @@ class EtcdCoordinator:
                 self._own, self._own_pid, self._thread = 0, os.getpid(), None
                 self._stop = threading.Event()
             if not self._own:
-                sent = time.monotonic()
-                self._own = self.client.grant(self.ttl)
-                self._renewed = sent
+                self._own, self._renewed = self.client.grant(self.ttl)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._keep_own, daemon=True)
                 self._thread.start()
@@ -326,9 +371,9 @@ class EtcdCoordinator:
             lease = self._own
             if not lease:
                 continue
-            sent = time.monotonic()
             try:
-                alive = self.client.refresh(lease) > 0
+                ttl, sent = self.client.refresh(lease)
+                alive = ttl > 0
             except Unavailable:
                 continue  # etcd will be back, or the lease lapses and its claims with it
             with self._lock:
@@ -347,7 +392,7 @@ class EtcdCoordinator:
             found = self.client.get(rkey)
             if found:
                 return int(value_of(found[0]))
-            lease = self.client.grant(self.ttl)
+            lease, _ = self.client.grant(self.ttl)
             ok, _ = self.client.txn(
                 [cmp(rkey, "CREATE", "EQUAL", 0)], [put(rkey, str(lease).encode(), lease)]
             )
@@ -389,7 +434,7 @@ class EtcdCoordinator:
                 return "holder-dead"
             if time.monotonic() >= due:
                 try:
-                    if self.client.refresh(lease) <= 0:
+                    if self.client.refresh(lease)[0] <= 0:
                         return "lease-lost"
                     last_ok, due = time.monotonic(), time.monotonic() + self.ttl / 3
                 except Unavailable:

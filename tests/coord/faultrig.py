@@ -133,22 +133,26 @@ class Rig:
         return self.hosts[name]
 
     def env(self, name: str) -> dict[str, str]:
+        """Host `name`'s environment: its host id, and a machine identity of its own (the
+        hosts are processes on one machine here); `name` `x~y` is host id x on machine y."""
         env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
-        env.update(LOOOP_HOST_ID=name, HOST=name)
+        host, _, machine = name.partition("~")
+        env.update(LOOOP_HOST_ID=host, HOST=host, LOOOP_MACHINE_ID=f"machine-{machine or host}")
         return env
 
-    def pulse(self, name: str) -> subprocess.Popen[str]:
-        """One forced beat of host `name`, started in the background."""
+    def pulse(self, name: str, *args: str) -> subprocess.Popen[str]:
+        """One forced beat of host `name`, started in the background (or another command)."""
+        command = list(args) or ["pulse", "--force"]
         return subprocess.Popen(
-            [sys.executable, "-m", "looop_py", "-C", str(self.host(name)), "pulse", "--force"],
+            [sys.executable, "-m", "looop_py", "-C", str(self.host(name)), *command],
             env=self.env(name),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
 
-    def beat(self, name: str, timeout: float = 30) -> tuple[int, str]:
-        proc = self.pulse(name)
+    def beat(self, name: str, *args: str, timeout: float = 30) -> tuple[int, str]:
+        proc = self.pulse(name, *args)
         out, err = proc.communicate(timeout=timeout)
         return proc.returncode, out + err
 

@@ -236,6 +236,10 @@ def test_a_quiet_beat_and_a_claim_on_files_never_load_etcd3gw(wd: Paths) -> None
         ("lease_ttl_s = 1", "coordination.lease_ttl_s: must be at least 2"),
         ("timeout_s = 0", "coordination.timeout_s: must be more than 0"),
         ('host_id = "a b"', "coordination.host_id: 'a b' is not a host name"),
+        (  # a shared looop.toml would give every host the one id
+            'backend = "etcd"\nprefix = "/a"\nendpoints = ["http://a:1"]\nhost_id = "pulse-1"',
+            "would name every host that shares this file alike",
+        ),
         ('endpoint = "x"', "unknown key coordination.endpoint"),
     ],
 )
@@ -253,15 +257,10 @@ def test_a_good_etcd_table_loads(wd: Paths) -> None:
         '[coordination]\nbackend = "etcd"\nprefix = "/looop/team-a"\n'
         'endpoints = ["https://etcd-1:2379", "https://[::1]:2379"]\nca_cert = "/ca.pem"\n'
         'cert_cert = "/c.pem"\ncert_key = "/k.pem"\nusername = "looop"\n'
-        'password_env = "ETCD_PASSWORD"\nlease_ttl_s = 15\nhost_id = "pulse-1"\n'
+        'password_env = "ETCD_PASSWORD"\nlease_ttl_s = 15\n'
     )
     c = config_mod.load(wd.config).coordination
-    assert (c.backend, c.prefix, c.lease_ttl_s, c.host_id) == (
-        "etcd",
-        "/looop/team-a",
-        15.0,
-        "pulse-1",
-    )
+    assert (c.backend, c.prefix, c.lease_ttl_s, c.host_id) == ("etcd", "/looop/team-a", 15.0, "")
 
 
 @pytest.mark.etcd

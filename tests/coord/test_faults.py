@@ -94,6 +94,26 @@ def test_a_holder_paused_inside_its_act_journals_the_act_with_its_token(rig: Rig
     _clean(rig)
 
 
+def test_a_second_machine_under_a_live_host_id_is_refused_naming_both(rig: Rig) -> None:
+    rig.scripts(decide_s=4)
+    a = rig.pulse("a~one")  # host a on machine one, live (holding the pulse) for 4 s
+    rig.deciding("a")
+    try:
+        for args in (("pulse", "--force"), ("claim", "repo")):
+            code, said = rig.beat("a~two", *args)  # host id a again, on machine two
+            assert code == 2, (args, said)
+            assert "host id 'a' is live on another machine" in said, said
+            assert "machine-one" in said and "machine-two" in said  # naming both
+        code, said = rig.beat("b", "claim", "repo")  # a machine of its own: granted
+        assert code == 0, said
+    finally:
+        a.communicate(timeout=30)
+    assert [x.host for x in count(rig.log).acts] == ["a"]  # the refused one never acted
+    code, said = rig.beat("a~one", "claim", "repo2")  # the same machine again: its own id
+    assert code == 0, said
+    _clean(rig)
+
+
 def _beating(
     rig: Rig, hosts: list[str], stop: threading.Event, codes: list[int]
 ) -> list[threading.Thread]:
