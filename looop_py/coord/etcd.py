@@ -126,6 +126,20 @@ class Client:
         )
         client.session.headers["Authorization"] = str(found["token"])
 
+    def endpoints(self) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """Each endpoint asked on its own (`looop doctor`): (url, why it did not answer or
+        None, its /maintenance/status: leader, revision, dbSize …)."""
+        found: list[tuple[str, str | None, dict[str, Any]]] = []
+        for url, client in zip(self.cfg.endpoints, self._clients, strict=True):
+            try:
+                self._authenticate(client)
+                status = client.post(client.get_url("/maintenance/status"), json={})
+            except (etcd_errors.Etcd3Exception, OSError) as exc:
+                found.append((url, _short(exc), {}))
+                continue
+            found.append((url, None, status if isinstance(status, dict) else {}))
+        return found
+
     # -- the few calls looop makes -----------------------------------------------------
 
     def txn(

@@ -281,6 +281,20 @@ def coordination(wd: WorkDir, now: float) -> Check:
     if view is not None and view.live and view.claim is not None:
         pulse = f"pulse held by {view.claim.host or '?'} (epoch {view.claim.epoch})"
     where = f"{c.backend} at {', '.join(c.endpoints)}, prefix {c.prefix}"
-    return Check(
-        "coordination", Verdict.OK, f"{where}: answered in {ms:.0f} ms; host {coord.host}; {pulse}"
+    said = f"{where}: answered in {ms:.0f} ms; host {coord.host}; {pulse}"
+    ends = getattr(getattr(coord, "client", None), "endpoints", None)
+    if ends is None:
+        return Check("coordination", Verdict.OK, said)
+    answers = ends()
+    quiet = [f"{url} ({why})" for url, why, _ in answers if why is not None]
+    said += "; endpoints: " + ", ".join(
+        f"{url} {'answers' if why is None else 'does not answer'}" for url, why, _ in answers
     )
+    if quiet:
+        return Check(
+            "coordination",
+            Verdict.WARN,
+            said,
+            f"check {'; '.join(quiet)}: the others carry on while a quorum answers",
+        )
+    return Check("coordination", Verdict.OK, said)

@@ -53,3 +53,20 @@ def test_a_cut_off_pulse_exits_3_saying_why_and_since_when(two: Hosts) -> None:
     assert run_looop("-C", str(a.root), "pulse").returncode == 0
     back = run_looop("-C", str(a.root), "status", "--json")
     assert back.returncode == 0 and json.loads(back.stdout)["degraded"] is None
+
+
+@pytest.mark.etcd
+def test_doctor_names_which_endpoints_answer(two: Hosts) -> None:
+    a = two.workdir("a")
+    assert two.cluster is not None
+    live = two.cluster.endpoints[0]
+    dead = f"http://127.0.0.1:{free_port()}"
+    text = a.config.read_text()
+    a.config.write_text(
+        text.replace(f'endpoints = ["{live}"]', f'endpoints = ["{live}", "{dead}"]')
+    )
+    r = run_looop("-C", str(a.root), "doctor", "--offline", "--json", timeout=60)
+    (check,) = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "coordination"]
+    assert check["verdict"] == "warn", check
+    assert f"{live} answers" in check["message"] and f"{dead} does not answer" in check["message"]
+    assert dead in check["fix"]
