@@ -105,8 +105,13 @@ def count(log: Path) -> Count:
 class Rig:
     """Host work dirs on one etcd prefix, all proposing the act script every beat."""
 
-    def __init__(self, tmp: Path, endpoints: list[str], prefix: str, ttl: float = 2.0) -> None:
+    def __init__(
+        self, tmp: Path, endpoints: list[str], prefix: str, ttl: float = 2.0, code: str = ""
+    ) -> None:
+        """`code`: a looop_py source tree the hosts run instead of this one (bench/fence.py
+        measures a checkout from before the fence this way)."""
         self.tmp, self.endpoints, self.prefix, self.ttl = tmp, endpoints, prefix, ttl
+        self.code = code
         self.log = tmp / "acts.log"
         self.hosts: dict[str, Path] = {}
 
@@ -138,6 +143,8 @@ class Rig:
         env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
         host, _, machine = name.partition("~")
         env.update(LOOOP_HOST_ID=host, HOST=host, LOOOP_MACHINE_ID=f"machine-{machine or host}")
+        if self.code:
+            env["PYTHONPATH"] = self.code
         return env
 
     def pulse(self, name: str, *args: str) -> subprocess.Popen[str]:
@@ -146,6 +153,7 @@ class Rig:
         return subprocess.Popen(
             [sys.executable, "-m", "looop_py", "-C", str(self.host(name)), *command],
             env=self.env(name),
+            cwd=self.tmp,  # not a checkout: `-m` puts the current directory first on the path
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
