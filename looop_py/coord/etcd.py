@@ -8,9 +8,11 @@ build transaction parts. coord/remote.py keeps claims, fencing and the pulse
 on it, as these keys under the prefix P:
 
     P/claims/<name>    the claim (claims/<name>.json's fields, plus host and lease),
-                       attached to its holder's lease (a loop round's has none)
-    P/epochs/<name>    the name's last epoch; the transaction that creates a claim
-                       also bumps it, so epochs grow by exactly one per new holder
+                       attached to its holder's lease (a loop round's has none); its
+                       create revision is the epoch (the fencing token): etcd's own,
+                       above every earlier holder's, and nothing is left after release
+    P/hosts/<id>/<lease>  a host id in use, with its machine's identity, on the lease
+                       of the process using it (two machines under one id are refused)
     P/leases/<host>/<pid>-<t>  the lease a holder process's claims ride on, attached to
                        it and kept alive by that holder's keeper (coord/keeper.py)
     P/data/<key>       shared state that fenced_put wrote (the committed world)
@@ -140,6 +142,16 @@ class Client:
             found.append((url, None, status if isinstance(status, dict) else {}))
         return found
 
+    def never_compacted(self, key: str) -> bool:
+        """Whether revision 1 is still kept (the cluster was never compacted), read at `key`."""
+        try:
+            self.post("/kv/range", {"key": _b64(key), "revision": 1, "keys_only": True})
+        except Unavailable as exc:
+            if "compacted" in exc.message:
+                return False
+            raise
+        return True
+
     # -- the few calls looop makes -----------------------------------------------------
 
     def txn(
@@ -151,6 +163,13 @@ class Client:
         body = {"compare": compare, "success": success, "failure": failure or []}
         found = self.post("/kv/txn", body)
         return bool(found.get("succeeded")), list(found.get("responses", []))
+
+    def txn_revision(
+        self, compare: list[dict[str, Any]], success: list[dict[str, Any]]
+    ) -> tuple[bool, int]:
+        """A transaction, and the store's revision after it (a put's create revision)."""
+        found = self.post("/kv/txn", {"compare": compare, "success": success, "failure": []})
+        return bool(found.get("succeeded")), int(found.get("header", {}).get("revision", 0))
 
     def get(
         self, key: str, *, prefix: bool = False, limit: int = 0, keys_only: bool = False

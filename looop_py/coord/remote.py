@@ -1,13 +1,14 @@
 """The `etcd` backend: claims, fencing and the pulse as keys under a prefix (coord/etcd.py).
 
-A claim is created only if absent (or replacing an expired or dead one) in one
-transaction that also bumps the name's epoch counter, so epochs still grow by
-exactly one per new holder; the claim rides on its holder's lease. This very
+A claim is created only if absent (an expired one is deleted first); its epoch,
+the fencing token, is the key's create revision — etcd's, so it grows with every
+new holder, survives a prefix wipe or a restore, and leaves no counter key behind
+— and the claim rides on its holder's lease. This very
 process keeps its own lease alive from a thread; any other holder process (the
 script that ran `looop claim`, a worker) gets a keeper process (coord/keeper.py)
 that refreshes its lease while it lives and revokes it the moment it dies. A
 host that dies takes its keepers along, and its leases expire after the TTL.
-A fenced write is one transaction: the epoch is unchanged and the claim exists.
+A fenced write is one transaction: the claim key still has that create revision.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 from looop_py import identity, jsonio
 from looop_py.coord import lease as lease_mod
@@ -103,20 +105,15 @@ class EtcdCoordinator:
 
     # -- claims ------------------------------------------------------------------------
 
-    def _pair(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        _, responses = self.client.txn(
-            [], [rng(self.key("claims", name)), rng(self.key("epochs", name))]
-        )
-        claim, epoch = (next(iter(_kvs(r)), None) for r in responses)
-        return claim, epoch
-
     def _parse(self, name: str, kv: dict[str, Any] | None) -> Claim | None:
+        """The claim a key holds; its epoch is the key's create revision (etcd's own)."""
         if kv is None:
             return None
         try:
-            return Claim.from_json(name, jsonio.loads(value_of(kv)))
+            found = Claim.from_json(name, jsonio.loads(value_of(kv)))
         except jsonio.JSONDecodeError:
             return None
+        return replace(found, epoch=_rev(kv, "create_revision")) if found else None
 
     def _live(self, cur: Claim, now: float) -> bool:
         """Its key exists, so its lease does: live until its --ttl passes. A holder that died
@@ -144,9 +141,9 @@ class EtcdCoordinator:
         check_segment(name, "claim name")
         lease_mod.check_ttl(ttl_s)
         self.register()
-        ckey, ekey = self.key("claims", name), self.key("epochs", name)
+        ckey = self.key("claims", name)
         for _ in range(MAX_TRIES):
-            kc, ke = self._pair(name)
+            kc = next(iter(self.client.get(ckey)), None)
             cur = self._parse(name, kc)
             if cur is not None and self._live(cur, now):
                 if not self._held_by(cur, holder):
@@ -154,37 +151,39 @@ class EtcdCoordinator:
                 if not renew:
                     return Outcome(cur, "held")
                 renewed = cur.renewed(now, ttl_s)
-                body = self._body(renewed, int(kc.get("lease", 0)) if kc else 0)
-                if self._txn_lease([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *body)]):
+                lease = int(kc.get("lease", 0)) if kc else 0
+                if self._txn_lease(
+                    [cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *self._body(renewed, lease))]
+                ):
                     return Outcome(renewed, "renewed")
                 continue
-            # Free, expired, or a dead process's on this host: a new holder, the next epoch.
-            last = int(value_of(ke) or b"0") if ke else 0
-            epoch = max(last, cur.epoch if cur else 0) + 1
-            new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s, host=self.host)
-            compare = [
-                cmp(ckey, "CREATE", "EQUAL", 0)
-                if kc is None
-                else cmp(ckey, "MOD", "EQUAL", _rev(kc)),
-                cmp(ekey, "MOD", "EQUAL", _rev(ke)),
-            ]
+            # Free, or expired: a new holder. The key is deleted and created afresh, so its
+            # create revision — the epoch — is etcd's newest revision, above every earlier one.
+            if kc is not None:  # an expired claim goes first (one transaction may not
+                # both delete and put a key); a claimant between the two makes ours fail
+                self.client.txn([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [delete(ckey)])
+            new = Claim.taken(name, holder, 0, now=now, ttl_s=ttl_s, host=self.host)
             lease = self._lease_for(holder, linger_s)
-            success = [put(ckey, *self._body(new, lease)), put(ekey, str(epoch).encode())]
-            if self._txn_lease(compare, success):
-                return Outcome(new, "acquired")
+            body = self._body(new, lease)
+            revision = self._txn_lease([cmp(ckey, "CREATE", "EQUAL", 0)], [put(ckey, *body)])
+            if revision:
+                return Outcome(replace(new, epoch=revision), "acquired")
         raise Busy(f"claim {name} changed under this one {MAX_TRIES} times in a row")
 
     def _body(self, claim: Claim, lease: int) -> tuple[bytes, int]:
-        return jsonio.canonical({**claim.to_json(), "lease": lease}), lease
+        body = claim.to_json()
+        body.pop("epoch", None)  # the key's create revision is the epoch
+        return jsonio.canonical({**body, "lease": lease}), lease
 
-    def _txn_lease(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> bool:
+    def _txn_lease(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> int:
+        """The transaction's revision when it succeeded, else 0."""
         try:
-            ok, _ = self.client.txn(compare, success)
+            ok, revision = self.client.txn_revision(compare, success)
         except LeaseGone:
             with self._lock:
                 self._own = 0  # expired while we were away: the next try grants another
-            return False
-        return ok
+            return 0
+        return revision if ok else 0
 
     def unclaim(self, name: str, holder: Holder, *, now: float) -> Claim | None:
         ckey = self.key("claims", check_segment(name, "claim name"))
@@ -254,13 +253,10 @@ class EtcdCoordinator:
     # -- fenced writes -----------------------------------------------------------------
 
     def fence_guard(self, name: str, epoch: int) -> list[dict[str, Any]]:
-        """A transaction's compares for "`epoch` is still the current holder's token of
-        `name`": its epoch counter is unchanged and its claim still exists."""
+        """A transaction's compare for "`epoch` is still the current holder's token of
+        `name`": its claim key exists and was created at that revision."""
         check_segment(name, "claim name")
-        return [
-            cmp(self.key("epochs", name), "VALUE", "EQUAL", epoch),
-            cmp(self.key("claims", name), "VERSION", "GREATER", 0),
-        ]
+        return [cmp(self.key("claims", name), "CREATE", "EQUAL", epoch)]
 
     def confirm(self, name: str, epoch: int) -> float:
         """Before a side effect, one round trip: `epoch` is still `name`'s live token and, when

@@ -5,12 +5,14 @@ and since when), `looop status` shows its local mirror marked stale and exits 3
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import close_opened, run_looop
+from looop_py.coord.etcd import put
+from tests.conftest import close_opened, open_wd, run_looop
 from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
 from tests.coord.test_shared_records import Hosts
 from tests.etcdserver import Cluster, free_port
@@ -70,3 +72,23 @@ def test_doctor_names_which_endpoints_answer(two: Hosts) -> None:
     assert check["verdict"] == "warn", check
     assert f"{live} answers" in check["message"] and f"{dead} does not answer" in check["message"]
     assert dead in check["fix"]
+
+
+@pytest.mark.etcd
+def test_compaction_is_seen_and_tokens_survive_it(two: Hosts) -> None:
+    from looop_py.coord import choose, holders
+
+    a = two.workdir("a")
+    coord = choose.coordinator(open_wd(a))
+    me = holders.own_holder("me")
+    held = coord.claim("repo", me, now=time.time()).claim.epoch
+    client = coord.client  # type: ignore[attr-defined]
+    assert client.never_compacted(coord.key("claims", ""))  # type: ignore[attr-defined]
+    for i in range(3):
+        client.txn([], [put(coord.key("data", "noise"), str(i).encode())])  # type: ignore[attr-defined]
+    _, revision = client.txn_revision([], [])
+    client.post("/kv/compaction", {"revision": revision, "physical": True})
+    assert not client.never_compacted(coord.key("claims", ""))  # type: ignore[attr-defined]
+    view = coord.get("repo", time.time())
+    assert view is not None and view.claim is not None and view.claim.epoch == held
+    assert coord.fenced_put("repo", held, "repo/state", b"after compaction")

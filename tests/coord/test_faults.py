@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -95,23 +97,41 @@ def test_a_holder_paused_inside_its_act_journals_the_act_with_its_token(rig: Rig
 
 
 def test_a_second_machine_under_a_live_host_id_is_refused_naming_both(rig: Rig) -> None:
-    rig.scripts(decide_s=4)
-    a = rig.pulse("a~one")  # host a on machine one, live (holding the pulse) for 4 s
-    rig.deciding("a")
+    rig.scripts()
+    code = (
+        "import sys, time, pathlib\n"
+        "from looop_py.coord.choose import coordinator, open_workdir\n"
+        "from looop_py.workdir.paths import Paths\n"
+        "wd = open_workdir(Paths(pathlib.Path(sys.argv[1])))\n"
+        "coordinator(wd).register()\n"
+        "print('registered', flush=True)\n"
+        "sys.stdin.read()\n"
+        "wd.close()\n"
+    )
+    one = subprocess.Popen(  # host a, live on machine one while its stdin is open
+        [sys.executable, "-c", code, str(rig.host("a~one"))],
+        env=rig.env("a~one"),
+        cwd=rig.tmp,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert one.stdout is not None and one.stdout.readline() == "registered\n"
     try:
         for args in (("pulse", "--force"), ("claim", "repo")):
             code, said = rig.beat("a~two", *args)  # host id a again, on machine two
             assert code == 2, (args, said)
             assert "host id 'a' is live on another machine" in said, said
             assert "machine-one" in said and "machine-two" in said  # naming both
-        code, said = rig.beat("b", "claim", "repo")  # a machine of its own: granted
+        code, said = rig.beat("b", "claim", "ci")  # a machine of its own: granted
+        assert code == 0, said
+        code, said = rig.beat("a~one", "claim", "ci2")  # the same machine again: its own id
         assert code == 0, said
     finally:
-        a.communicate(timeout=30)
-    assert [x.host for x in count(rig.log).acts] == ["a"]  # the refused one never acted
-    code, said = rig.beat("a~one", "claim", "repo2")  # the same machine again: its own id
+        one.communicate("", timeout=30)
+    assert count(rig.log).acts == []  # the refused pulse never acted
+    code, said = rig.beat("a~two", "claim", "ci3")  # machine one gone: the id is free again
     assert code == 0, said
-    _clean(rig)
 
 
 def _beating(

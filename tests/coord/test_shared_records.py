@@ -207,7 +207,7 @@ def test_a_paused_ex_leader_writes_nothing(two: Hosts) -> None:
             # A pauses; its pulse claim lapses (deleted here as its lease would) and B beats.
             coord_a.unclaim(PULSE, holders.own_holder("pulse.a"), now=time.time())
             with coord_b.pulse() as token_b:
-                assert token_b == token_a + 1
+                assert token_b > token_a
                 with pytest.raises(FenceLost, match="pulse"):
                     mailbox.open_ask(open_wd(a), prompt="after the pause", asker="decider", now=2.0)
                 with pytest.raises(FenceLost):
