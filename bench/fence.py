@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.* start etcd, the rig
 
+from looop_py.workdir.template import init
 from tests.coord.faultrig import Rig, count
 from tests.etcdserver import Cluster
 
@@ -116,8 +117,7 @@ def main() -> None:
         rig.scripts()
         etcd_root = rig.host("q")
         files_root = base / "quiet" / "files"
-        subprocess.run([sys.executable, "-m", "looop_py", "init", str(files_root)],
-                       check=True, capture_output=True, env=rig.env("q"), cwd=base)  # fmt: skip
+        init(files_root)  # this checkout's template, whatever code the hosts run
         for script in (files_root / "sensors").glob("*.sh"):
             script.unlink()
         for root in (etcd_root, files_root):
