@@ -53,9 +53,9 @@ def workdir(
     root = init(base / name).root
     for script in (root / "sensors").glob("*.sh"):
         script.unlink()
-    (root / "looop.toml").write_text(
-        f'[decider]\nbackend = "noop"\n[coordination]\nhost_id = "{name}"\n'
-    )
+    (root / "looop.toml").write_text('[decider]\nbackend = "noop"\n[coordination]\n')
+    (root / "state").mkdir(exist_ok=True)
+    (root / "state" / "host-id").write_text(name + "\n")  # per machine
     if endpoints:
         use_etcd(root / "looop.toml", endpoints, prefix, 5)
     wd = open_workdir(Paths(root))

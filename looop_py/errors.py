@@ -90,7 +90,14 @@ class FenceLost(Unavailable):
     """Temporary: this beat's pulse token is no longer current (a newer pulse holds it).
 
     The write that found out was refused, and so is every later one of this beat.
+    `token`: the token that was lost (None when the writer did not say).
     """
+
+    exit_code = 4  # as ClaimHeld: another holder has it; do not proceed
+
+    def __init__(self, message: str, hint: str | None = None, *, token: int | None = None):
+        super().__init__(message, hint)
+        self.token = token
 
 
 class EnvironmentProblem(LooopError):

@@ -170,3 +170,25 @@ def _lasting_ancestor_proc(pid: int) -> int:
     except (OSError, ValueError):
         pass  # what could be looked at is the answer
     return found
+
+
+MACHINE_ENV = "LOOOP_MACHINE_ID"  # overrides the machine's identity (containers sharing one)
+
+
+def machine() -> str:
+    """This machine and this boot of it: $LOOOP_MACHINE_ID, else /etc/machine-id and the
+    kernel's boot id. Two hosts that claim one host id are told apart by it (coord/remote.py);
+    containers that share a kernel and an image share both, so give each its own
+    LOOOP_MACHINE_ID (or, simpler, its own host id)."""
+    found = os.environ.get(MACHINE_ENV, "").strip()
+    if found:
+        return found[:128]
+    parts = []
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                parts.append(f.readline(64).strip())
+        except OSError:
+            parts.append("")
+    machine_id = parts[0] or parts[1]
+    return f"{machine_id or '?'}:{parts[2] or '?'}"

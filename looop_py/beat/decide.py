@@ -281,10 +281,10 @@ class _Attempt:
         """Journal why, arm the backoff; the next prompt shows it as LAST FAILURE."""
         wd = self.wd
         reason = environ.redact(reason, wd.config)  # a provider's error may echo the key
+        journal.write(wd, f"✗ {reason}", wd.clock())  # first: a lost fence stops what follows
         fails = self.ledgers.backoff.fails + 1
         limits.save_backoff(wd, limits.Backoff(fails, wd.clock(), self.policy, reason))
         runs.write(wd, self.run, "error.txt", reason)
-        journal.write(wd, f"✗ {reason}", wd.clock())
         runs.prune(wd.paths, wd.config.limits.runs_keep)
         return Verdict(BeatOutcome.FAILED, reason=reason, stats=self.stats)
 
@@ -297,13 +297,15 @@ class _Attempt:
         self.stats["result"].update(outcome.detail)
         if not outcome.ok:
             return self.fail(f"{move.name} failed: {outcome.note}")
-        limits.save_backoff(wd, None)
-        if outcome.held:
-            self.stats["held_as"] = outcome.held  # the approval ask a human must answer
         text_line = move.journal or move.summary()
         if outcome.note:
             text_line += f" · {outcome.note}"
+        # Journaled before any shared write: an act whose beat then finds its pulse lost (a
+        # FenceLost from the next write) is still in the journal, with its token.
         line = journal.write(wd, text_line, wd.clock())
+        limits.save_backoff(wd, None)
+        if outcome.held:
+            self.stats["held_as"] = outcome.held  # the approval ask a human must answer
         runs.prune(wd.paths, wd.config.limits.runs_keep)
         wake = self.now + move.next_interval_s if move.next_interval_s is not None else None
         return Verdict(BeatOutcome.DECIDED, move.to_json(), line, next_wake=wake, stats=self.stats)

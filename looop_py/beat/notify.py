@@ -28,6 +28,7 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.result import BeatOutcome, BeatResult
+from looop_py.errors import FenceLost
 from looop_py.glyphs import visible
 from looop_py.workdir import environ, journal, shelf
 from looop_py.workdir.context import WorkDir
@@ -234,6 +235,15 @@ def run_hook(wd: WorkDir, event: dict[str, Any], now: float) -> bool:
     event = {**event, "ts": journal.iso(now), "work_dir": str(wd.paths.root)}
     env = environ.child_env(wd.paths, config=cfg, passthrough=cfg.notify.env)
     env.update(_summary_env(event))
+    try:
+        fencing = wd.shelf.confirm(f"notify {event['kind']}")  # the fence, at the side effect
+    except FenceLost as exc:
+        text = f"✗ notification {event['kind']} {event['key']} not sent: {exc.message}"
+        journal.write(wd, text, now)
+        journal.emit(wd, "notify_fenced", now, kind=event["kind"], token=exc.token)
+        return False
+    if fencing is not None:
+        env.update(fencing.env())
     error: str | None = None
     try:
         proc = subprocess.Popen(

@@ -35,6 +35,9 @@ class BeatResult:
     forced_by: str | None = None  # force | next-interval | noop-ttl
     decide: dict[str, Any] = field(default_factory=dict)  # backend, ms, tokens, cost, run
     failed_steps: tuple[str, ...] = ()  # steps that raised (a bug); the beat went on
+    # A shared backend stopped this beat: etcd out of reach (since when), or the pulse lost
+    # mid-beat (at which token). `looop pulse` exits 3 with this line on stderr.
+    cut_off: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,4 +61,5 @@ class BeatResult:
             "decide": self.decide,
             "ms": round(self.duration_s * 1000, 1),
             **({"failed_steps": list(self.failed_steps)} if self.failed_steps else {}),
+            **({"cut_off": self.cut_off} if self.cut_off else {}),
         }

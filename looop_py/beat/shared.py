@@ -25,7 +25,7 @@ from looop_py import jsonio
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
-from looop_py.errors import ClaimHeld, LooopError, Unavailable
+from looop_py.errors import ClaimHeld, FenceLost, LooopError, Unavailable
 from looop_py.loops import store
 from looop_py.sensing.sense import Committed, World, committed_record, parse_committed
 from looop_py.workdir import journal
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 WORLD = "world/committed"  # the committed world's key on the backend
+DOWN = "coordination-down.json"  # under state/: since when the backend has been out of reach
 # Readings only the host that takes them can make: its own worker sessions.
 HOST_LOCAL = frozenset({"snap:sys-sessions"})
 
@@ -119,7 +120,7 @@ def standing(wd: WorkDir) -> Standing | None:
     c = cfg.coordination
     if c.backend == "files":
         return None
-    host = host_id(c.host_id)
+    host = host_id(c.host_id, wd.paths.state)
     try:
         coord = coordinator(wd)
         now = time.time()
@@ -167,6 +168,8 @@ def beat_shared(
         except Unavailable as exc:
             return _skipped(wd, exc, now, started)
         assert token is not None  # a shared backend's pulse has a token
+        with contextlib.suppress(FileNotFoundError):
+            (wd.paths.state / DOWN).unlink()  # reached again: no longer cut off
         try:
             for event in coord.reap(now, partial(store.is_live, wd.shelf)):
                 journal.emit(wd, str(event.pop("event")), now, **event)
@@ -177,7 +180,13 @@ def beat_shared(
 
 
 def _skipped(wd: WorkDir, exc: Unavailable, now: float, started: float) -> BeatResult:
-    reason = f"coordination unavailable, beat skipped: {exc.message}"
+    if isinstance(exc, FenceLost):  # not "unavailable": etcd answered that another host leads
+        reason = f"{exc.message}; nothing after that was acted on or committed"
+        cut_off = f"beat cut short: {exc.message}"
+    else:
+        reason = f"coordination unavailable, beat skipped: {exc.message}"
+        since = _down_since(wd.paths, now)
+        cut_off = f"beat skipped: {exc.message} (since {journal.iso(since)})"
     journal.write(wd, f"⚠ {reason}", now)
     journal.emit(
         wd,
@@ -187,4 +196,29 @@ def _skipped(wd: WorkDir, exc: Unavailable, now: float, started: float) -> BeatR
         reason=reason,
         duration_s=round(time.monotonic() - started, 3),
     )
-    return BeatResult(BeatOutcome.SKIPPED, reason=reason)
+    return BeatResult(BeatOutcome.SKIPPED, reason=reason, cut_off=cut_off)
+
+
+def _down_since(paths: Paths, now: float) -> float:
+    """When this host first found the backend out of reach, kept in state/ until a beat
+    reaches it again (`looop pulse` and `looop status` say since when)."""
+    path = paths.state / DOWN
+    try:
+        found = jsonio.read_json(path, {})
+    except LooopError:
+        found = {}
+    since = jsonio.number(found.get("since")) if isinstance(found, dict) else None
+    if since is None:
+        since = now
+        with contextlib.suppress(OSError):
+            jsonio.write_json(path, {"v": 1, "since": now}, durable=False)
+    return since
+
+
+def down_since(paths: Paths) -> float | None:
+    """Since when this host has been cut off from the backend (None: its last beat got in)."""
+    try:
+        found = jsonio.read_json(paths.state / DOWN, {})
+    except LooopError:
+        return None
+    return jsonio.number(found.get("since")) if isinstance(found, dict) else None

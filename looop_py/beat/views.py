@@ -12,7 +12,7 @@ from looop_py.asks import mailbox
 from looop_py.beat import notify
 from looop_py.beat.decide import policy_hash
 from looop_py.beat.result import BeatOutcome
-from looop_py.beat.shared import Standing, standing
+from looop_py.beat.shared import Standing, down_since, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
 from looop_py.sensing.sense import load_committed
@@ -256,7 +256,7 @@ class StatusView:
     world_hash: str | None
     committed_at: float | None
     sensors: SensorHealth
-    limits: LimitsView
+    limits: LimitsView | None  # None: the shared backend (and its ledger) is out of reach
     goals: int
     sessions: int
     claims: int
@@ -264,6 +264,8 @@ class StatusView:
     failed_steps: FailedSteps | None = None  # a bug the last beat survived, until a clean one
     shared: Standing | None = None  # a shared backend (etcd): this host, the pulse
     notify_failing: int = 0  # events the notify hook has not taken yet (retried every beat)
+    # The shared backend is out of reach: what is shown is this host's local mirror.
+    degraded: Degraded | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -273,11 +275,28 @@ class StatusView:
             "world_hash": self.world_hash,
             "committed_at": self.committed_at,
             "sensors": self.sensors.to_json(),
-            "limits": self.limits.to_json(),
+            "limits": self.limits.to_json() if self.limits else None,
             "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
             "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
             "coordination": self.shared.to_json() if self.shared else {"backend": "files"},
             "notify_failing": self.notify_failing,
+            "degraded": self.degraded.to_json() if self.degraded else None,
+        }
+
+
+@dataclass(frozen=True)
+class Degraded:
+    """`looop status` cut off from the shared backend: the local mirror, and how stale."""
+
+    reason: str
+    mirror_age_s: float | None  # since the committed world was mirrored here (None: never)
+    since: float | None  # when a beat of this host first found the backend out of reach
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "mirror_age_s": None if self.mirror_age_s is None else round(self.mirror_age_s),
+            "since": self.since,
         }
 
 
@@ -292,6 +311,14 @@ def status(wd: WorkDir) -> StatusView:
     claims = _count_entries(wd.paths.claims, suffix=".json")
     if shared is not None and shared.committed is not None:
         committed, claims = shared.committed, shared.claims  # every host's, not this mirror
+    now = time.time()
+    degraded = None
+    if shared is not None and shared.error is not None:  # the rest from this host's mirror
+        try:
+            age: float | None = max(0.0, now - wd.paths.last_world.stat().st_mtime)
+        except OSError:
+            age = None  # nothing mirrored here yet
+        degraded = Degraded(shared.error, age, down_since(wd.paths))
     return StatusView(
         work_dir=str(wd.paths.root),
         pulse_running=PulseLock(wd.paths.pulse_lock).held_elsewhere(),
@@ -299,7 +326,7 @@ def status(wd: WorkDir) -> StatusView:
         world_hash=committed.hash,
         committed_at=committed.at,
         sensors=sensor_health(wd.paths),
-        limits=limits_now(wd, time.time()),
+        limits=None if degraded else limits_now(wd, now),
         goals=len(goal_paths(wd)),
         sessions=_count_entries(wd.paths.sessions, dirs=True),
         claims=claims,
@@ -307,6 +334,7 @@ def status(wd: WorkDir) -> StatusView:
         failed_steps=failed_steps(wd.paths),
         shared=shared,
         notify_failing=notify.failing_count(wd.paths),
+        degraded=degraded,
     )
 
 

@@ -9,6 +9,7 @@ import click
 from looop_py.cli import render
 from looop_py.cli.options import json_option, pass_paths, pass_workdir
 from looop_py.cli.output import json_out, present, show
+from looop_py.cli.pulse import CUT_OFF as DEGRADED  # one code for "cut off from etcd"
 from looop_py.cli.pulse import pulse_command
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
@@ -66,6 +67,9 @@ def sense(paths: Paths, as_json: bool) -> None:
 def status(wd: WorkDir, as_json: bool) -> None:
     """Show the last beat, the committed world hash, sensor health and counts.
 
+    Cut off from a shared backend (etcd) it shows this host's local mirror, marked
+    stale with its age, and exits 3 ("degraded").
+
     \b
     Example:
       looop status
@@ -73,7 +77,10 @@ def status(wd: WorkDir, as_json: bool) -> None:
     """
     from looop_py.beat.views import status as build
 
-    present(build(wd), as_json, render.status_lines)
+    view = build(wd)
+    present(view, as_json, render.status_lines)
+    if view.degraded is not None:
+        sys.exit(DEGRADED)  # shown from the local mirror: cut off from the shared backend
 
 
 @click.command()

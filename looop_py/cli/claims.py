@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
@@ -84,4 +85,44 @@ def claims(wd: WorkDir, as_json: bool) -> None:
         show(render.claims_lines(views, now))
 
 
-COMMANDS = [claim, unclaim, claims]
+@click.group()
+def fence() -> None:
+    """Fencing tokens for scripts: is the token this command runs under still current?
+
+    \b
+    Example:
+      looop fence check
+    """
+
+
+@fence.command("check")
+@click.argument("token", required=False, metavar="[NAME:TOKEN]")
+@json_option
+@pass_workdir
+def fence_check(wd: WorkDir, token: str | None, as_json: bool) -> None:
+    """Exit 0 while NAME:TOKEN (default $LOOOP_FENCE) is still its claim's live token.
+
+    A beat on etcd confirms its pulse just before a command it runs starts, and
+    passes the token as LOOOP_FENCE=pulse:TOKEN (and LOOOP_FENCE_DEADLINE, the
+    unix time until which the beat was sure to hold it). Check it again before
+    a write of your own that must not happen twice; exit 4 means a newer holder
+    has it: do not proceed. On files the pulse lock on this machine is the
+    fence: exit 0 with nothing to check. `looop claim NAME` prints an epoch:
+    NAME:EPOCH fences the same way.
+
+    \b
+    Example:
+      looop fence check >/dev/null || exit 0; git push   # inside a run_shell
+      looop fence check "deploy:$epoch" --json | jq .held
+    """
+    from looop_py.coord import fence as fence_mod
+    from looop_py.workdir.shelf import FENCE_ENV
+
+    found = fence_mod.check(wd, token or os.environ.get(FENCE_ENV) or None)
+    if as_json:
+        json_out(found)
+    else:
+        show([f"held: {found['fence'] or found.get('note')} ({found['backend']})"])
+
+
+COMMANDS = [claim, unclaim, claims, fence]

@@ -233,7 +233,10 @@ EXIT CODES: what a cron job or a script can rely on
       `decider test` without a valid move, a failed round (`run`)
   2   usage: bad arguments, no work dir, a bad looop.toml, an unknown id,
       an unknown runtime, an empty prompt
-  3   busy: a lock another process holds; `run`: the loop already has a live round
+  3   busy: a lock another process holds; `run`: the loop already has a live round;
+      on etcd, cut off: `pulse` found etcd out of reach or lost the pulse mid-beat
+      (one line on stderr: why, since when), `status` is degraded (the local mirror,
+      marked stale)
   4   `claim`/`unclaim`: another live holder has the claim;
       `claim --renew`: the lease is no longer yours (it lapsed: do not proceed);
       `ask`: no answer within --timeout (the ask stays pending);

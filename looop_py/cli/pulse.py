@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # Outcomes that say nothing happened: silent on a non-terminal stdout, so cron
 # mails only when the loop acted (or a beat failed).
 QUIET = frozenset({BeatOutcome.SKIPPED, BeatOutcome.LOCKED, BeatOutcome.HELD})
+CUT_OFF = 3  # a shared backend stopped the beat (README "Exit codes")
 
 
 def pulse_command(
@@ -36,6 +37,11 @@ def pulse_command(
     from looop_py.beat.pulse import beat
 
     result = beat(wd, force=force, handover=handover)
+    if result.cut_off is not None:  # loud, whatever the flags: cron mails it
+        if as_json:
+            json_out(result.to_json())
+        echo(f"✗ {result.cut_off}", err=True)
+        return CUT_OFF
     failed = result.outcome is BeatOutcome.FAILED
     if as_json:
         json_out(result.to_json())

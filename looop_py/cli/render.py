@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from looop_py.cli.output import Note
+from looop_py.logfile import iso
 
 if TYPE_CHECKING:
     from looop_py.asks.mailbox import Answer, AskView
@@ -83,6 +84,8 @@ def status_lines(view: StatusView) -> Lines:
     ]
     if view.committed_error:
         lines.append(Note(f"✗ {view.committed_error}"))
+    if view.limits is None:
+        return [*lines, "limits      unknown: the shared ledger is out of reach"]
     if view.notify_failing:
         lines.append(
             Note(
@@ -98,7 +101,14 @@ def _shared_lines(view: StatusView) -> Lines:
     if s is None:
         return []
     if s.error is not None:
-        return [f"shared      {s.backend} as host {s.host}", Note(f"✗ {s.error}")]
+        d = view.degraded
+        age = "never mirrored" if d is None or d.mirror_age_s is None else _age(d.mirror_age_s)
+        since = f"; beats cut off since {iso(d.since)}" if d and d.since else ""
+        return [
+            f"shared      {s.backend} as host {s.host}",
+            Note(f"✗ {s.error}"),
+            Note(f"⚠ degraded: the world below is this host's local mirror, stale ({age}){since}"),
+        ]
     pulse = f"held by {s.pulse_host} (epoch {s.pulse_epoch})" if s.pulse_host else "free"
     return [f"shared      {s.backend} as host {s.host}; the shared pulse is {pulse}"]
 
@@ -422,3 +432,11 @@ def _event_line(e: dict[str, Any]) -> str:
         "claim_reaped": "reaped claim {name}: {reason}",
     }.get(e["event"])
     return what.format_map(defaultdict(lambda: "?", e)) if what else f"{e['event']}: {compact(e)}"
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s old"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min old"
+    return f"{seconds / 3600:.1f} h old"

@@ -68,9 +68,25 @@ PULSE = "pulse"  # the claim each beat takes on a shared backend
 HOST_ENV = "LOOOP_HOST_ID"
 
 
-def host_id(configured: str) -> str:
-    """This host's name in claims and records: $LOOOP_HOST_ID, else the config, else hostname."""
-    found = os.environ.get(HOST_ENV) or configured
+HOST_FILE = "host-id"  # under state/: this machine's name, never shared like looop.toml
+
+
+def host_id(configured: str, state: str | os.PathLike[str] | None = None) -> str:
+    """This host's name in claims and records: $LOOOP_HOST_ID, else the first line of
+    `state`/host-id (a per-machine file), else the config (files only), else hostname."""
+    found = os.environ.get(HOST_ENV)
+    if not found and state is not None:
+        try:
+            with open(os.path.join(state, HOST_FILE), encoding="utf-8") as f:
+                found = f.readline(128).strip()
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        if found and not is_safe_segment(found):
+            raise UsageError(
+                f"{os.path.join(state, HOST_FILE)}: {found!r} is not a host name",
+                "use letters, digits, '.', '_' and '-'",
+            )
+    found = found or configured
     if found:
         return found
     import socket  # only when neither names the host

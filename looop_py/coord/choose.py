@@ -62,7 +62,7 @@ def _etcd(paths: Paths, cfg: config_mod.Config) -> EtcdCoordinator:
             "pip install 'looop-py[etcd]'",
         ) from None
     c = cfg.coordination
-    return EtcdCoordinator(paths, c, host_id(c.host_id))
+    return EtcdCoordinator(paths, c, host_id(c.host_id, paths.state))
 
 
 def coordinator(wd: WorkDir) -> Coordinator:
@@ -70,7 +70,7 @@ def coordinator(wd: WorkDir) -> Coordinator:
     if wd.shelf.backend == "files":
         from looop_py.coord.files import FilesCoordinator  # only when claims are asked about
 
-        return FilesCoordinator(wd.paths, host_id(wd.config.coordination.host_id))
+        return FilesCoordinator(wd.paths, host_id(wd.config.coordination.host_id, wd.paths.state))
     from looop_py.coord.etcdshelf import EtcdShelf  # loaded already: the shelf is one
 
     assert isinstance(wd.shelf, EtcdShelf)  # the only shared backend

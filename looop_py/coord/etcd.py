@@ -8,9 +8,11 @@ build transaction parts. coord/remote.py keeps claims, fencing and the pulse
 on it, as these keys under the prefix P:
 
     P/claims/<name>    the claim (claims/<name>.json's fields, plus host and lease),
-                       attached to its holder's lease (a loop round's has none)
-    P/epochs/<name>    the name's last epoch; the transaction that creates a claim
-                       also bumps it, so epochs grow by exactly one per new holder
+                       attached to its holder's lease (a loop round's has none); its
+                       create revision is the epoch (the fencing token): etcd's own,
+                       above every earlier holder's, and nothing is left after release
+    P/hosts/<id>/<lease>  a host id in use, with its machine's identity, on the lease
+                       of the process using it (two machines under one id are refused)
     P/leases/<host>/<pid>-<t>  the lease a holder process's claims ride on, attached to
                        it and kept alive by that holder's keeper (coord/keeper.py)
     P/data/<key>       shared state that fenced_put wrote (the committed world)
@@ -24,6 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -72,6 +75,11 @@ class Client:
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One request, to each endpoint in turn until one answers; Unavailable if none does."""
+        return self.post_timed(path, body)[0]
+
+    def post_timed(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """`post`, and when (time.monotonic()) the attempt that was answered was sent: a
+        lease renewed by it lives at least TTL from then (coord/remote.py's renew deadline)."""
         if self._pid != os.getpid():  # a forked child: never share the parent's connections
             self.__init__(self.cfg)  # type: ignore[misc]
         n = len(self._clients)
@@ -79,6 +87,7 @@ class Client:
         for step in range(n):
             i = (self._at + step) % n
             client = self._clients[i]
+            sent = time.monotonic()
             try:
                 self._authenticate(client)
                 found: dict[str, Any] = client.post(client.get_url(path), json=body)
@@ -94,7 +103,7 @@ class Client:
                 why = f"{self.cfg.endpoints[i]}: {text}"  # no leader, timed out …: try another
                 continue
             self._at = i
-            return found
+            return found, sent
         raise Unavailable(
             f"etcd cannot be reached or has no quorum ({why})",
             "nothing was decided; this runs again once etcd answers (looop never falls back to"
@@ -116,6 +125,30 @@ class Client:
         )
         client.session.headers["Authorization"] = str(found["token"])
 
+    def endpoints(self) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """Each endpoint asked on its own (`looop doctor`): (url, why it did not answer or
+        None, its /maintenance/status: leader, revision, dbSize …)."""
+        found: list[tuple[str, str | None, dict[str, Any]]] = []
+        for url, client in zip(self.cfg.endpoints, self._clients, strict=True):
+            try:
+                self._authenticate(client)
+                status = client.post(client.get_url("/maintenance/status"), json={})
+            except (etcd_errors.Etcd3Exception, OSError) as exc:
+                found.append((url, _short(exc), {}))
+                continue
+            found.append((url, None, status if isinstance(status, dict) else {}))
+        return found
+
+    def never_compacted(self, key: str) -> bool:
+        """Whether revision 1 is still kept (the cluster was never compacted), read at `key`."""
+        try:
+            self.post("/kv/range", {"key": _b64(key), "revision": 1, "keys_only": True})
+        except Unavailable as exc:
+            if "compacted" in exc.message:
+                return False
+            raise
+        return True
+
     # -- the few calls looop makes -----------------------------------------------------
 
     def txn(
@@ -127,6 +160,13 @@ class Client:
         body = {"compare": compare, "success": success, "failure": failure or []}
         found = self.post("/kv/txn", body)
         return bool(found.get("succeeded")), list(found.get("responses", []))
+
+    def txn_revision(
+        self, compare: list[dict[str, Any]], success: list[dict[str, Any]]
+    ) -> tuple[bool, int]:
+        """A transaction, and the store's revision after it (a put's create revision)."""
+        found = self.post("/kv/txn", {"compare": compare, "success": success, "failure": []})
+        return bool(found.get("succeeded")), int(found.get("header", {}).get("revision", 0))
 
     def get(
         self, key: str, *, prefix: bool = False, limit: int = 0, keys_only: bool = False
@@ -141,13 +181,15 @@ class Client:
             body["keys_only"] = True
         return list(self.post("/kv/range", body).get("kvs", []))
 
-    def grant(self, ttl: int) -> int:
-        return int(self.post("/lease/grant", {"TTL": ttl, "ID": 0})["ID"])
+    def grant(self, ttl: int) -> tuple[int, float]:
+        """A new lease, and when the request that granted it was sent."""
+        found, sent = self.post_timed("/lease/grant", {"TTL": ttl, "ID": 0})
+        return int(found["ID"]), sent
 
-    def refresh(self, lease: int) -> int:
-        """The lease's new TTL; 0 or less when it is gone."""
-        found = self.post("/lease/keepalive", {"ID": lease})
-        return int(found.get("result", {}).get("TTL", -1))
+    def refresh(self, lease: int) -> tuple[int, float]:
+        """The lease's new TTL (0 or less when it is gone), and when the request was sent."""
+        found, sent = self.post_timed("/lease/keepalive", {"ID": lease})
+        return int(found.get("result", {}).get("TTL", -1)), sent
 
     def revoke(self, lease: int) -> None:
         with contextlib.suppress(LeaseGone):

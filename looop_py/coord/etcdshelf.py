@@ -4,9 +4,10 @@ workdir/shelf.py says what a shelf promises; this keeps it with etcd
 transactions. `create` compares the key's create_revision with 0, `move` puts the
 new key and deletes the old in one transaction guarded by the old one's
 mod_revision, so nothing is archived twice or lost between the two. Inside
-`fenced(claim, token)` every transaction also compares the claim's epoch key
-with the token and checks that the claim still exists; when that is what failed,
-FenceLost is raised and nothing was written.
+`fenced(claim, token)` every transaction also compares the claim key's create
+revision (its epoch) with the token; when that is what failed,
+FenceLost is raised and nothing was written. `confirm` asks the same in one round trip
+before a side effect (a command, a worker, a notification) leaves looop's hands.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from looop_py.coord.etcd import cmp, cmp_value, delete, put, rng, unb64, value_o
 from looop_py.coord.remote import EtcdCoordinator
 from looop_py.errors import Busy, FenceLost
 from looop_py.ids import check_segment
-from looop_py.workdir.shelf import check_kind
+from looop_py.workdir.shelf import Fencing, check_kind
 
 MAX_TRIES = 50  # a move that lost to a concurrent change this often: Busy
 
@@ -73,18 +74,17 @@ class EtcdShelf:
             ok, _ = self.client.txn(compare, success)
             return ok
         name, token = fence
-        epoch_key, claim_key = self.coord.key("epochs", name), self.coord.key("claims", name)
+        claim_key = self.coord.key("claims", name)
         guard = self.coord.fence_guard(name, token)
-        ok, responses = self.client.txn(
-            [*guard, *compare], success, [rng(epoch_key), rng(claim_key)]
-        )
+        ok, responses = self.client.txn([*guard, *compare], success, [rng(claim_key)])
         if ok:
             return True
-        epoch, claim = (_first(r) for r in responses)
-        if claim is None or epoch is None or value_of(epoch) != str(token).encode():
+        claim = _first(responses[0]) if responses else None
+        if claim is None or int(claim.get("create_revision", 0)) != token:
             raise FenceLost(
-                f"lost the {name} claim (token {token}) before writing {success_keys(success)}",
+                f"lost the {name} at token {token} before writing {success_keys(success)}",
                 "a newer pulse holds it; nothing more of this beat is written",
+                token=token,
             )
         return False
 
@@ -125,6 +125,16 @@ class EtcdShelf:
             yield
         finally:
             self.coord.fence = before
+
+    def confirm(self, what: str) -> Fencing | None:
+        """Inside `fenced`: one round trip proving the fence still holds before `what` (a side
+        effect) starts, and its renew deadline not passed (FenceLost otherwise, so it is not
+        started). None outside a fence: nothing is being fenced."""
+        fence = self.coord.fence
+        if fence is None:
+            return None
+        name, token = fence
+        return Fencing(name, token, self.coord.confirm(name, token))
 
     def close(self) -> None:
         """Revoke this process's lease and stop its keeper thread (the coordinator's)."""

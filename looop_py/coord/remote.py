@@ -1,13 +1,14 @@
 """The `etcd` backend: claims, fencing and the pulse as keys under a prefix (coord/etcd.py).
 
-A claim is created only if absent (or replacing an expired or dead one) in one
-transaction that also bumps the name's epoch counter, so epochs still grow by
-exactly one per new holder; the claim rides on its holder's lease. This very
+A claim is created only if absent (an expired one is deleted first); its epoch,
+the fencing token, is the key's create revision — etcd's, so it grows with every
+new holder, survives a prefix wipe or a restore, and leaves no counter key behind
+— and the claim rides on its holder's lease. This very
 process keeps its own lease alive from a thread; any other holder process (the
 script that ran `looop claim`, a worker) gets a keeper process (coord/keeper.py)
 that refreshes its lease while it lives and revokes it the moment it dies. A
 host that dies takes its keepers along, and its leases expire after the TTL.
-A fenced write is one transaction: the epoch is unchanged and the claim exists.
+A fenced write is one transaction: the claim key still has that create revision.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
@@ -29,7 +31,7 @@ from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64,
 from looop_py.coord.holders import ROUND_PREFIX, own_holder
 from looop_py.coord.lease import Claim, Outcome
 from looop_py.coord.reaper import ClaimView
-from looop_py.errors import Busy, ClaimHeld, Unavailable
+from looop_py.errors import Busy, ClaimHeld, FenceLost, Unavailable, UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
@@ -39,6 +41,16 @@ if TYPE_CHECKING:
 
 MAX_TRIES = 50  # a claim's transaction lost to a concurrent change this often: Busy
 POLL_S = 0.1  # how often a keeper looks at its holder
+# The renew deadline: a lease renewed at R (when the request was sent) lives at least until
+# R + TTL on etcd's clock; a side effect starts only before R + TTL - margin on ours, the
+# margin covering clock drift between the two (a fraction of the TTL, at least DRIFT_MIN_S).
+DRIFT_SHARE = 0.25
+DRIFT_MIN_S = 0.5
+
+
+def renew_deadline(renewed: float, ttl: float) -> float:
+    """When a holder whose lease was last renewed at `renewed` must stop starting acts. Pure."""
+    return renewed + ttl - max(DRIFT_MIN_S, ttl * DRIFT_SHARE)
 
 
 def _kvs(response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -47,6 +59,23 @@ def _kvs(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _rev(kv: dict[str, Any] | None, field: str = "mod_revision") -> int:
     return int(kv.get(field, 0)) if kv else 0
+
+
+class HostIdTaken(UsageError):
+    """Another machine is live under this host id: refused, not shared."""
+
+
+def _hostname() -> str:
+    import socket  # only when a host registers
+
+    return socket.gethostname()
+
+
+def _who(reg: dict[str, Any]) -> str:
+    return (
+        f"hostname {reg.get('hostname', '?')}, pid {reg.get('pid', '?')},"
+        f" machine {str(reg.get('machine', '?'))[:45]}"
+    )
 
 
 class EtcdCoordinator:
@@ -60,6 +89,8 @@ class EtcdCoordinator:
         self.prefix = cfg.prefix.rstrip("/")
         self.ttl = max(2, math.ceil(cfg.lease_ttl_s))
         self._own: int = 0  # this process's lease (0: none yet, or it was lost)
+        self._renewed = 0.0  # time.monotonic() when its last grant or renewal was sent
+        self._registered = 0  # the lease this host id was registered under (register)
         self.fence: tuple[str, int] | None = None  # (claim, token) shelf writes are fenced by
         self._own_pid = os.getpid()
         self._lock = threading.Lock()
@@ -71,28 +102,22 @@ class EtcdCoordinator:
 
     # -- claims ------------------------------------------------------------------------
 
-    def _pair(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        _, responses = self.client.txn(
-            [], [rng(self.key("claims", name)), rng(self.key("epochs", name))]
-        )
-        claim, epoch = (next(iter(_kvs(r)), None) for r in responses)
-        return claim, epoch
-
     def _parse(self, name: str, kv: dict[str, Any] | None) -> Claim | None:
+        """The claim a key holds; its epoch is the key's create revision (etcd's own)."""
         if kv is None:
             return None
         try:
-            return Claim.from_json(name, jsonio.loads(value_of(kv)))
+            found = Claim.from_json(name, jsonio.loads(value_of(kv)))
         except jsonio.JSONDecodeError:
             return None
+        return replace(found, epoch=_rev(kv, "create_revision")) if found else None
 
     def _live(self, cur: Claim, now: float) -> bool:
-        """Its key exists, so its lease does; on this host, also look at the process."""
-        if cur.expired(now):
-            return False
-        if cur.host == self.host and cur.pid is not None:
-            return cur.holder_alive()  # its keeper revokes the lease soon; do not wait for it
-        return True
+        """Its key exists, so its lease does: live until its --ttl passes. A holder that died
+        loses its claim when its lease goes (its keeper revokes it within POLL_S; a host that
+        died, after the TTL), never by a pid check here: a claim naming this host may come
+        from another machine under the same id, or a container whose pids are not ours."""
+        return not cur.expired(now)
 
     def _held_by(self, cur: Claim, holder: Holder) -> bool:
         same_host = holder.pid is None or cur.host == self.host  # a round has no host
@@ -112,9 +137,10 @@ class EtcdCoordinator:
         lives), on a lease of its own: a round's worker, whose result only its host can read."""
         check_segment(name, "claim name")
         lease_mod.check_ttl(ttl_s)
-        ckey, ekey = self.key("claims", name), self.key("epochs", name)
+        self.register()
+        ckey = self.key("claims", name)
         for _ in range(MAX_TRIES):
-            kc, ke = self._pair(name)
+            kc = next(iter(self.client.get(ckey)), None)
             cur = self._parse(name, kc)
             if cur is not None and self._live(cur, now):
                 if not self._held_by(cur, holder):
@@ -122,39 +148,41 @@ class EtcdCoordinator:
                 if not renew:
                     return Outcome(cur, "held")
                 renewed = cur.renewed(now, ttl_s)
-                body = self._body(renewed, int(kc.get("lease", 0)) if kc else 0)
-                if self._txn_lease([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *body)]):
+                lease = int(kc.get("lease", 0)) if kc else 0
+                if self._txn_lease(
+                    [cmp(ckey, "MOD", "EQUAL", _rev(kc))], [put(ckey, *self._body(renewed, lease))]
+                ):
                     return Outcome(renewed, "renewed")
                 continue
             if renew:
                 raise lease_mod.lapsed_error(name, cur, now)
-            # Free, expired, or a dead process's on this host: a new holder, the next epoch.
-            last = int(value_of(ke) or b"0") if ke else 0
-            epoch = max(last, cur.epoch if cur else 0) + 1
-            new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s, host=self.host)
-            compare = [
-                cmp(ckey, "CREATE", "EQUAL", 0)
-                if kc is None
-                else cmp(ckey, "MOD", "EQUAL", _rev(kc)),
-                cmp(ekey, "MOD", "EQUAL", _rev(ke)),
-            ]
+            # Free, or expired: a new holder. The key is deleted and created afresh, so its
+            # create revision — the epoch — is etcd's newest revision, above every earlier one.
+            if kc is not None:  # an expired claim goes first (one transaction may not
+                # both delete and put a key); a claimant between the two makes ours fail
+                self.client.txn([cmp(ckey, "MOD", "EQUAL", _rev(kc))], [delete(ckey)])
+            new = Claim.taken(name, holder, 0, now=now, ttl_s=ttl_s, host=self.host)
             lease = self._lease_for(holder, linger_s)
-            success = [put(ckey, *self._body(new, lease)), put(ekey, str(epoch).encode())]
-            if self._txn_lease(compare, success):
-                return Outcome(new, "acquired")
+            body = self._body(new, lease)
+            revision = self._txn_lease([cmp(ckey, "CREATE", "EQUAL", 0)], [put(ckey, *body)])
+            if revision:
+                return Outcome(replace(new, epoch=revision), "acquired")
         raise Busy(f"claim {name} changed under this one {MAX_TRIES} times in a row")
 
     def _body(self, claim: Claim, lease: int) -> tuple[bytes, int]:
-        return jsonio.canonical({**claim.to_json(), "lease": lease}), lease
+        body = claim.to_json()
+        body.pop("epoch", None)  # the key's create revision is the epoch
+        return jsonio.canonical({**body, "lease": lease}), lease
 
-    def _txn_lease(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> bool:
+    def _txn_lease(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> int:
+        """The transaction's revision when it succeeded, else 0."""
         try:
-            ok, _ = self.client.txn(compare, success)
+            ok, revision = self.client.txn_revision(compare, success)
         except LeaseGone:
             with self._lock:
                 self._own = 0  # expired while we were away: the next try grants another
-            return False
-        return ok
+            return 0
+        return revision if ok else 0
 
     def unclaim(self, name: str, holder: Holder, *, now: float) -> Claim | None:
         ckey = self.key("claims", check_segment(name, "claim name"))
@@ -224,13 +252,41 @@ class EtcdCoordinator:
     # -- fenced writes -----------------------------------------------------------------
 
     def fence_guard(self, name: str, epoch: int) -> list[dict[str, Any]]:
-        """A transaction's compares for "`epoch` is still the current holder's token of
-        `name`": its epoch counter is unchanged and its claim still exists."""
+        """A transaction's compare for "`epoch` is still the current holder's token of
+        `name`": its claim key exists and was created at that revision."""
         check_segment(name, "claim name")
-        return [
-            cmp(self.key("epochs", name), "VALUE", "EQUAL", epoch),
-            cmp(self.key("claims", name), "VERSION", "GREATER", 0),
-        ]
+        return [cmp(self.key("claims", name), "CREATE", "EQUAL", epoch)]
+
+    def confirm(self, name: str, epoch: int) -> float:
+        """Before a side effect, one round trip: `epoch` is still `name`'s live token and, when
+        the claim rides on this process's lease, its renew deadline has not passed. Returns
+        that deadline (unix seconds; inf for a claim on another process's lease); FenceLost
+        when either fails, so the caller does not act."""
+        ckey = self.key("claims", check_segment(name, "claim name"))
+        ok, responses = self.client.txn(self.fence_guard(name, epoch), [rng(ckey)])
+        if not ok:
+            raise FenceLost(
+                f"lost the {name} at token {epoch} (a newer holder has it, or its lease lapsed)",
+                "nothing was done; the holder of the newer token acts instead",
+                token=epoch,
+            )
+        kv = next(iter(_kvs(responses[0])), None) if responses else None
+        lease = int(kv.get("lease", 0)) if kv else 0
+        with self._lock:
+            own, renewed = self._own, self._renewed
+        if not lease or lease != own:
+            return float("inf")  # another process's lease (a script's keeper): etcd is the judge
+        now = time.monotonic()
+        deadline = renew_deadline(renewed, self.ttl)
+        if now >= deadline:
+            raise FenceLost(
+                f"lost the {name} at token {epoch}: its lease was last renewed"
+                f" {now - renewed:.1f} s ago, past the renew deadline (TTL {self.ttl} s"
+                " less the drift margin)",
+                "nothing was done; this process was paused or cut off from etcd",
+                token=epoch,
+            )
+        return time.time() + (deadline - now)
 
     def fenced_put(self, name: str, epoch: int, key: str, value: bytes) -> bool:
         """One transaction: the value is stored only while the fence guard holds."""
@@ -255,6 +311,35 @@ class EtcdCoordinator:
             with contextlib.suppress(Unavailable, ClaimHeld, Busy):
                 self.unclaim(PULSE, holder, now=time.time())  # else its lease lapses
 
+    # -- this host ---------------------------------------------------------------------
+
+    def register(self) -> None:
+        """This host id, under this process's lease, with this machine's identity; refused
+        (HostIdTaken, naming both) while another machine holds a live registration of the
+        same id. Once per lease: a registration goes with the lease it rides on."""
+        lease = self._own_lease()
+        if self._registered == lease:
+            return
+        me = identity.machine()
+        start = self.key("hosts", self.host, "")
+        mine = f"{start}{lease:x}"
+        body = {"machine": me, "pid": os.getpid(), "hostname": _hostname()}
+        self.client.txn([], [put(mine, jsonio.canonical(body), lease)])
+        for kv in self.client.get(start, prefix=True):
+            try:
+                other = jsonio.loads(value_of(kv))
+            except jsonio.JSONDecodeError:
+                continue
+            if isinstance(other, dict) and other.get("machine") != me:
+                self.client.txn([], [delete(mine)])
+                raise HostIdTaken(
+                    f"host id {self.host!r} is live on another machine ({_who(other)});"
+                    f" this one is {_who(body)}",
+                    "give each machine its own id: $LOOOP_HOST_ID or state/host-id (two"
+                    " machines with one id would take each other's claims for their own)",
+                )
+        self._registered = lease
+
     # -- leases ------------------------------------------------------------------------
 
     def _lease_for(self, holder: Holder, linger_s: float = 0.0) -> int:
@@ -270,7 +355,7 @@ class EtcdCoordinator:
                 self._own, self._own_pid, self._thread = 0, os.getpid(), None
                 self._stop = threading.Event()
             if not self._own:
-                self._own = self.client.grant(self.ttl)
+                self._own, self._renewed = self.client.grant(self.ttl)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._keep_own, daemon=True)
                 self._thread.start()
@@ -282,13 +367,17 @@ class EtcdCoordinator:
             if not lease:
                 continue
             try:
-                alive = self.client.refresh(lease) > 0
+                ttl, sent = self.client.refresh(lease)
+                alive = ttl > 0
             except Unavailable:
                 continue  # etcd will be back, or the lease lapses and its claims with it
-            if not alive:
-                with self._lock:
-                    if self._own == lease:
-                        self._own = 0
+            with self._lock:
+                if self._own != lease:
+                    continue
+                if alive:
+                    self._renewed = max(self._renewed, sent)
+                else:
+                    self._own = 0
 
     def _keeper_lease(self, pid: int, created: float, linger_s: float = 0.0) -> int:
         """The lease of another process on this host, and a keeper for it if it has none."""
@@ -298,7 +387,7 @@ class EtcdCoordinator:
             found = self.client.get(rkey)
             if found:
                 return int(value_of(found[0]))
-            lease = self.client.grant(self.ttl)
+            lease, _ = self.client.grant(self.ttl)
             ok, _ = self.client.txn(
                 [cmp(rkey, "CREATE", "EQUAL", 0)], [put(rkey, str(lease).encode(), lease)]
             )
@@ -340,7 +429,7 @@ class EtcdCoordinator:
                 return "holder-dead"
             if time.monotonic() >= due:
                 try:
-                    if self.client.refresh(lease) <= 0:
+                    if self.client.refresh(lease)[0] <= 0:
                         return "lease-lost"
                     last_ok, due = time.monotonic(), time.monotonic() + self.ttl / 3
                 except Unavailable:

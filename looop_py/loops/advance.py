@@ -58,6 +58,7 @@ def engine_for(wd: WorkDir, spec: LoopSpec, clock: Callable[[], float] = time.ti
             action_commands(config.actions),
             cwd=wd.paths.root,
             env=child_env(wd.paths, config=config),
+            confirm=lambda kind: _fence_env(wd, kind),
         ),
         memory=store.memory_of(wd),
         claims=RoundClaims(wd, clock),
@@ -81,6 +82,13 @@ class AlreadyLive(RoundLive):
             f"loop {loop} already has a live round ({state.id}, {state.phase.value})", hint
         )
         self.state = state
+
+
+def _fence_env(wd: WorkDir, kind: str) -> dict[str, str]:
+    """Before a round's action command starts: the fence confirmed (FenceLost: it does not
+    start, and the round records why), and its token for the command's environment."""
+    fencing = wd.shelf.confirm(f"action {kind}")
+    return fencing.env() if fencing is not None else {}
 
 
 class BudgetHeld(LooopError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +42,10 @@ class CommandActionExecutor:
         cwd: str | Path,
         env: Mapping[str, str] | None = None,
         fallback: ActionExecutor | None = ApprovalOnlyExecutor(),  # noqa: B008 - stateless
+        confirm: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
+        """`confirm(kind)`: called just before a command starts; raises to keep it from
+        starting (a lost fence), else returns what to add to its environment (LOOOP_FENCE)."""
         self.commands = {
             kind: c if isinstance(c, ActionCommand) else ActionCommand(c)
             for kind, c in commands.items()
@@ -50,6 +53,7 @@ class CommandActionExecutor:
         self.cwd = Path(cwd)
         self.env = dict(os.environ if env is None else env)
         self.fallback = fallback
+        self.confirm = confirm
 
     def execute(
         self, spec: LoopSpec, action: ProposedAction, workspace: str | None
@@ -73,6 +77,8 @@ class CommandActionExecutor:
             "LOOOP_ACTION_VERIFIED": "1" if action.verified else "0",
             "LOOOP_WORKSPACE": str(cwd),
         }
+        if self.confirm is not None:
+            env.update(self.confirm(action.kind))
         with tempfile.TemporaryDirectory(prefix="looop-action-") as tmp:
             summary = Path(tmp) / "summary.txt"
             summary.write_text(action.summary + "\n", encoding="utf-8")

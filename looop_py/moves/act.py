@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from looop_py import jsonio, procs
@@ -36,12 +36,12 @@ from looop_py.moves.union import (
     WriteSensor,
 )
 from looop_py.schedules import timers
-from looop_py.workdir import provenance, shelf
+from looop_py.workdir import journal, provenance, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
-from looop_py.workdir.shelf import GOAL_ACTIVITY
+from looop_py.workdir.shelf import GOAL_ACTIVITY, Fencing
 
 PLAYBOOK_KEEP = 20
 SHELL_TAIL = 2048
@@ -62,8 +62,8 @@ def execute(wd: WorkDir, move: Move, now: float, *, approved: bool = False) -> O
     `approved`: a human approved exactly this move (moves/approvals.py), so the
     gate does not hold it again (the tripwire still refuses).
     """
-    cfg = wd.config
     a = move.action
+    fencing: Fencing | None = None
     try:
         admission = gate.admit(wd, move, now, approved=approved)
         verdict = admission.verdict
@@ -74,49 +74,84 @@ def execute(wd: WorkDir, move: Move, now: float, *, approved: bool = False) -> O
             return Outcome(
                 True, f"held for approval as {admission.held} ({verdict.why})", held=admission.held
             )
-        match a:
-            case Noop():
-                return Outcome(True)
-            case WriteGoal(id=goal_id, body=body):
-                data = gate.with_newline(body).encode()
-                jsonio.atomic_write(wd.paths.goal(goal_id), data)
-                rel = f"goals/{goal_id}.md"
-                provenance.record(wd.paths, rel, data, approved=approved, now=now)
-                stamp_goal(wd, goal_id, now)
-                return Outcome(True)
-            case ArchiveGoal(id=goal_id):
-                return _archive_goal(wd.paths, goal_id, now)
-            case WriteSensor(name=name, script=script):
-                wd.paths.sensors.mkdir(exist_ok=True)
-                data = gate.sensor_text(script).encode()
-                jsonio.atomic_write(wd.paths.sensor(name), data, mode=0o755)
-                return Outcome(True)
-            case WritePlaybook(body=body):
-                _keep_playbook_history(wd.paths, now)
-                jsonio.atomic_write(wd.paths.playbook, gate.with_newline(body).encode())
-                return Outcome(True)
-            case WriteSchedule(name=name, in_s=in_s, every_s=every_s, cron=cron):
-                timers.write(wd, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
-                return Outcome(True)
-            case DropSchedule(name=name):
-                gone = timers.drop(wd, name)
-                return Outcome(True, "" if gone else "(no such schedule)")
-            case RunShell(cmd=cmd):
-                argv = list(verdict.argv) if verdict.argv else ["bash", "-c", cmd]
-                return _run_shell(wd.paths, cfg, move, now, argv)
-            case AskHuman(prompt=prompt, options=options):
-                return _guarded(wd, move, now, lambda: _ask(wd, prompt, options, now))
-            case StartWorker() | KillWorker():
-                run = lambda: _workers(wd, move, now, verdict.verify)  # noqa: E731
-                return _guarded(wd, move, now, run)
-            case StartRound():
-                return _guarded(wd, move, now, lambda: _start_round(wd, move, now))
-    except FenceLost:
+        if not isinstance(a, Noop):
+            fencing = wd.shelf.confirm(move.name)  # the fence, checked at the side effect
+        outcome = _carry_out(wd, move, now, verdict, fencing, approved=approved)
+        if fencing is not None:  # a shared backend: the act names the token it ran under
+            token = f"token {fencing.token}"
+            return replace(outcome, note=f"{outcome.note} · {token}" if outcome.note else token)
+        return outcome
+    except FenceLost as exc:
+        _journal_lost(wd, move, now, exc, acted=fencing is not None)
         raise  # this beat lost the pulse (a shared backend): the whole beat ends, not the move
     except LooopError as exc:
         return Outcome(False, exc.message)
     except OSError as exc:  # a full disk, a permission problem: reported, state intact
         return Outcome(False, f"{type(exc).__name__}: {exc}")
+
+
+def _journal_lost(wd: WorkDir, move: Move, now: float, exc: FenceLost, *, acted: bool) -> None:
+    """Never hidden: a move decided but not acted for a lost fence, or one that started under
+    its token and found the loss afterwards, is journaled with the token."""
+    token = "?" if exc.token is None else exc.token
+    what = move.summary()
+    if acted:
+        text = f"⚠ {what}: acted under token {token}, then lost the pulse: {exc.message}"
+    else:
+        text = f"✗ decided {what}, not acted: lost the pulse at token {token} ({exc.message})"
+    journal.write(wd, wd.redact(text), now)
+    journal.emit(wd, "move_fenced", now, move=move.name, token=exc.token, acted=acted)
+
+
+def _carry_out(
+    wd: WorkDir,
+    move: Move,
+    now: float,
+    verdict: gate.Verdict,
+    fencing: Fencing | None,
+    *,
+    approved: bool,
+) -> Outcome:
+    """The move's effect, the fence confirmed (on a shared backend) just before."""
+    cfg = wd.config
+    a = move.action
+    match a:
+        case Noop():
+            return Outcome(True)
+        case WriteGoal(id=goal_id, body=body):
+            data = gate.with_newline(body).encode()
+            jsonio.atomic_write(wd.paths.goal(goal_id), data)
+            rel = f"goals/{goal_id}.md"
+            provenance.record(wd.paths, rel, data, approved=approved, now=now)
+            stamp_goal(wd, goal_id, now)
+            return Outcome(True)
+        case ArchiveGoal(id=goal_id):
+            return _archive_goal(wd.paths, goal_id, now)
+        case WriteSensor(name=name, script=script):
+            wd.paths.sensors.mkdir(exist_ok=True)
+            data = gate.sensor_text(script).encode()
+            jsonio.atomic_write(wd.paths.sensor(name), data, mode=0o755)
+            return Outcome(True)
+        case WritePlaybook(body=body):
+            _keep_playbook_history(wd.paths, now)
+            jsonio.atomic_write(wd.paths.playbook, gate.with_newline(body).encode())
+            return Outcome(True)
+        case WriteSchedule(name=name, in_s=in_s, every_s=every_s, cron=cron):
+            timers.write(wd, name, now=now, in_s=in_s, every_s=every_s, cron=cron)
+            return Outcome(True)
+        case DropSchedule(name=name):
+            gone = timers.drop(wd, name)
+            return Outcome(True, "" if gone else "(no such schedule)")
+        case RunShell(cmd=cmd):
+            argv = list(verdict.argv) if verdict.argv else ["bash", "-c", cmd]
+            return _run_shell(wd.paths, cfg, move, now, argv, fencing=fencing)
+        case AskHuman(prompt=prompt, options=options):
+            return _guarded(wd, move, now, lambda: _ask(wd, prompt, options, now))
+        case StartWorker() | KillWorker():
+            run = lambda: _workers(wd, move, now, verdict.verify)  # noqa: E731
+            return _guarded(wd, move, now, run)
+        case StartRound():
+            return _guarded(wd, move, now, lambda: _start_round(wd, move, now))
     raise AssertionError(f"unhandled move {move.name}")  # pragma: no cover
 
 
@@ -176,8 +211,11 @@ def _keep_playbook_history(paths: Paths, now: float) -> None:
 # -- run_shell ------------------------------------------------------------------------------
 
 
-def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, argv: list[str]) -> Outcome:
-    """Run a command the gate admitted: allowlisted (argv, no shell) or approved (bash -c)."""
+def _run_shell(
+    paths: Paths, cfg: Config, move: Move, now: float, argv: list[str], *, fencing: Fencing | None
+) -> Outcome:
+    """Run a command the gate admitted: allowlisted (argv, no shell) or approved (bash -c);
+    on a shared backend with the fence it runs under in its environment (LOOOP_FENCE)."""
     assert isinstance(move.action, RunShell)
     cmd = move.action.cmd
     wal.begin(paths, move.to_json(), now)
@@ -185,7 +223,7 @@ def _run_shell(paths: Paths, cfg: Config, move: Move, now: float, argv: list[str
         result = procs.run(
             argv,
             cwd=paths.root,
-            env=child_env(paths, config=cfg),
+            env=child_env(paths, fencing.env() if fencing else None, config=cfg),
             timeout_s=cfg.gates.shell_timeout_s,
             cap=64 * 1024,
             stderr_tail=SHELL_TAIL,

@@ -398,6 +398,9 @@ def pulse_lock(paths: Paths, cfg: Config, now: float) -> Check:
     return Check("pulse lock", Verdict.OK, "held by a pulse running now")
 
 
+COMPACT_AFTER = 100_000  # etcd revisions kept uncompacted before doctor warns
+
+
 def coordination(wd: WorkDir, now: float) -> Check:
     """On a shared backend: does it answer, with a quorum, and who holds the pulse?"""
     cfg = wd.config
@@ -416,6 +419,35 @@ def coordination(wd: WorkDir, now: float) -> Check:
     if view is not None and view.live and view.claim is not None:
         pulse = f"pulse held by {view.claim.host or '?'} (epoch {view.claim.epoch})"
     where = f"{c.backend} at {', '.join(c.endpoints)}, prefix {c.prefix}"
-    return Check(
-        "coordination", Verdict.OK, f"{where}: answered in {ms:.0f} ms; host {coord.host}; {pulse}"
+    said = f"{where}: answered in {ms:.0f} ms; host {coord.host}; {pulse}"
+    client = getattr(coord, "client", None)
+    ends = getattr(client, "endpoints", None)
+    if ends is None:
+        return Check("coordination", Verdict.OK, said)
+    answers = ends()
+    quiet = [f"{url} ({why})" for url, why, _ in answers if why is not None]
+    said += "; endpoints: " + ", ".join(
+        f"{url} {'answers' if why is None else 'does not answer'}" for url, why, _ in answers
     )
+    if quiet:
+        return Check(
+            "coordination",
+            Verdict.WARN,
+            said,
+            f"check {'; '.join(quiet)}: the others carry on while a quorum answers",
+        )
+    revision = max(
+        (int(st.get("header", {}).get("revision", 0)) for _, why, st in answers if why is None),
+        default=0,
+    )
+    said += f"; revision {revision}"
+    claims = f"{c.prefix.rstrip('/')}/claims/"
+    if revision > COMPACT_AFTER and client is not None and client.never_compacted(claims):
+        return Check(
+            "coordination",
+            Verdict.WARN,
+            said + ", never compacted",
+            "run etcd with --auto-compaction-mode=periodic --auto-compaction-retention=1h"
+            " (README: Compaction)",
+        )
+    return Check("coordination", Verdict.OK, said)

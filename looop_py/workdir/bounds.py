@@ -210,6 +210,13 @@ def _check_coordination(c: Any) -> None:
         )
     if c.backend != "etcd":
         return
+    if c.host_id:  # looop.toml is shared (a git repo): every host would get this one id
+        raise ConfigError(
+            f"coordination.host_id: {c.host_id!r} in looop.toml would name every host that"
+            " shares this file alike",
+            "a host id is per machine: remove it here and set $LOOOP_HOST_ID, or write the"
+            " name to state/host-id on that machine",
+        )
     if not c.endpoints:
         raise ConfigError("coordination.endpoints: the etcd backend needs at least one endpoint")
     schemes = set()

@@ -147,7 +147,7 @@ class CoordinationConfig:
     prefix: str = ""  # etcd: the loop's keys live under this, e.g. "/looop/team-a"
     lease_ttl_s: float = 10.0  # a dead holder's claims (and a dead pulse) go after this
     timeout_s: float = 5.0  # one request to etcd; no answer in time counts as unavailable
-    host_id: str = ""  # this host's name in claims and records ("" = $LOOOP_HOST_ID, else hostname)
+    host_id: str = ""  # files only: etcd refuses it here (shared); $LOOOP_HOST_ID, state/host-id
     ca_cert: str = ""  # https: CA bundle to verify etcd with ("" = the system's)
     cert_cert: str = ""  # https: client certificate and its key, both or neither
     cert_key: str = ""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from looop_py import jsonio
@@ -76,7 +77,31 @@ if TYPE_CHECKING:
 
         def fenced(self, claim: str, token: int) -> AbstractContextManager[None]: ...
 
+        def confirm(self, what: str) -> Fencing | None: ...
+
         def close(self) -> None: ...
+
+
+FENCE_ENV = "LOOOP_FENCE"  # `<claim>:<token>`, in the environment of what a fenced beat runs
+FENCE_DEADLINE_ENV = "LOOOP_FENCE_DEADLINE"  # the renew deadline, unix seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Fencing:
+    """What `confirm` proved just now: `claim` is still held at `token`, and stays held at
+    least until `deadline` (unix seconds: the last lease renewal plus the TTL, less a margin
+    for clock drift). A side effect starts only after such a proof (moves/act.py)."""
+
+    claim: str
+    token: int
+    deadline: float
+
+    def env(self) -> dict[str, str]:
+        """For the child that carries out the side effect: `looop fence check` reads these."""
+        return {
+            FENCE_ENV: f"{self.claim}:{self.token}",
+            FENCE_DEADLINE_ENV: f"{self.deadline:.3f}",
+        }
 
 
 KINDS = (
@@ -210,6 +235,10 @@ class FilesShelf:
     @contextlib.contextmanager
     def fenced(self, claim: str, token: int) -> Iterator[None]:
         yield  # one machine: the beat's flock already keeps every other writer out
+
+    def confirm(self, what: str) -> Fencing | None:
+        """Nothing to ask: on one machine the beat's flock is the fence, held until it ends."""
+        return None
 
     def close(self) -> None:
         pass  # nothing held open

@@ -41,7 +41,7 @@ def _all_commands() -> Iterator[tuple[str, click.Command]]:
 
 
 # Groups of other commands: each of theirs takes --json (a log, the manual and a script too).
-NOT_REPORTING = {"worker", "decider", "schedule", "cron"}
+NOT_REPORTING = {"worker", "decider", "schedule", "cron", "fence"}
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _all_commands()])
