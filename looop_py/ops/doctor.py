@@ -7,16 +7,12 @@ that costs a model call (the decider round trip).
 
 from __future__ import annotations
 
-import enum
 import os
-import re
-import shlex
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from looop_py.coord import base, choose
@@ -24,6 +20,8 @@ from looop_py.coord.choose import open_workdir
 from looop_py.errors import LooopError
 from looop_py.locks import PulseLock
 from looop_py.ops import cron
+from looop_py.ops.check import Check, Verdict
+from looop_py.ops.programs import decider_program, runtime
 from looop_py.workdir import environ, journal
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
@@ -33,28 +31,6 @@ MIN_FREE_BYTES = 200 * 1024 * 1024
 MAX_SKEW_S = 5.0  # the file system's clock against this machine's
 STALE_BEAT_S = 15 * 60  # a scheduled pulse should have beaten within this
 METERED = ("openai", "anthropic", "command")  # backends that spend money per decide
-
-
-class Verdict(enum.StrEnum):
-    OK = "ok"
-    WARN = "warn"  # works, but not as the user probably wants it
-    FAIL = "fail"  # broken: doctor exits 1
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    verdict: Verdict
-    message: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "verdict": self.verdict,
-            "message": self.message,
-            "fix": self.fix,
-        }
 
 
 @dataclass(frozen=True)
@@ -241,107 +217,6 @@ def pricing(cfg: Config) -> Check:
 
 def _runtimes_in_use(cfg: Config) -> list[str]:
     return sorted({cfg.workers.default_runtime, *cfg.runtimes})
-
-
-def _program(command: str) -> str:
-    """The program a command line runs, past leading VAR=value assignments."""
-    words = shlex.split(command) if command.strip() else []
-    return next((w for w in words if "=" not in w.split("/")[0]), "")
-
-
-def _where(job_path: str | None) -> str:
-    return "the cron job's PATH (state/cron.env)" if job_path is not None else "PATH"
-
-
-def decider_program(cfg: Config, job_path: str | None) -> Check:
-    """A command decider's program, found where the job will look for it."""
-    if cfg.decider.backend != "command":
-        return Check("decider program", Verdict.OK, f"{cfg.decider.backend}: none to find")
-    program = _program(cfg.decider.command)
-    found = shutil.which(program, path=job_path) if program else None
-    if found is None:
-        return Check(
-            "decider program",
-            Verdict.FAIL,
-            f"`{program or '?'}` is not on {_where(job_path)}",
-            "put it on PATH, then `looop cron install` again to carry that PATH",
-        )
-    return Check("decider program", Verdict.OK, f"`{program}` is {found}")
-
-
-# A runtime whose program is one of these runs a script: its first operand is that file.
-_INTERPRETERS = frozenset(
-    {"bash", "sh", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "deno", "bun"}
-)
-
-
-def runtime(cfg: Config, name: str, root: Path, job_path: str | None = None) -> Check:
-    """The runtime resolves, its program is on PATH, and the files its command names exist
-    (`bash run-agent.sh {{prompt_file}}`: run-agent.sh, relative to the work dir `root`)."""
-    from looop_py.workers import runtimes  # only to read the command lines
-
-    try:
-        rt = runtimes.resolve(cfg, name)
-    except LooopError as exc:
-        return Check(f"runtime {name}", Verdict.FAIL, exc.message, exc.hint)
-    try:
-        words = shlex.split(rt.command)
-    except ValueError as exc:
-        return Check(f"runtime {name}", Verdict.FAIL, f"its command does not parse: {exc}")
-    while words and _ASSIGNMENT.fullmatch(words[0]):
-        words = words[1:]  # `NAME=value program …`
-    program = words[0] if words else ""
-    if not program or shutil.which(program, path=job_path) is None:
-        return Check(
-            f"runtime {name}",
-            Verdict.FAIL,
-            f"`{program or '?'}` is not on {_where(job_path)}",
-            f"install {program or 'its program'}, or set [workers] default_runtime"
-            + (", then `looop cron install` again" if job_path is not None else ""),
-        )
-    if name == "claude" and os.geteuid() == 0 and "--dangerously-skip-permissions" in rt.command:
-        return Check(
-            "runtime claude",
-            Verdict.FAIL,
-            "claude refuses --dangerously-skip-permissions as root",
-            "run looop as an ordinary user, or set [runtimes.claude] command without that flag",
-        )
-    for path in _named_files(program, words[1:]):
-        if not (root / Path(path).expanduser()).exists():
-            return Check(
-                f"runtime {name}",
-                Verdict.FAIL,
-                f"`{program}` is on PATH but `{path}` does not exist (from {root})",
-                f"create it, or fix [runtimes.{name}] command in looop.toml",
-            )
-    return Check(
-        f"runtime {name}", Verdict.OK, f"`{program}` is {shutil.which(program, path=job_path)}"
-    )
-
-
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
-
-
-def _named_files(program: str, args: list[str]) -> list[str]:
-    """The files a command line names: an interpreter's script (its first operand), and
-    every argument written as a path (/…, ./…, ../…, ~/…); never the prompt file."""
-    named: list[str] = []
-    operand_seen = Path(program).name not in _INTERPRETERS
-    inline = False
-    for arg in args:
-        if inline or "{{" in arg or "$" in arg or arg in ("<", ">", "|", "&&", ";"):
-            inline = False  # code given inline, looop's placeholder, shell syntax: no file
-            operand_seen = True
-            continue
-        if arg.startswith("-"):
-            inline = not operand_seen and arg in ("-c", "-e", "-m", "--eval")
-            continue
-        if not operand_seen:
-            operand_seen = True
-            named.append(arg)
-        elif arg.startswith(("/", "./", "../", "~/")):
-            named.append(arg)
-    return named
 
 
 def scheduled(paths: Paths, now: float) -> Check:

@@ -410,4 +410,9 @@ def test_renew_never_retakes_a_lapsed_or_foreign_lease(backend: Backend) -> None
     with pytest.raises(ClaimHeld, match="theirs is held by"):
         coord.claim("theirs", me, renew=True, now=now)
     again = coord.claim("deploy", me, ttl_s=5, now=now + 60)  # a plain claim takes it anew
-    assert again.action == "acquired" and again.claim.epoch == first.claim.epoch + 1
+    assert again.action == "acquired"
+    # files count epochs; etcd's token is the key's create revision: newer, not next.
+    if backend.name == "files":
+        assert again.claim.epoch == first.claim.epoch + 1
+    else:
+        assert again.claim.epoch > first.claim.epoch
