@@ -140,6 +140,7 @@ class FakeModel:
             n = len(self.posts) if self.sequential else _assistant_turns(wire, body)
             turn = self.script[n] if n < len(self.script) else Turn(text="done")
             self.requests.append(Seen("POST", path, body, n))
+            msg_id = f"msg_fake_{len(self.requests)}"  # each reply its own, as the API does
             if self.fail_first:
                 turn = Turn(status=self.fail_first.pop(0))
         if turn.status != 200:
@@ -156,7 +157,7 @@ class FakeModel:
             self.output_tokens += turn.output_tokens
         call = _shell_call(wire, body, turn.shell, n) if turn.shell else None
         if wire == "anthropic":
-            events = _anthropic(turn, call)
+            events = _anthropic(turn, call, msg_id)
         elif wire == "responses":
             events = _responses(turn, call)
         elif body.get("stream"):
@@ -273,10 +274,10 @@ def _shell_call(
 
 
 def _anthropic(
-    turn: Turn, call: tuple[str, dict[str, Any], str] | None
+    turn: Turn, call: tuple[str, dict[str, Any], str] | None, msg_id: str = "msg_fake"
 ) -> list[tuple[str | None, Any]]:
     msg = {
-        "id": "msg_fake",
+        "id": msg_id,
         "type": "message",
         "role": "assistant",
         "model": "claude-fake",

@@ -95,6 +95,7 @@ class SessionWorkers:
             loop=request.loop,
             cwd=Path(request.workspace) if request.workspace else None,
             read_only=request.read_only,
+            max_iters=request.max_iters,
             now=self.clock(),
         )
         if self.wd.shelf.shared:  # other hosts see it alive (loops/advance.py)
