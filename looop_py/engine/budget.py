@@ -123,14 +123,16 @@ class BudgetState:
     budget: TokenBudget
     input_tokens: int = 0
     output_tokens: int = 0
+    unsplit_tokens: int = 0  # reported only as a total: no direction to charge them to
 
-    def add(self, input_tokens: int, output_tokens: int) -> None:
+    def add(self, input_tokens: int, output_tokens: int, unsplit_tokens: int = 0) -> None:
         self.input_tokens += max(0, int(input_tokens))
         self.output_tokens += max(0, int(output_tokens))
+        self.unsplit_tokens += max(0, int(unsplit_tokens))
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        return self.input_tokens + self.output_tokens + self.unsplit_tokens
 
     def max_iters(self) -> int:
         return self.budget.max_iters_per_round

@@ -316,11 +316,12 @@ def _spend(s: RoundState, result: WorkerResult) -> RoundState:
         s,
         input_tokens=s.input_tokens + max(0, result.input_tokens),
         output_tokens=s.output_tokens + max(0, result.output_tokens),
+        unsplit_tokens=s.unsplit_tokens + max(0, result.unsplit_tokens),
     )
 
 
 def _tally(s: RoundState) -> BudgetState:
-    return BudgetState(s.spec.budget, s.input_tokens, s.output_tokens)
+    return BudgetState(s.spec.budget, s.input_tokens, s.output_tokens, s.unsplit_tokens)
 
 
 def _over_budget(s: RoundState, skipped: str) -> RoundState | None:

@@ -192,7 +192,7 @@ def contract(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
         "  report and ask.",
         "- Finish by reporting how it went; exiting 0 alone never counts as success:",
         '    "$LOOOP_BIN" done --status done|done-with-concerns|blocked --summary "one line"',
-        "  (add --tokens N --cost-usd X if you know what you spent).",
+        "  (add --input-tokens N --output-tokens M --cost-usd X if you know what you spent).",
         "- Environment: LOOOP_SESSION_ID, LOOOP_BIN, LOOOP_DIR, LOOOP_CLAIMS_DIR,",
         "  LOOOP_REPORTS_DIR.",
     ]
