@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from looop_py import jsonio
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop
 from tests.loops.test_e2e import DONE, beat_until, finished, loop_goal, rounds_of, setup
@@ -50,6 +51,8 @@ def test_budgets_per_direction_trip_on_the_direction_reported(
     r = spend(wd, said, budget)
     assert r.get("limit") == limit, r
     assert r["outcome"] == ("budget-exhausted" if limit else "reported")
+    listed = jsonio.loads(invoke_looop("-C", str(wd.root), "loops", "--json").stdout)
+    assert listed["loops"][0]["tokens"] == (410 if "input" in said else 400)
 
 
 def test_a_split_report_shows_in_and_out_and_a_total_alone_shows_unsplit(wd: Paths) -> None:
