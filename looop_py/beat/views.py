@@ -14,6 +14,7 @@ from looop_py.beat.result import BeatOutcome
 from looop_py.beat.shared import Standing, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
+from looop_py.loops.views import held_loops
 from looop_py.sensing.sense import load_committed
 from looop_py.spend import limits
 from looop_py.workdir import journal
@@ -249,6 +250,7 @@ class StatusView:
     committed_error: str | None = None  # last-world.json could not be read (a cache: rebuilt)
     failed_steps: FailedSteps | None = None  # a bug the last beat survived, until a clean one
     shared: Standing | None = None  # a shared backend (etcd): this host, the pulse
+    held_loops: dict[str, str] | None = None  # loop -> "held since T: waiting on ask X"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -262,6 +264,7 @@ class StatusView:
             "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
             "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
             "coordination": self.shared.to_json() if self.shared else {"backend": "files"},
+            "held_loops": self.held_loops or {},
         }
 
 
@@ -290,6 +293,7 @@ def status(wd: WorkDir) -> StatusView:
         committed_error=error,
         failed_steps=failed_steps(wd.paths),
         shared=shared,
+        held_loops=held_loops(wd),
     )
 
 
