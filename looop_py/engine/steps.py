@@ -198,9 +198,14 @@ def _step_gate(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
 def _step_escalate(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     assert s.proposed is not None
     p = s.proposed
+    second_yes = (
+        ""
+        if p.verified
+        else "Approving unverified work takes a second yes: `looop approve ID --unverified`.\n"
+    )
     question = (
         f"Loop `{s.loop}` ({s.level.label}) proposes `{p.kind}`"
-        f"{'' if p.verified else ' (NOT verified by its checker)'}.\n"
+        f"{'' if p.verified else ' (NOT verified by its checker)'}.\n{second_yes}"
         f"Why a human is asked: {s.reason}\n\n{p.summary}\n\nApprove?"
     )
     request = ApprovalRequest(

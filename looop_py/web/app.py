@@ -170,8 +170,11 @@ class Web:
 
     async def approve(self, request: Request) -> Response:
         aid = request.path_params["id"]
+        unverified = request.state.form.get("unverified") == "yes"
         got = await run_in_threadpool(
-            lambda: approvals.approve(self.opened.current(), aid, now=time.time())
+            lambda: approvals.approve(
+                self.opened.current(), aid, now=time.time(), unverified=unverified
+            )
         )
         return _done(request, "/asks", _answer_json(aid, got))
 

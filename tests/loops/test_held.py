@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from looop_py import jsonio
@@ -43,3 +45,24 @@ def test_a_held_loop_says_why_in_loops_status_and_the_page(wd: Paths) -> None:
     (lp,) = jsonio.loads(invoke_looop(*root, "loops", "--json").stdout)["loops"]
     assert lp["waiting"] is None
     assert "loop held" not in invoke_looop(*root, "status").stdout
+
+
+def test_approving_what_its_checker_rejected_takes_unverified_and_the_ask_says_so(
+    wd: Paths, tmp_path: Path
+) -> None:
+    marker = tmp_path / "applied"
+    setup(wd, f'[actions.apply-patch]\ncommand = "touch {marker}"\n')
+    rejects = '"$LOOOP_BIN" done --status blocked --summary "the tests fail"'
+    loop_goal(wd, "sweep", "L2", f'{DONE} "patched"', rejects, action="apply-patch")
+    beat_until(wd, lambda: any(r["phase"] == "awaiting-approval" for r in rounds_of(wd)))
+    (ask,) = [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
+    assert "NOT verified" in ask.prompt and "--unverified" in ask.prompt
+    root = ("-C", str(wd.root))
+    once = invoke_looop(*root, "approve", ask.id)
+    assert once.returncode == 2 and f"looop approve {ask.id} --unverified" in once.stderr
+    assert not marker.exists() and mailbox.pending(open_wd(wd))  # still waiting, nothing ran
+    twice = invoke_looop(*root, "approve", ask.id, "--unverified")
+    assert twice.returncode == 0, twice.stderr
+    assert marker.exists()
+    (done,) = rounds_of(wd)
+    assert done["outcome"] == "proceeded"
