@@ -364,13 +364,10 @@ def report(
             f"--tokens {tokens} is less than --input-tokens plus --output-tokens ({split})"
         )
     if tokens is not None or cost_usd is not None or split:
-        result["usage"] = {
-            "input_tokens": input_tokens or 0,
-            "output_tokens": output_tokens or 0,
-            "total_tokens": tokens if tokens is not None else split,
-            "cost_usd": cost_usd,
-            "source": "worker",
-        }
+        usage: dict[str, Any] = {"total_tokens": tokens if tokens is not None else split}
+        if input_tokens is not None or output_tokens is not None:  # a split, only when given
+            usage |= {"input_tokens": input_tokens or 0, "output_tokens": output_tokens or 0}
+        result["usage"] = usage | {"cost_usd": cost_usd, "source": "worker"}
     try:
         jsonio.write_json(d / RESULT, result)
     except OSError as exc:  # e.g. a read-only sandbox (codex --sandbox read-only): say so
