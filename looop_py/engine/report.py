@@ -128,6 +128,7 @@ class RoundReport:
             "answer_note": self.answer_note,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "unsplit_tokens": self.unsplit_tokens,
             "total_tokens": self.total_tokens,
             "started_at": self.started_at,
             "ended_at": self.ended_at,

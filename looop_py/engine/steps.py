@@ -117,7 +117,7 @@ def _request(s: RoundState, kind: str, prompt: str) -> WorkerRequest:
         prompt=prompt,
         read_only=not s.level.maker_may_write,
         workspace=s.workspace,
-        runtime=s.spec.runtime,
+        runtime=s.spec.runtime_for(kind),
         max_iters=s.spec.budget.max_iters_per_round,
     )
 
