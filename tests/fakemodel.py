@@ -41,8 +41,9 @@ class Turn:
     text: str = ""  # the model's text (a move as JSON, or a final message)
     shell: str = ""  # a shell command the model asks to run through the CLI's shell tool
     status: int = 200  # an error status answers with the provider's error body
-    input_tokens: int = 120
+    input_tokens: int = 120  # every prompt token, the cached ones too
     output_tokens: int = 30
+    cached_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
 
 
 @dataclass
@@ -62,6 +63,7 @@ class FakeModel:
     proxied: list[str] = field(default_factory=list)  # hosts a CLI tried to reach through us
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -155,6 +157,7 @@ class FakeModel:
         with self.lock:
             self.input_tokens += turn.input_tokens
             self.output_tokens += turn.output_tokens
+            self.cached_tokens += turn.cached_tokens
         call = _shell_call(wire, body, turn.shell, n) if turn.shell else None
         if wire == "anthropic":
             events = _anthropic(turn, call, msg_id)
@@ -284,7 +287,7 @@ def _anthropic(
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": turn.input_tokens, "output_tokens": 1},
+        "usage": {**_anthropic_input(turn), "output_tokens": 1},
     }
     ev: list[tuple[str | None, Any]] = [
         ("message_start", {"type": "message_start", "message": msg})
@@ -351,6 +354,14 @@ def _anthropic(
     return ev
 
 
+def _anthropic_input(turn: Turn) -> dict[str, int]:
+    """Anthropic counts the prompt tokens read from its cache apart from `input_tokens`."""
+    return {
+        "input_tokens": turn.input_tokens - turn.cached_tokens,
+        "cache_read_input_tokens": turn.cached_tokens,
+    }
+
+
 def _anthropic_whole(turn: Turn, call: tuple[str, dict[str, Any], str] | None) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
     if call:
@@ -365,7 +376,7 @@ def _anthropic_whole(turn: Turn, call: tuple[str, dict[str, Any], str] | None) -
         "content": content,
         "stop_reason": "tool_use" if call else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens},
+        "usage": {**_anthropic_input(turn), "output_tokens": turn.output_tokens},
     }
 
 
@@ -448,7 +459,7 @@ def _responses(
         "output": items,
         "usage": {
             "input_tokens": turn.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": turn.cached_tokens},
             "output_tokens": turn.output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": turn.input_tokens + turn.output_tokens,
@@ -471,11 +482,12 @@ def _chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
     }
 
 
-def _usage(turn: Turn) -> dict[str, int]:
+def _usage(turn: Turn) -> dict[str, Any]:
     return {
         "prompt_tokens": turn.input_tokens,
         "completion_tokens": turn.output_tokens,
         "total_tokens": turn.input_tokens + turn.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
     }
 
 

@@ -11,15 +11,23 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from looop_py import world
 from looop_py.beat.result import BeatOutcome
 from looop_py.deciders import prompt, volatility
-from looop_py.deciders.base import DecideError, Decider, request_in
+from looop_py.deciders.base import (
+    DecideError,
+    Decider,
+    DecideRequest,
+    InvalidReply,
+    Usage,
+    request_in,
+)
 from looop_py.moves import act, union
 from looop_py.sensing.sense import World
-from looop_py.spend import ledger, limits
+from looop_py.spend import ledger, limits, prices
 from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.context import WorkDir
 from looop_py.world import Change
@@ -118,49 +126,81 @@ def decide_and_act(
     forced_by: str | None = None,
     interrupted: str | None = None,
 ) -> Verdict:
-    cfg = wd.config
-    lim = cfg.limits
+    """DECIDE and ACT: check the limits, ask the backend, charge what it spent (whatever it
+    answered), read one move from the answer, carry the move out."""
     ledgers = limits.load(wd)
-    items = seen.items
-    policy = policy_hash(items)
-    block = limits.decide_block(ledgers, now=now, policy=policy, limits=lim)
+    policy = policy_hash(seen.items)
+    block = limits.decide_block(ledgers, now=now, policy=policy, limits=wd.config.limits)
     if block is not None:
         return Verdict(BeatOutcome.HELD, reason=block)
+    text = _prompt(
+        wd,
+        ledgers,
+        seen=seen,
+        changed=changed,
+        now=now,
+        forced_by=forced_by,
+        interrupted=interrupted,
+    )
+    attempt = _Attempt.begin(wd, ledgers, policy=policy, backend=backend, text=text, now=now)
+    request = _request(wd, seen=seen, changed=changed, now=now, forced_by=forced_by, text=text)
+    try:
+        decision = backend.decide(request)
+    except DecideError as exc:
+        attempt.finished(exc.usage, billed=isinstance(exc, InvalidReply))
+        if exc.raw:  # what the backend did say (a CLI's error envelope) goes to runs/ too
+            runs.write(wd, attempt.run, "output.txt", exc.raw)
+        return attempt.fail(f"decider {backend.name} failed: {exc.message}")
+    attempt.finished(decision.usage, billed=True)
+    runs.write(wd, attempt.run, "output.txt", decision.raw)
+    try:
+        move = union.parse(decision.move)
+    except union.MoveError as exc:
+        return attempt.fail(f"rejected decision: {exc.message}")
+    runs.write(wd, attempt.run, "move.json", move.to_json())
+    return attempt.act(move)
 
-    flap_state, _ = limits.flap_update(limits.load_flap(wd), items)
+
+def _prompt(
+    wd: WorkDir,
+    ledgers: limits.Ledgers,
+    *,
+    seen: World,
+    changed: tuple[Change, ...],
+    now: float,
+    forced_by: str | None,
+    interrupted: str | None,
+) -> str:
+    """The prompt, with the flapping sensors and the last failure (and an interrupted beat's)."""
+    flap_state, _ = limits.flap_update(limits.load_flap(wd), seen.items)
     limits.save_flap(wd, flap_state)
     last_failure = ledgers.backoff.reason if ledgers.backoff.fails else None
     if interrupted:
         last_failure = f"{interrupted}\n{last_failure}" if last_failure else interrupted
-
-    started = time.monotonic()
-    text = gather_prompt(
+    return gather_prompt(
         wd,
         now=now,
         seen=seen,
         changed=changed,
         forced_by=forced_by,
-        flapping=limits.flapping(flap_state, lim.flap_streak),
+        flapping=limits.flapping(flap_state, wd.config.limits.flap_streak),
         last_failure=last_failure,
     )
-    run = runs.new_run(wd.paths)
-    runs.write(wd, run, "prompt.md", text)
-    limits.save_decide(wd, ledgers, now)  # an attempt counts against the cap, win or lose
-    stats: dict[str, Any] = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
 
-    def fail(reason: str) -> Verdict:
-        reason = environ.redact(reason, cfg)  # a provider's error may echo the key
-        fails = ledgers.backoff.fails + 1
-        limits.save_backoff(wd, limits.Backoff(fails, wd.clock(), policy, reason))
-        runs.write(wd, run, "error.txt", reason)
-        journal.write(wd, f"✗ {reason}", wd.clock())
-        runs.prune(wd.paths, lim.runs_keep)
-        return Verdict(BeatOutcome.FAILED, reason=reason, stats=stats)
 
-    request = request_in(
+def _request(
+    wd: WorkDir,
+    *,
+    seen: World,
+    changed: tuple[Change, ...],
+    now: float,
+    forced_by: str | None,
+    text: str,
+) -> DecideRequest:
+    return request_in(
         wd.paths,
         now,
-        items=items,
+        items=seen.items,
         changed=changed,
         snapshots=seen.snapshots,
         goals=seen.goals,
@@ -169,57 +209,98 @@ def decide_and_act(
         forced=forced_by is not None,
         prompt=text,
     )
-    try:
-        decision = backend.decide(request)
-    except DecideError as exc:
-        stats["ms"] = round((time.monotonic() - started) * 1000, 1)
-        if exc.raw:  # what the backend did say (a CLI's error envelope) goes to runs/ too
-            runs.write(wd, run, "output.txt", exc.raw)
-        return fail(f"decider {backend.name} failed: {exc.message}")
-    stats["ms"] = round((time.monotonic() - started) * 1000, 1)
-    usage = decision.usage
-    if usage is not None:
-        stats.update(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
-        )
-        if usage.cache_read_tokens or usage.cache_write_tokens:
-            stats.update(
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
+
+
+@dataclass
+class _Attempt:
+    """One decide under way: its run in runs/, its stats, and how it ends."""
+
+    wd: WorkDir
+    ledgers: limits.Ledgers
+    policy: str
+    now: float
+    run: Path
+    started: float
+    stats: dict[str, Any]
+
+    @classmethod
+    def begin(
+        cls,
+        wd: WorkDir,
+        ledgers: limits.Ledgers,
+        *,
+        policy: str,
+        backend: Decider,
+        text: str,
+        now: float,
+    ) -> _Attempt:
+        """A new run holding the prompt; the attempt counts against the decide cap, win or lose."""
+        run = runs.new_run(wd.paths)
+        runs.write(wd, run, "prompt.md", text)
+        limits.save_decide(wd, ledgers, now)
+        stats = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
+        return cls(wd, ledgers, policy, now, run, time.monotonic(), stats)
+
+    def finished(self, usage: Usage | None, *, billed: bool) -> None:
+        """The backend is done: time it, and charge what it spent to the ledger before
+        anything else looks at its answer. `billed`: it answered (a provider bills a reply
+        it cannot use too), so no reported usage counts as unmetered under a budget."""
+        self.stats["ms"] = round((time.monotonic() - self.started) * 1000, 1)
+        if usage is not None:
+            self.stats.update(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
             )
-    if lim.daily_tokens > 0 or lim.daily_usd > 0 or usage is not None:
-        charged = ledger.Charge(f"decide:{run.name}", ledger.DECIDER)  # unmetered
+            if usage.cache_read_tokens or usage.cache_write_tokens:
+                self.stats.update(
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                )
+        lim = self.wd.config.limits
+        budgeted = lim.daily_tokens > 0 or lim.daily_usd > 0
+        if usage is None and not (billed and budgeted):
+            return
+        key = f"decide:{self.run.name}"
+        runtime = prices.decider_runtime(self.wd.config.decider)
+        charged = ledger.Charge(key, ledger.DECIDER, runtime=runtime)  # unmetered
         if usage is not None:
             charged = ledger.Charge(
-                charged.key,
+                key,
                 ledger.DECIDER,
                 usage.total_tokens,
                 usage.cost_usd,
                 usage.input_tokens,
                 usage.cache_read_tokens,
                 usage.cache_write_tokens,
+                runtime,
             )
-        ledger.record_charge(wd, now, charged, budgeted_usd=lim.daily_usd > 0)
-    runs.write(wd, run, "output.txt", decision.raw)
+        ledger.record_charge(self.wd, self.now, charged, budgeted_usd=lim.daily_usd > 0)
 
-    try:
-        move = union.parse(decision.move)
-    except union.MoveError as exc:
-        return fail(f"rejected decision: {exc.message}")
-    runs.write(wd, run, "move.json", move.to_json())
+    def fail(self, reason: str) -> Verdict:
+        """Journal why, arm the backoff; the next prompt shows it as LAST FAILURE."""
+        wd = self.wd
+        reason = environ.redact(reason, wd.config)  # a provider's error may echo the key
+        fails = self.ledgers.backoff.fails + 1
+        limits.save_backoff(wd, limits.Backoff(fails, wd.clock(), self.policy, reason))
+        runs.write(wd, self.run, "error.txt", reason)
+        journal.write(wd, f"✗ {reason}", wd.clock())
+        runs.prune(wd.paths, wd.config.limits.runs_keep)
+        return Verdict(BeatOutcome.FAILED, reason=reason, stats=self.stats)
 
-    outcome = act.execute(wd, move, now)
-    if not outcome.ok:
-        return fail(f"{move.name} failed: {outcome.note}")
-    limits.save_backoff(wd, None)
-    if outcome.held:
-        stats["held_as"] = outcome.held  # the approval ask a human must answer
-    text_line = move.journal or move.summary()
-    if outcome.note:
-        text_line += f" · {outcome.note}"
-    line = journal.write(wd, text_line, wd.clock())
-    runs.prune(wd.paths, lim.runs_keep)
-    wake = now + move.next_interval_s if move.next_interval_s is not None else None
-    return Verdict(BeatOutcome.DECIDED, move.to_json(), line, next_wake=wake, stats=stats)
+    def act(self, move: union.Move) -> Verdict:
+        """Carry the move out; a move that worked clears the backoff and is journaled."""
+        wd = self.wd
+        outcome = act.execute(wd, move, self.now)
+        if not outcome.ok:
+            return self.fail(f"{move.name} failed: {outcome.note}")
+        limits.save_backoff(wd, None)
+        if outcome.held:
+            self.stats["held_as"] = outcome.held  # the approval ask a human must answer
+        text_line = move.journal or move.summary()
+        if outcome.note:
+            text_line += f" · {outcome.note}"
+        line = journal.write(wd, text_line, wd.clock())
+        runs.prune(wd.paths, wd.config.limits.runs_keep)
+        wake = self.now + move.next_interval_s if move.next_interval_s is not None else None
+        return Verdict(BeatOutcome.DECIDED, move.to_json(), line, next_wake=wake, stats=self.stats)

@@ -131,7 +131,7 @@ def _round_events(wd: WorkDir) -> list[dict[str, Any]]:
 
     out = []
     for r in store.rows(box, include_done=False):
-        if r.outcome in ("escalated", "budget-exhausted", "failed"):
+        if r.outcome in ("escalated", "budget-exhausted", "failed", "blocked"):
             text = f"looop: round {r.id} of {r.loop} {r.outcome}" + (
                 f": {r.error}" if r.error else ""
             )

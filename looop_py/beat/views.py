@@ -96,6 +96,10 @@ class LimitsView:
     # today's spend by source (decider, loop:NAME, workers): {"tokens", "usd"}
     by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
     cache_hit_ratio: float | None = None  # of today's prompt tokens, the share a cache served
+    # today's spend by runtime (claude, codex, llm …): {"tokens", "usd"}, and the tokens of
+    # calls whose price nobody knows, by runtime (they hold a daily USD budget)
+    by_runtime: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unpriced: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +116,8 @@ class LimitsView:
             "next_wake": self.next_wake,
             "pending_asks": self.pending_asks,
             "by_source": self.by_source,
+            "by_runtime": self.by_runtime,
+            "unpriced": self.unpriced,
             "cache_hit_ratio": self.cache_hit_ratio,
         }
 
@@ -145,6 +151,11 @@ def limits_now(wd: WorkDir, now: float) -> LimitsView:
             for src, row in sorted(spend.by_source.items(), key=lambda kv: _source_rank(kv[0]))
         },
         cache_hit_ratio=spend.cache_hit_ratio(),
+        by_runtime={
+            rt: {"tokens": int(row.get("tokens", 0)), "usd": float(row.get("usd", 0.0))}
+            for rt, row in sorted(spend.by_runtime.items())
+        },
+        unpriced=dict(sorted(spend.unpriced.items())),
     )
 
 

@@ -137,10 +137,16 @@ the decide with its reason, journaled.
 Limits live outside the model ([limits]): decides_per_hour (120), daily_tokens
 and daily_usd budgets, failure backoff 60·2^(n−1) s up to 300 s, a noop re-decided
 after 6 h. A beat the limits hold back reports `held`; `looop why` says which.
-The daily budgets count one ledger (state/spend.json): decides, each loop's
-workers and other workers, by source, each charged once. While it is spent no
-round starts either (`looop loops`: held: budget). `looop status` shows today's
-spend by source and the share of prompt tokens a provider's cache served.
+The daily budgets count one ledger (state/spend.json): decides (an unusable
+reply too: it was billed), each loop's workers and other workers, by source and
+runtime, each charged once. A call that reports tokens but no cost is priced
+from [decider] / [runtimes.NAME] usd_per_mtok_*, else the pinned CLI's built-in
+price, else [limits] unpriced_usd_per_mtok; with none, daily_usd holds and
+`looop status` names what has no price. The budget is checked before every
+decide and every worker start, so it is overspent by one call at most; while it
+is spent no round starts either (`looop loops`: held: budget). `looop status`
+shows today's spend by source and runtime and the share of prompt tokens a
+provider's cache served.
 Every decide is archived in runs/<id>/ (the newest runs_keep, 50, are kept).
 
 Example:

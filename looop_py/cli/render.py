@@ -111,6 +111,14 @@ def limits_lines(lim: LimitsView) -> Lines:
             f"{src} {row['tokens']} tokens ${row['usd']:.4f}" for src, row in lim.by_source.items()
         ]
         lines.append(f"  by source {' · '.join(parts)}")
+    if lim.by_runtime:
+        parts = [
+            f"{rt} {row['tokens']} tokens ${row['usd']:.4f}" for rt, row in lim.by_runtime.items()
+        ]
+        lines.append(f"  by runtime {' · '.join(parts)}")
+    if lim.unpriced:
+        parts = [f"{rt} {n} tokens" for rt, n in lim.unpriced.items()]
+        lines.append(f"  no price  {' · '.join(parts)} (not in the dollars above)")
     if lim.cache_hit_ratio is not None:
         lines.append(f"cache hits  {lim.cache_hit_ratio:.0%} of today's prompt tokens")
     if b := lim.backoff:

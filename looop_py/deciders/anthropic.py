@@ -103,6 +103,7 @@ class AnthropicDecider:
             sleep=self._sleep,
             hint=f"check model and ${self.key_env}",
             read_reply=read_reply,
+            read_usage=usage_of,
             stop_key="stop_reason",
             request_id_header="request-id",
         )
@@ -167,6 +168,11 @@ def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | Non
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_of(data: Any) -> Usage | None:
+    """The usage a reply reports, whether or not it holds a move (a bad reply is billed too)."""
+    return _usage(data.get("usage")) if isinstance(data, dict) else None
 
 
 def _usage(u: Any) -> Usage | None:

@@ -29,6 +29,9 @@ class DecideError(LooopError):
     """
 
     raw: str = ""  # what the backend did return, if anything, for the runs/ archive
+    # What the failed call(s) reported spending: the provider billed them whatever the
+    # reply, so the beat charges this to the ledger too (None: nothing reported).
+    usage: Usage | None = None
 
 
 class PermanentError(DecideError):
@@ -74,6 +77,22 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
+    """Two calls' usage as one (a decide's attempts); a cost only one of them reported is kept,
+    None only when neither reported any usage."""
+    if a is None or b is None:
+        return a if b is None else b
+    costs = [c for c in (a.cost_usd, b.cost_usd) if c is not None]
+    cost = sum(costs) if costs else None
+    return Usage(
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        cost,
+        a.cache_read_tokens + b.cache_read_tokens,
+        a.cache_write_tokens + b.cache_write_tokens,
+    )
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from looop_py import procs
+from looop_py import jsonio, procs
 from looop_py.deciders import parse, pricing
 from looop_py.deciders.base import (
     DecideError,
@@ -41,6 +41,7 @@ from looop_py.deciders.base import (
     TemporaryError,
     TimedOut,
     Usage,
+    add_usage,
 )
 from looop_py.errors import ConfigError
 from looop_py.workdir.config import DeciderConfig
@@ -50,8 +51,9 @@ STDOUT_CAP = 4 * 1024 * 1024
 STDERR_TAIL = 2048
 # bash's own exit codes for a command it could not run: not executable, not found.
 _NOT_RUN = (126, 127)
-# `llm -u` prints its usage to stderr: "Token usage: 120 input, 30 output".
-_LLM_USAGE = re.compile(rb"Token usage: ([\d,]+) input, ([\d,]+) output")
+# `llm -u` prints its usage to stderr: "Token usage: 120 input, 30 output", then the
+# provider's non-zero details as JSON: `, {"prompt_tokens_details": {"cached_tokens": 100}}`.
+_LLM_USAGE = re.compile(rb"Token usage: ([\d,]+) input, ([\d,]+) output(?:, (\{.*\}))?")
 
 
 def _retryable(exc: DecideError) -> TemporaryError | None:
@@ -84,11 +86,13 @@ class CommandDecider:
         """One decide, retried while it fails with a TemporaryError (not a timeout)."""
         waited = 0.0
         attempt = 0
+        spent: Usage | None = None  # what the failed attempts before this one reported
         while True:
             attempt += 1
             try:
                 decision = self._once(request)
             except DecideError as exc:
+                spent = exc.usage = add_usage(spent, exc.usage)
                 temporary = _retryable(exc)
                 if temporary is None or attempt > self.cfg.max_retries:
                     if attempt > 1:
@@ -111,7 +115,7 @@ class CommandDecider:
             return Decision(
                 decision.move,
                 decision.raw,
-                decision.usage,
+                add_usage(spent, decision.usage),
                 {**decision.meta, "attempts": attempt, "waited_s": round(waited, 3)},
             )
 
@@ -141,6 +145,15 @@ class CommandDecider:
         return self._read(result, latency)
 
     def _read(self, result: procs.Result, latency: float) -> Decision:
+        """The decision in what the command printed; a failure carries the usage it reported
+        (an invalid reply or a failed CLI was billed all the same)."""
+        try:
+            return self._decision(result, latency)
+        except DecideError as exc:
+            exc.usage = pricing.priced(exc.usage or _stderr_usage(result.stderr_tail), self.cfg)
+            raise
+
+    def _decision(self, result: procs.Result, latency: float) -> Decision:
         stderr = " ".join(result.stderr_tail.decode("utf-8", "replace").split())[-500:]
         tail = f"; stderr: {stderr}" if stderr else ""
         if result.returncode is None:
@@ -174,20 +187,20 @@ class CommandDecider:
                 "run it by hand in the work dir to see why, or try `looop decider test`"
             )
             if cli:
-                error: DecideError = exc
+                error: DecideError = exc  # keeps the usage its envelope reported
                 error.message, error.hint = message, hint
             elif result.exit_code in _NOT_RUN:
                 error = PermanentError(message, hint)
             else:
                 error = parse.cli_error(message, hint)
-            error.raw = raw
+            error.raw, error.usage = raw, exc.usage
             raise error from None
         if failed:
             refused = PermanentError(
                 f"the decider command exited {result.exit_code} after printing a reply{tail}",
                 "a CLI that fails is not trusted with a move; run it by hand to see why",
             )
-            refused.raw = raw
+            refused.raw, refused.usage = raw, parsed.usage
             raise refused
         usage = parsed.usage or _stderr_usage(result.stderr_tail)
         meta = {
@@ -209,5 +222,19 @@ def _stderr_usage(stderr: bytes) -> Usage | None:
     found = _LLM_USAGE.findall(stderr)
     if not found:
         return None
-    tokens_in, tokens_out = found[-1]
-    return Usage(int(tokens_in.replace(b",", b"")), int(tokens_out.replace(b",", b"")), None)
+    tokens_in, tokens_out, details = found[-1]
+    count_in = int(tokens_in.replace(b",", b""))
+    return Usage(count_in, int(tokens_out.replace(b",", b"")), None, _llm_cached(details, count_in))
+
+
+def _llm_cached(details: bytes, tokens_in: int) -> int:
+    """The cached prompt tokens in llm's usage details (OpenAI's `prompt_tokens_details`)."""
+    try:
+        data = jsonio.loads(details) if details else None
+    except jsonio.JSONDecodeError:
+        return 0
+    prompt = data.get("prompt_tokens_details") if isinstance(data, dict) else None
+    cached = prompt.get("cached_tokens") if isinstance(prompt, dict) else None
+    if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+        return 0
+    return min(cached, tokens_in)

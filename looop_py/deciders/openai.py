@@ -92,6 +92,7 @@ class OpenAIDecider:
             sleep=self._sleep,
             hint=f"check model and ${self.key_env}" if headers else "check model and base_url",
             read_reply=read_reply,
+            read_usage=usage_of,
             stop_key="finish_reason",
             request_id_header="x-request-id",
         )
@@ -131,6 +132,11 @@ def read_reply(data: Any, max_tokens: int) -> tuple[Any, Usage | None, str | Non
         raise InvalidReply(f"openai: the reply has no text (finish_reason={finish})")
     move = schema.unwrap(parse.parse_object(content))
     return move, _usage(data.get("usage")), finish if isinstance(finish, str) else None
+
+
+def usage_of(data: Any) -> Usage | None:
+    """The usage a reply reports, whether or not it holds a move (a bad reply is billed too)."""
+    return _usage(data.get("usage")) if isinstance(data, dict) else None
 
 
 def _usage(u: Any) -> Usage | None:

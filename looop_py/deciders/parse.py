@@ -230,27 +230,61 @@ def _num(value: Any) -> float | None:
 def _claude_result(event: dict[str, Any], stream: bool) -> Parsed:
     source = Source.CLAUDE_STREAM if stream else Source.CLAUDE_JSON
     result = event.get("result")
+    usage = _claude_usage(event)
     if event.get("is_error") or event.get("subtype") not in (None, "success"):
         why = result if isinstance(result, str) and result else event.get("subtype", "error")
         status = event.get("api_error_status")
         status = status if isinstance(status, int) and not isinstance(status, bool) else None
         code = f" (HTTP {status})" if status is not None else ""
-        raise cli_error(f"claude reported an error{code}: {str(why)[:300]}", status=status)
+        error = cli_error(f"claude reported an error{code}: {str(why)[:300]}", status=status)
+        error.usage = usage
+        raise error
     if not isinstance(result, str):
-        raise InvalidReply("the claude result event has no text `result`")
-    usage = None
+        raise _billed(InvalidReply("the claude result event has no text `result`"), usage)
+    return Parsed(_object(result, usage), result, usage, source)
+
+
+def _claude_usage(event: dict[str, Any]) -> Usage | None:
+    """What a claude result reports spending: its `modelUsage` (every model the run called,
+    side calls too; after a cut stream the only counts it keeps), else its `usage`.
+
+    Cached prompt tokens are still prompt tokens: counted, so budgets see the real size of
+    each decide (the cost field already prices them lower).
+    """
+    cost = _num(event.get("total_cost_usd"))
+    by_model = event.get("modelUsage")
+    models = by_model.values() if isinstance(by_model, dict) else ()
+    rows = [r for r in models if isinstance(r, dict)]
+    if rows:
+        read = sum(_int(r.get("cacheReadInputTokens")) for r in rows)
+        written = sum(_int(r.get("cacheCreationInputTokens")) for r in rows)
+        tokens_in = sum(_int(r.get("inputTokens")) for r in rows) + read + written
+        tokens_out = sum(_int(r.get("outputTokens")) for r in rows)
+        if cost is None and any(_num(r.get("costUSD")) is not None for r in rows):
+            cost = sum(_num(r.get("costUSD")) or 0.0 for r in rows)
+        if tokens_in or tokens_out:
+            return Usage(tokens_in, tokens_out, cost, read, written)
     u = event.get("usage")
     if isinstance(u, dict):
-        # Cached prompt tokens are still prompt tokens: count them, so budgets see the
-        # real size of each decide (the cost field already prices them lower).
         read = _int(u.get("cache_read_input_tokens"))
         written = _int(u.get("cache_creation_input_tokens"))
         tokens_in = _int(u.get("input_tokens")) + read + written
-        cost = _num(event.get("total_cost_usd"))
-        usage = Usage(tokens_in, _int(u.get("output_tokens")), cost, read, written)
-    elif _num(event.get("total_cost_usd")) is not None:
-        usage = Usage(0, 0, _num(event.get("total_cost_usd")))
-    return Parsed(parse_object(result), result, usage, source)
+        return Usage(tokens_in, _int(u.get("output_tokens")), cost, read, written)
+    return Usage(0, 0, cost) if cost is not None else None
+
+
+def _billed(error: DecideError, usage: Usage | None) -> DecideError:
+    """`error`, carrying what the call that ended in it reported spending."""
+    error.usage = usage
+    return error
+
+
+def _object(text: str, usage: Usage | None) -> dict[str, Any]:
+    """The move object in a reply the provider billed: an invalid one still carries `usage`."""
+    try:
+        return parse_object(text)
+    except DecideError as exc:
+        raise _billed(exc, usage) from None
 
 
 def _codex(events: list[dict[str, Any]]) -> Parsed:
@@ -263,7 +297,8 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
         if kind == "turn.failed":
             err = e.get("error")
             msg = err.get("message") if isinstance(err, dict) else err
-            raise cli_error(f"codex reported a failed turn: {str(msg)[:300]}")
+            spent = Usage(tokens_in, tokens_out, None, min(cached, tokens_in)) if metered else None
+            raise _billed(cli_error(f"codex reported a failed turn: {str(msg)[:300]}"), spent)
         if kind == "error":
             error = str(e.get("message"))[:300]
         if kind == "turn.completed" and isinstance(e.get("usage"), dict):
@@ -279,12 +314,12 @@ def _codex(events: list[dict[str, Any]]) -> Parsed:
             and isinstance(item.get("text"), str)
         ):
             text = item["text"]
+    usage = Usage(tokens_in, tokens_out, None, min(cached, tokens_in)) if metered else None
     if text is None:
         if error:
-            raise cli_error(f"codex reported an error: {error}")
-        raise InvalidReply("codex printed no reply")
-    usage = Usage(tokens_in, tokens_out, None, min(cached, tokens_in)) if metered else None
-    return Parsed(parse_object(text), text, usage, Source.CODEX)
+            raise _billed(cli_error(f"codex reported an error: {error}"), usage)
+        raise _billed(InvalidReply("codex printed no reply"), usage)
+    return Parsed(_object(text, usage), text, usage, Source.CODEX)
 
 
 def _pi(events: list[dict[str, Any]]) -> Parsed:
@@ -326,11 +361,11 @@ def _pi(events: list[dict[str, Any]]) -> Parsed:
             ]
             if parts:
                 text = "".join(parts)
+    usage = Usage(tokens_in, tokens_out, cost, read, written) if metered else None
     if error is not None:  # pi's message starts with the HTTP status: "429 rate limited …"
         leading = re.match(r"\s*([1-5]\d\d)\b", error)
         status = int(leading[1]) if leading else None
-        raise cli_error(f"pi reported an error: {error}", status=status)
+        raise _billed(cli_error(f"pi reported an error: {error}", status=status), usage)
     if text is None:
-        raise InvalidReply("pi printed no assistant message")
-    usage = Usage(tokens_in, tokens_out, cost, read, written) if metered else None
-    return Parsed(parse_object(text), text, usage, Source.PI)
+        raise _billed(InvalidReply("pi printed no assistant message"), usage)
+    return Parsed(_object(text, usage), text, usage, Source.PI)

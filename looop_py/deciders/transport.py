@@ -42,6 +42,8 @@ from looop_py.workdir.config import DeciderConfig
 
 # A provider's reply → (move value, usage, why it stopped); raises a DecideError.
 ReadReply = Callable[[Any, int], tuple[Any, Usage | None, str | None]]
+# A provider's reply → the usage it reports, whatever else it holds.
+ReadUsage = Callable[[Any], Usage | None]
 
 MAX_BODY = 16 * 1024 * 1024
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}  # noqa: S104 - a host name, not a bind
@@ -249,22 +251,29 @@ def decide(
     sleep: Callable[[float], None],
     hint: str,
     read_reply: ReadReply,
+    read_usage: ReadUsage,
     stop_key: str,
     request_id_header: str,
 ) -> Decision:
     """One decide over HTTP, as both model APIs do it: post, read the move, price it.
 
     A reply that does not hold a move keeps its raw body on the DecideError, so
-    runs/<id>/ archives what the provider actually said.
+    runs/<id>/ archives what the provider actually said, and the usage it reports, so
+    the ledger charges what the provider billed.
     """
     started = time.monotonic()
     reply = post_json(url, body, headers, provider=backend, policy=policy, sleep=sleep, hint=hint)
     latency = time.monotonic() - started
     raw = reply.body.decode("utf-8", "replace")
     try:
-        move, usage, stop = read_reply(reply.json(backend), cfg.max_tokens)
+        data = reply.json(backend)
     except DecideError as exc:
         exc.raw = raw
+        raise
+    try:
+        move, usage, stop = read_reply(data, cfg.max_tokens)
+    except DecideError as exc:
+        exc.raw, exc.usage = raw, pricing.priced(read_usage(data), cfg)
         raise
     meta = {
         "backend": backend,

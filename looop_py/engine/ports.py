@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+class BudgetSpent(Exception):
+    """Raised by WorkerRunner.start when the daily budget allows no more work: the
+    round ends budget-exhausted, with the message as its reason, never failed."""
+
+
 class WorkerStatus(enum.Enum):
     """How a worker ended. Only DONE counts as verified when the checker reports it."""
 

@@ -21,6 +21,8 @@ class RoundOutcome(enum.Enum):
     PROCEEDED = "proceeded"  # the action ran (alone at L3, or after a human approved)
     ESCALATED = "escalated"  # handed to a human: waiting for, or refused by, them
     BUDGET_EXHAUSTED = "budget-exhausted"  # a token or wall-clock ceiling stopped it
+    BLOCKED = "blocked"  # the maker could not do the work (its provider refused, or it said
+    # so): nothing was checked or asked, the reason is the maker's own words
     FAILED = "failed"  # a worker, the gate, the executor or the workspace failed
 
     @property
@@ -97,7 +99,7 @@ class RoundReport:
         if self.outcome is RoundOutcome.BUDGET_EXHAUSTED:
             detail = self.budget_detail or (self.limit.label if self.limit else "a limit")
             lines.append(f"budget: {detail}")
-        if self.outcome is RoundOutcome.FAILED and self.error:
+        if self.outcome in (RoundOutcome.FAILED, RoundOutcome.BLOCKED) and self.error:
             lines.append(f"failure: {self.error}")
         if self.action is not None:
             lines.append(f"action: {self.action.kind} — {self.action.summary}")

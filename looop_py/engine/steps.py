@@ -22,6 +22,7 @@ from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
 from looop_py.engine.ports import (
     Approval,
     ApprovalRequest,
+    BudgetSpent,
     MemoryEntry,
     WorkerRequest,
     WorkerResult,
@@ -126,6 +127,8 @@ def _step_maker(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     request = _request(s, "maker", prompts.maker_prompt(s.spec, s.prior))
     try:
         handle = deps.workers.start(request)
+    except BudgetSpent as exc:
+        return _finish(s, RoundOutcome.BUDGET_EXHAUSTED, error=f"maker not started: {exc}")
     except Exception as exc:
         return _finish(s, RoundOutcome.FAILED, error=f"maker failed to start: {exc}")
     return replace(s, phase=Phase.MAKER_RUNNING, maker_handle=str(handle))
@@ -139,6 +142,8 @@ def _step_maker_running(s: RoundState, deps: RoundDeps, now: float) -> RoundStat
     s = _spend(replace(s, maker=result), result)
     if result.status is WorkerStatus.FAILED:
         return _finish(s, RoundOutcome.FAILED, error=f"maker failed: {_said(result)}")
+    if result.status is WorkerStatus.BLOCKED:  # e.g. its provider refused: no checker, no ask
+        return _finish(s, RoundOutcome.BLOCKED, error=f"maker blocked: {_said(result)}")
     over = _over_budget(s, "checker skipped")
     return over or replace(s, phase=Phase.CHECKER)
 
@@ -148,6 +153,8 @@ def _step_checker(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     request = _request(s, "checker", prompts.checker_prompt(s.spec, maker_text))
     try:
         handle = deps.workers.start(request)
+    except BudgetSpent as exc:
+        return _finish(s, RoundOutcome.BUDGET_EXHAUSTED, error=f"checker not started: {exc}")
     except Exception as exc:
         return _finish(s, RoundOutcome.FAILED, error=f"checker failed to start: {exc}")
     return replace(s, phase=Phase.CHECKER_RUNNING, checker_handle=str(handle))

@@ -25,9 +25,10 @@ from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.coord import holders
 from looop_py.coord.choose import coordinator
-from looop_py.engine.ports import Answer, Approval, WorkerResult, WorkerStatus
+from looop_py.engine.ports import Answer, Approval, BudgetSpent, WorkerResult, WorkerStatus
 from looop_py.engine.prompts import PRIOR_HEADING
 from looop_py.errors import ClaimHeld, LooopError, UsageError
+from looop_py.spend import ledger
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from looop_py.workers import kill, launch, reap, records, runtimes, workspaces
@@ -84,6 +85,9 @@ class SessionWorkers:
         meta = records.read_meta(self.wd.paths, request.id)
         if meta.get("round") == request.round_id:
             return request.id  # started before this process died: never twice
+        held = ledger.held(self.wd, self.clock())  # before every worker: over by one at most
+        if held is not None:
+            raise BudgetSpent(held)
         runtime = runtimes.resolve(self.wd.config, request.runtime)
         prompt = script_prompt(request.prompt) if runtime.script else request.prompt
         session = launch.start(

@@ -36,6 +36,7 @@ from looop_py.loops.index import cadences, index
 from looop_py.loops.specs import load_spec
 from looop_py.schedules.book import book_of, due_loops, mark_fired
 from looop_py.spend import ledger
+from looop_py.workdir import journal
 from looop_py.workdir.environ import child_env
 
 if TYPE_CHECKING:
@@ -63,6 +64,18 @@ def engine_for(wd: WorkDir, spec: LoopSpec, clock: Callable[[], float] = time.ti
         store=store.rounds_of(wd),
         clock=clock,
     )
+
+
+class AlreadyLive(UsageError):
+    """The loop has a live round: a start finds it, and starts nothing. A decide's
+    `start_round` takes it as done (the round it wanted runs), never as a failure."""
+
+    def __init__(self, loop: str, state: RoundState) -> None:
+        super().__init__(
+            f"loop {loop} already has a live round ({state.id}, {state.phase.value})",
+            "wait for it to finish; `looop rounds` shows where it is",
+        )
+        self.state = state
 
 
 class BudgetHeld(LooopError):
@@ -100,12 +113,11 @@ def start_round(
     engine = engine_for(wd, spec, clock=lambda: now)
     live = engine.live_rounds()
     if live:
-        raise UsageError(
-            f"loop {loop} already has a live round ({live[0].id}, {live[0].phase.value})",
-            "wait for it to finish; `looop rounds` shows where it is",
-        )
+        raise AlreadyLive(loop, live[0])
     state = engine.start_round(trigger=trigger, now=now)
-    return engine.settle(state, now)
+    settled = engine.settle(state, now)
+    _journal_end(wd, settled, now)  # a round that could not get going ends here, and says why
+    return settled
 
 
 def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
@@ -127,6 +139,7 @@ def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
         if new.phase != state.phase:
             events.append(_round_event(new))
             _note_if_reported(rounds.shelf, new)
+            _journal_end(wd, new, now)
     store.archive_done(rounds.shelf, now)
     cadenced = cadences(index(wd))
     if cadenced:
@@ -147,6 +160,7 @@ def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
                 raise  # as above
             except LooopError as exc:
                 events.append({"event": "round_not_started", "loop": loop, "message": str(exc)})
+                journal.write(wd, f"✗ loop {loop}: no round started: {exc}", now)
                 continue
             events.append(
                 {"event": "round_started", "loop": loop, "round": state.id, "by": "cadence"}
@@ -186,7 +200,19 @@ def _round_event(state: RoundState) -> dict[str, Any]:
     event: dict[str, Any] = {"event": "round_step", "round": state.id, "phase": state.phase.value}
     if state.outcome is not None:
         event["outcome"] = state.outcome.value
+        if state.error:
+            event["error"] = state.error
     return event
+
+
+def _journal_end(wd: WorkDir, state: RoundState, now: float) -> None:
+    """One journal line when a round ends, whichever way: its outcome and why."""
+    if state.live or state.outcome is None:
+        return
+    outcome = state.outcome.value
+    mark = "" if outcome in ("reported", "proceeded") else "✗ "
+    why = f": {state.error}" if state.error else ""
+    journal.write(wd, f"{mark}round {state.id} of {state.loop} ended {outcome}{why}", now)
 
 
 def run(wd: WorkDir, loop: str, *, wait_for_human: bool = False) -> RoundReport:

@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 DONE = "done"
 LIVE, ARCHIVE = "rounds", "rounds-done"  # the shelf's kinds
 REPORTS = "round-reports"  # among the shelf's `state` records
-# Outcomes a human or the decider should hear about; a round that simply proceeded does not.
-REPORTED = frozenset({"reported", "failed", "escalated", "budget-exhausted"})
+# Outcomes the decider hears about (once each): every way a round ends.
+REPORTED = frozenset(
+    {"reported", "proceeded", "failed", "blocked", "escalated", "budget-exhausted"}
+)
 DONE_KEEP_S = 3600.0  # a finished round stays live this long, then is archived
 _DEDUPE_WINDOW = 20  # memory lines searched for an entry of the same round
 

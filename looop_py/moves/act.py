@@ -252,6 +252,9 @@ def _start_round(wd: WorkDir, move: Move, now: float) -> Outcome:
 
     a = move.action
     assert isinstance(a, StartRound)
-    state = advance.start_round(wd, a.loop, now=now, trigger="move", target=a.target)
+    try:
+        state = advance.start_round(wd, a.loop, now=now, trigger="move", target=a.target)
+    except advance.AlreadyLive as live:  # what the move asked for is under way: no failure
+        return Outcome(True, f"{live.message}: nothing started")
     stamp_goal(wd, a.loop, now)
     return Outcome(True, f"round {state.id} ({state.phase.value})")

@@ -92,6 +92,7 @@ def _checks(wd: WorkDir, *, offline: bool, now: float) -> list[Check]:
     steps: list[Callable[[], Check]] = [
         lambda: decider(wd, offline=offline, now=now),
         lambda: budget(cfg),
+        lambda: pricing(cfg),
         *(lambda name=name: runtime(cfg, name) for name in _runtimes_in_use(cfg)),
         lambda: scheduled(wd.paths, now),
         lambda: pulse_lock(wd.paths, cfg, now),
@@ -178,6 +179,42 @@ def budget(cfg: Config) -> Check:
     parts = [f"{lim.daily_tokens} tokens"] if lim.daily_tokens > 0 else []
     parts += [f"${lim.daily_usd:g}"] if lim.daily_usd > 0 else []
     return Check("budget", Verdict.OK, f"at most {' and '.join(parts)} a day")
+
+
+def pricing(cfg: Config) -> Check:
+    """Whether daily_usd can be kept: what each metered decider and runtime in use costs
+    (reported, configured, built in or unknown), and what happens to an unknown price."""
+    from looop_py.spend import prices  # only this check prices anything
+
+    lim = cfg.limits
+    if lim.daily_usd <= 0:
+        return Check("prices", Verdict.OK, "no daily_usd budget: prices only inform spend")
+    unknown: list[str] = []
+    if cfg.decider.backend in METERED and prices.for_decider(cfg.decider) is None:
+        unknown.append(f"decider ({prices.decider_runtime(cfg.decider)})")
+    for name in _runtimes_in_use(cfg):
+        rc = cfg.runtimes.get(name)
+        stream = rc.usage if rc is not None and rc.usage else name
+        if name != "shell" and prices.for_runtime(cfg, name, stream) is None:
+            unknown.append(f"runtime {name}")
+    if not unknown:
+        return Check("prices", Verdict.OK, "every metered decider and runtime in use has a price")
+    named = ", ".join(unknown)
+    if lim.unpriced_usd_per_mtok > 0:
+        return Check(
+            "prices",
+            Verdict.WARN,
+            f"no price for {named}: its calls count at the worst case,"
+            f" ${lim.unpriced_usd_per_mtok:g} per million tokens, against daily_usd",
+            "set usd_per_mtok_in and usd_per_mtok_out for it in looop.toml",
+        )
+    return Check(
+        "prices",
+        Verdict.WARN,
+        f"no price for {named}: once it reports tokens without a cost, daily_usd holds"
+        " every loop (and `looop status` names the missing price)",
+        "set usd_per_mtok_in and usd_per_mtok_out for it, or [limits] unpriced_usd_per_mtok",
+    )
 
 
 def _runtimes_in_use(cfg: Config) -> list[str]:

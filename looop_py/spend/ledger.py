@@ -4,6 +4,8 @@
                        "cache_read_tokens", "cache_write_tokens",
                        "by_source": {source: {"tokens", "usd", "cache_read_tokens",
                                               "input_tokens", "charges"}},
+                       "by_runtime": {runtime: {"tokens", "usd", "charges"}},
+                       "unpriced": {runtime: tokens},
                        "charged": {key: day},
                        "past": {day: {"tokens", "usd", "by_source": {source: {"tokens", "usd"}}}}}
 
@@ -12,7 +14,12 @@ machine; on etcd one record every host charges, so the daily budget holds for
 all of them together (a host's charge keys are qualified with its name there).
 
 A source is `decider`, `loop:NAME` (a round's maker and checker) or `workers`
-(workers a decide or a human started). Every charge carries an idempotency
+(workers a decide or a human started); a runtime is the CLI or backend that made
+the call (claude, codex, llm, anthropic …). A charge with tokens but no dollars
+has no known price (spend/prices.py): `[limits] unpriced_usd_per_mtok` prices it
+at that worst case, else its tokens are kept under `unpriced`, and while any are,
+a daily USD budget allows nothing more (it cannot be kept) and says what has no
+price. Every charge carries an idempotency
 key (`decide:<run>`, `worker:<session>`): a key already in `charged` changes
 nothing, so a pulse killed between charging and recording that it charged, or
 two readers of one ended worker (the pulse's housekeeping and `looop run`),
@@ -34,6 +41,7 @@ from looop_py.errors import Busy, CorruptFile
 from looop_py.workdir import shelf as shelf_mod
 
 if TYPE_CHECKING:
+    from looop_py.spend.prices import Price
     from looop_py.workdir.config import LimitsConfig
     from looop_py.workdir.context import WorkDir
     from looop_py.workdir.shelf import Shelf
@@ -61,6 +69,8 @@ class Charge:
     input_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    runtime: str = ""  # the CLI or backend that made the call ("": not known)
+    worst_case: bool = False  # usd is [limits] unpriced_usd_per_mtok's, not a known price
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +83,8 @@ class Spend:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_runtime: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unpriced: dict[str, int] = field(default_factory=dict)  # runtime → tokens with no price
     charged: dict[str, str] = field(default_factory=dict)  # key → the day it was charged
     past: dict[str, dict[str, Any]] = field(default_factory=dict)  # day → its totals
 
@@ -93,6 +105,8 @@ class Spend:
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "by_source": self.by_source,
+            "by_runtime": self.by_runtime,
+            "unpriced": self.unpriced,
             "charged": self.charged,
             "past": self.past,
         }
@@ -147,6 +161,19 @@ def charge(spend: Spend, now: float, c: Charge, *, budgeted_usd: bool = False) -
     row["input_tokens"] = int(row.get("input_tokens", 0)) + max(0, c.input_tokens)
     row["cache_read_tokens"] = int(row.get("cache_read_tokens", 0)) + max(0, c.cache_read_tokens)
     row["charges"] = int(row.get("charges", 0)) + 1
+    by_runtime = spend.by_runtime
+    if c.runtime:
+        rt = dict(by_runtime.get(c.runtime) or {})
+        rt["tokens"] = int(rt.get("tokens", 0)) + tokens
+        rt["usd"] = round(float(rt.get("usd", 0.0)) + usd, 6)
+        rt["charges"] = int(rt.get("charges", 0)) + 1
+        if c.worst_case:
+            rt["worst_case"] = True
+        by_runtime = {**by_runtime, c.runtime: rt}
+    unpriced = spend.unpriced
+    if c.usd is None and tokens > 0:
+        what = c.runtime or c.source
+        unpriced = {**unpriced, what: unpriced.get(what, 0) + tokens}
     unmetered = spend.unmetered
     if c.source == DECIDER:
         metered = c.tokens > 0 and not (budgeted_usd and c.usd is None)
@@ -160,6 +187,8 @@ def charge(spend: Spend, now: float, c: Charge, *, budgeted_usd: bool = False) -
         cache_read_tokens=spend.cache_read_tokens + max(0, c.cache_read_tokens),
         cache_write_tokens=spend.cache_write_tokens + max(0, c.cache_write_tokens),
         by_source={**spend.by_source, c.source: row},
+        by_runtime=by_runtime,
+        unpriced=unpriced,
         charged={**spend.charged, c.key: spend.day},
     )
 
@@ -171,7 +200,28 @@ def spent(spend: Spend, now: float, limits: LimitsConfig) -> str | None:
         return f"daily token budget spent: {s.tokens} of {limits.daily_tokens}"
     if limits.daily_usd > 0 and s.usd >= limits.daily_usd:
         return f"daily USD budget spent: ${s.usd:.4f} of ${limits.daily_usd:.2f}"
+    if limits.daily_usd > 0 and s.unpriced:
+        return unpriced_hold(s.unpriced)
     return None
+
+
+def unpriced_hold(unpriced: Mapping[str, int]) -> str:
+    """Why a daily USD budget holds while calls of unknown price were made today."""
+    named = ", ".join(f"{what} ({n} tokens)" for what, n in sorted(unpriced.items()))
+    first = sorted(unpriced)[0]
+    return (
+        f"daily USD budget cannot be kept: no price for {named}; set"
+        f" [runtimes.{first}] (or [decider]) usd_per_mtok_in and usd_per_mtok_out,"
+        " or [limits] unpriced_usd_per_mtok, in looop.toml"
+    )
+
+
+def settle(c: Charge, limits: LimitsConfig) -> Charge:
+    """A charge of unknown price at `[limits] unpriced_usd_per_mtok`'s worst case, when set."""
+    worst = limits.unpriced_usd_per_mtok
+    if c.usd is not None or c.tokens <= 0 or worst <= 0:
+        return c
+    return replace(c, usd=round(c.tokens * worst / 1_000_000, 8), worst_case=True)
 
 
 def held(wd: WorkDir, now: float) -> str | None:
@@ -182,26 +232,28 @@ def held(wd: WorkDir, now: float) -> str | None:
     return spent(load(wd), now, limits)
 
 
-def from_usage(key: str, source: str, usage: Mapping[str, Any] | None) -> Charge | None:
-    """A charge from a worker's usage record (status.json or result.json), or None."""
+def from_usage(
+    key: str,
+    source: str,
+    usage: Mapping[str, Any] | None,
+    *,
+    runtime: str = "",
+    price: Price | None = None,
+) -> Charge | None:
+    """A charge from a worker's usage record (status.json or result.json), or None; a
+    usage that reports tokens but no cost is priced at `price` (the runtime's)."""
     if not isinstance(usage, dict):
         return None
-    tokens = _int(usage.get("total_tokens")) or (
-        _int(usage.get("input_tokens")) + _int(usage.get("output_tokens"))
-    )
+    tokens_in, tokens_out = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
+    tokens = _int(usage.get("total_tokens")) or (tokens_in + tokens_out)
+    read, written = _int(usage.get("cache_read_tokens")), _int(usage.get("cache_write_tokens"))
     usd = jsonio.number(usage.get("cost_usd"))
     usd = usd if usd is not None and usd >= 0 else None
     if not tokens and usd is None:
         return None
-    return Charge(
-        key,
-        source,
-        tokens,
-        usd,
-        _int(usage.get("input_tokens")),
-        _int(usage.get("cache_read_tokens")),
-        _int(usage.get("cache_write_tokens")),
-    )
+    if usd is None and price is not None and tokens_in + tokens_out > 0:
+        usd = price.cost(tokens_in, tokens_out, read, written)
+    return Charge(key, source, tokens, usd, tokens_in, read, written, runtime)
 
 
 # -- on the shelf ---------------------------------------------------------------------------
@@ -221,6 +273,8 @@ def parse(box: Shelf, data: bytes | None) -> Spend:
     if not isinstance(s, dict):
         s = {}
     by_source = s.get("by_source")
+    by_runtime = s.get("by_runtime")
+    unpriced = s.get("unpriced")
     charged = s.get("charged")
     past = s.get("past")
     return Spend(
@@ -234,6 +288,12 @@ def parse(box: Shelf, data: bytes | None) -> Spend:
         by_source={str(k): dict(v) for k, v in (by_source or {}).items() if isinstance(v, dict)}
         if isinstance(by_source, dict)
         else {},
+        by_runtime={str(k): dict(v) for k, v in by_runtime.items() if isinstance(v, dict)}
+        if isinstance(by_runtime, dict)
+        else {},
+        unpriced={str(k): _int(v) for k, v in unpriced.items() if _int(v) > 0}
+        if isinstance(unpriced, dict)
+        else {},
         charged={str(k): str(v) for k, v in charged.items()} if isinstance(charged, dict) else {},
         past={str(k): dict(v) for k, v in past.items() if isinstance(v, dict)}
         if isinstance(past, dict)
@@ -246,6 +306,8 @@ def record_charge(
 ) -> Spend:
     """Charge `c` to the ledger, once per key; returns today's spend."""
     box = wd.shelf
+    if c is not None:
+        c = settle(c, wd.config.limits)
     if c is not None and box.shared:
         c = replace(c, key=f"{c.key}@{box.host}")  # run and session ids are only unique per host
     for _ in range(MAX_TRIES):

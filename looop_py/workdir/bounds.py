@@ -82,6 +82,7 @@ RANGES: dict[str, Range] = {
     "limits.daily_tokens": Range(1, 10**12, zero="no budget"),
     "limits.daily_usd": Range(0, 1_000_000, "USD", open_low=True, zero="no budget"),
     "limits.unmetered_limit": Range(1, 1000),
+    "limits.unpriced_usd_per_mtok": Range(0, 100_000, "USD", open_low=True, zero="hold instead"),
     "limits.backoff_base_s": seconds(DAY),
     "limits.backoff_max_s": seconds(7 * DAY),
     "limits.noop_ttl_s": seconds(30 * DAY, zero="never"),
@@ -108,6 +109,14 @@ BACKENDS = ("rules", "command", "openai", "anthropic", "script", "noop")  # deci
 BUILTIN_RUNTIMES = ("claude", "codex", "pi", "aider", "shell")  # workers.runtimes.BUILTINS
 USAGE_KINDS = ("", "claude", "codex", "pi", "aider")  # workers.runtimes.USAGE_KINDS
 PLACEHOLDER = "{{prompt_file}}"
+# `[runtimes.NAME]` prices, each in the range the decider's have.
+PRICE_KEYS = (
+    "usd_per_mtok_in",
+    "usd_per_mtok_out",
+    "usd_per_mtok_cached_in",
+    "usd_per_mtok_cache_write",
+)
+PRICE = Range(0, 100_000, "USD", open_low=True, zero="free")
 CACHE_TTLS = ("5m", "1h")  # Anthropic's cache_control ttl values
 
 
@@ -167,6 +176,13 @@ def _check_names(config: Any) -> None:
                 raise ConfigError(
                     f"{where}.{key}: does not hold {PLACEHOLDER}",
                     "the worker reads its prompt from that file; put it where the path goes",
+                )
+        for key in PRICE_KEYS:
+            value = getattr(rt, key)
+            why = None if value is None else PRICE.why_not(value)
+            if why is not None:
+                raise ConfigError(
+                    f"{where}.{key}: {why}", f"see the comment on {key} in the starter looop.toml"
                 )
         if rt.usage not in USAGE_KINDS:
             raise ConfigError(

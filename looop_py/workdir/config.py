@@ -66,6 +66,9 @@ class LimitsConfig:
     daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
     daily_usd: float = 0.0  # 0 = no budget
     unmetered_limit: int = 3  # with a budget: this many unmetered decides in a row stop it
+    # A call whose price is unknown (tokens, no cost, no price): priced at this worst case
+    # per million tokens against daily_usd; 0: daily_usd holds every loop until it has one.
+    unpriced_usd_per_mtok: float = 0.0
     backoff_base_s: float = 60.0  # after n failures in a row wait base·2^(n−1) s …
     backoff_max_s: float = 300.0  # … but never longer than this
     noop_ttl_s: float = 21600.0  # re-decide an unchanged world this long after a noop; 0 = never
@@ -97,6 +100,12 @@ class RuntimeConfig:
     # -- safety (README "Safety") --
     executes_prompt: bool | None = None  # the prompt runs as code (None: built-ins know; new: yes)
     env: tuple[str, ...] = ()  # scrubbed variables this runtime still gets, e.g. its own API key
+    # -- prices per million tokens, for a CLI that reports tokens but no cost (spend/prices.py;
+    # None: the built-in price of the pinned CLI's default model, if it is one) --
+    usd_per_mtok_in: float | None = None
+    usd_per_mtok_out: float | None = None
+    usd_per_mtok_cached_in: float | None = None  # None: _in
+    usd_per_mtok_cache_write: float | None = None  # None: _in
 
 
 # -- safety: what children inherit (workdir/environ.py; README "Safety") --------------------

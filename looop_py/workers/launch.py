@@ -26,6 +26,7 @@ from looop_py import jsonio
 from looop_py.errors import Busy, WorkerRefused
 from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
+from looop_py.spend import ledger
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes, workspaces
@@ -132,6 +133,12 @@ def start(
             raise WorkerRefused(
                 f"fleet cap reached: {live} live workers (max_live = {wcfg.max_live})",
                 "wait for one to finish, kill one, or raise [workers] max_live in looop.toml",
+            )
+        held = ledger.held(wd, now)  # checked before every worker, so over by one at most
+        if held is not None:
+            raise WorkerRefused(
+                f"no worker starts: {held}",
+                "the budget allows one again tomorrow, or raise [limits] in looop.toml",
             )
         d.mkdir()
         wt = None

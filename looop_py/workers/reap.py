@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio, procs
 from looop_py.identity import is_alive
 from looop_py.ids import is_safe_segment
-from looop_py.spend import ledger
+from looop_py.spend import ledger, prices
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes, workspaces
@@ -177,7 +177,9 @@ def charge(
 ) -> None:
     """Charge an ended worker's reported usage to the daily ledger, once (keyed by its id)."""
     meta = read_record(d / META) if meta is None else meta
-    c = ledger.from_usage(f"worker:{d.name}", source_of(meta), usage)
+    runtime = str(meta.get("runtime") or "")
+    price = prices.for_runtime(wd.config, runtime, str(meta.get("usage_stream") or ""))
+    c = ledger.from_usage(f"worker:{d.name}", source_of(meta), usage, runtime=runtime, price=price)
     if c is not None:
         ledger.record_charge(wd, now, c)
 

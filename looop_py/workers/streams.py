@@ -85,13 +85,29 @@ def _claude(event: dict[str, Any], out: Stream) -> None:
         return
     if event.get("type") != "result":
         return
+    u = _dict(event.get("usage"))
+    read, written = (
+        _int(u.get("cache_read_input_tokens")),
+        _int(u.get("cache_creation_input_tokens")),
+    )
+    inp, outp = _int(u.get("input_tokens")) + read + written, _int(u.get("output_tokens"))
+    # modelUsage counts every model the run called (side calls too), and is all that keeps
+    # the counts after a cut stream (its `usage` then says 0): it wins when it has any.
+    rows = [r for r in _dict(event.get("modelUsage")).values() if isinstance(r, dict)]
+    by_model = [sum(_int(r.get(k)) for r in rows) for k in _MODEL_USAGE]
+    if by_model[0] + by_model[1]:
+        read, written = by_model[2], by_model[3]
+        inp, outp = by_model[0] + read + written, by_model[1]
     cost = event.get("total_cost_usd", event.get("cost_usd"))
     # the last result line wins
-    out.usage = _claude_usage([_dict(event.get("usage"))], cost)
+    out.usage = _usage(inp, outp, cost, read, written)
     text = event.get("result")
     error = bool(event.get("is_error")) or event.get("subtype") not in (None, "success")
     why = text if isinstance(text, str) and text else str(event.get("subtype", ""))
     out.final = Final(why, error)
+
+
+_MODEL_USAGE = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
 
 
 def _codex(event: dict[str, Any], out: Stream) -> None:

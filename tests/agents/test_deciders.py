@@ -130,3 +130,33 @@ def test_claude_stream_json_with_verbose_decides_and_without_it_says_why(
         wd.config.write_text(f'[decider]\nbackend = "command"\ncommand = "{bare}"\n')
         code, out, _ = looop(wd, env, "decider", "test", "--json")
     assert "requires --verbose" in json.loads(out)["error"]
+
+
+# What a model may answer that holds no usable move; the provider bills it all the same.
+INVALID = {
+    "prose": "I think the loop should wait and see what happens next.",
+    "two-moves": json.dumps(MOVE) + "\n" + json.dumps(MOVE),
+    "bad-json": '{"action": "noop", "reason": ',
+}
+
+
+@pytest.mark.parametrize("cli", CLIS)
+@pytest.mark.parametrize("reply", sorted(INVALID))
+def test_an_invalid_reply_is_charged_what_the_server_billed(
+    cli: str, reply: str, wd: Paths, tmp_path: Path
+) -> None:
+    """The ledger equals the model server's own usage sums, for a reply holding no move too
+    (before: the decide returned before the ledger, which stayed at 0 tokens)."""
+    turn = Turn(text=INVALID[reply], input_tokens=1500, output_tokens=40, cached_tokens=1000)
+    with FakeModel(script=[turn], sequential=True) as model:
+        env = env_for(cli, model, tmp_path / "home")
+        configure(wd, cli)
+        code, out, err = looop(wd, env, "pulse", "--force", "--json")
+    assert code == 1, out + err
+    assert "rejected" in out or "JSON" in out or "object" in out, out
+    spend = json.loads((wd.state / "spend.json").read_text())
+    assert model.posts and model.input_tokens > 0
+    assert spend["tokens"] == model.input_tokens + model.output_tokens, (spend, len(model.posts))
+    assert spend["input_tokens"] == model.input_tokens
+    assert spend["cache_read_tokens"] == model.cached_tokens
+    assert spend["by_source"]["decider"]["charges"] == 1

@@ -126,3 +126,34 @@ def test_looop_run_counts_the_tokens_the_cli_reported(cli: str, wd: Paths, tmp_p
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["total_tokens"] == model.input_tokens + model.output_tokens == 600  # 2 workers
+
+
+@pytest.mark.parametrize("cli", ("codex", "pi"))
+def test_a_daily_budget_crossed_by_the_maker_starts_no_checker(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    """The ledger's dollars are the server's own token sums priced (codex reports no cost:
+    its built-in default-model price; pi prices them itself), and the budget is checked
+    before the checker starts. Before: codex was $0 forever, so `daily_usd = 0.001` never
+    held, and the checker ran (600 tokens, $0)."""
+    from looop_py.spend import ledger, prices
+
+    (wd.goals / "welcome.md").unlink()
+    toml = wd.config.read_text() + runtime_toml(cli) + "\n[limits]\ndaily_usd = 0.001\n"
+    wd.config.write_text(toml)
+    (wd.goals / "triage.md").write_text(
+        "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
+        f"runtime: {cli}\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
+    )
+    with FakeModel(script=[Turn(shell=DONE), Turn(text="Reported.")]) as model:
+        env = env_for(cli, model, tmp_path / "home")
+        r = run_looop("-C", str(wd.root), "run", "triage", "--json", env=env, timeout=150)
+    report = json.loads(r.stdout)
+    assert report["outcome"] == "budget-exhausted", report
+    assert "checker not started: daily USD budget spent" in r.stdout
+    spend = ledger.load(open_wd(wd))
+    assert spend.tokens == model.input_tokens + model.output_tokens == 300  # the maker only
+    price = prices.BUILTIN["codex"] if cli == "codex" else prices.Price(3.0, 15.0)
+    expected = price.cost(model.input_tokens, model.output_tokens)
+    assert spend.usd == pytest.approx(expected, abs=1e-6) and spend.usd >= 0.001
+    assert spend.by_runtime[cli]["tokens"] == 300

@@ -8,8 +8,10 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat, load_committed
-from looop_py.deciders.base import DecideRequest, Decision, Usage
+from looop_py.deciders.base import DecideRequest, Decision, InvalidReply, Usage
+from looop_py.spend import ledger
 from looop_py.workdir import journal
+from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workers import records
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
@@ -213,3 +215,52 @@ def test_write_moves_change_files_atomically_and_keep_history(wd: Paths) -> None
     assert len(list(wd.playbook_history.glob("*.md"))) == 2
     acted = jsonio.read_json(wd.goal_activity)["goals"]
     assert "g1" in acted
+
+
+class Prose:
+    """Answers every decide with prose the provider billed: an InvalidReply with its usage."""
+
+    name = "prose"
+
+    def __init__(self, usage: Usage | None) -> None:
+        self.usage = usage
+        self.calls = 0
+
+    def decide(self, request: DecideRequest) -> Decision:
+        self.calls += 1
+        error = InvalidReply("the decider returned prose; expected one JSON object")
+        error.usage, error.raw = self.usage, "I would wait and see."
+        raise error
+
+
+NOON = time.mktime((2026, 11, 25, 12, 0, 0, 0, 0, -1))
+
+
+def after_backoff(wd: Paths, beats: int) -> WorkDir:
+    """The work dir `beats` half hours after noon: any backoff so far has run out."""
+    return open_wd(wd, clock=lambda: NOON + 1800 * beats)
+
+
+def test_an_invalid_reply_is_charged_and_a_daily_budget_stops_it(wd: Paths) -> None:
+    """Before: an invalid reply returned before the ledger, so $0 was charged and the model
+    was called again every backoff all day. Now it is charged first, and the budget holds."""
+    wd.config.write_text("[limits]\ndaily_usd = 0.01\n")
+    d = Prose(Usage(1000, 100, 0.006, 800))
+    first = beat(after_backoff(wd, 0), decider=d, force=True)
+    assert first.outcome == "failed" and "prose" in (first.reason or "")
+    spend = ledger.load(open_wd(wd))
+    assert (spend.tokens, spend.usd, spend.cache_read_tokens) == (1100, 0.006, 800)
+    assert spend.by_source["decider"]["charges"] == 1
+    beat(after_backoff(wd, 1), decider=d, force=True)
+    held = beat(after_backoff(wd, 2), decider=d, force=True)
+    assert held.outcome == "held" and "daily USD budget spent: $0.0120" in (held.reason or "")
+    assert d.calls == 2  # overspent by one call, never more
+
+
+def test_an_invalid_reply_without_usage_counts_as_unmetered(wd: Paths) -> None:
+    wd.config.write_text("[limits]\ndaily_tokens = 100000\n")
+    d = Prose(None)
+    for n in range(3):
+        beat(after_backoff(wd, n), decider=d, force=True)
+    held = beat(after_backoff(wd, 3), decider=d, force=True)
+    assert held.outcome == "held" and "fails closed" in (held.reason or "") and d.calls == 3

@@ -344,3 +344,43 @@ def test_llm_usage_from_its_stderr(wd: Paths, tmp_path: Path) -> None:
     decision = decide(wd, str(cli))
     assert decision.usage is not None
     assert (decision.usage.input_tokens, decision.usage.output_tokens) == (1200, 30)
+
+
+def test_llm_cached_tokens_from_its_usage_details(wd: Paths, tmp_path: Path) -> None:
+    said = 'Token usage: 1,200 input, 30 output, {"prompt_tokens_details": {"cached_tokens": 1000}}'
+    cli = fake_cli(tmp_path, "llm", f"echo '{json.dumps(NOOP)}'\necho '{said}' >&2\n")
+    usage = decide(wd, str(cli)).usage
+    assert usage is not None and (usage.input_tokens, usage.cache_read_tokens) == (1200, 1000)
+
+
+def test_a_billed_invalid_reply_is_priced_and_carries_its_usage(wd: Paths, tmp_path: Path) -> None:
+    cli = fake_cli(
+        tmp_path,
+        "llm",
+        "echo 'I would rather not pick a move.'\necho 'Token usage: 1,000 input, 100 output' >&2\n",
+    )
+    with pytest.raises(InvalidReply) as info:
+        decide(wd, str(cli), usd_per_mtok_in=3.0, usd_per_mtok_out=15.0)
+    usage = info.value.usage
+    assert usage is not None and usage.total_tokens == 1100
+    assert usage.cost_usd == pytest.approx((1000 * 3 + 100 * 15) / 1e6)
+
+
+def test_every_attempt_s_usage_is_summed(wd: Paths, tmp_path: Path) -> None:
+    """A temporary failure that reported usage was billed: the decide's usage holds it."""
+    count = tmp_path / "count"
+    cli = fake_cli(
+        tmp_path,
+        "flaky",
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}\n"
+        "echo 'Token usage: 100 input, 10 output' >&2\n"
+        f"if [ $n -lt 1 ]; then echo 'Error: Error code: 529 - overloaded' >&2; exit 1; fi\n"
+        f"echo '{json.dumps(NOOP)}'\n",
+    )
+    decision = decide(wd, str(cli), max_retries=2, backoff_s=0.01)
+    assert decision.meta["attempts"] == 2
+    assert decision.usage is not None and decision.usage.total_tokens == 220
+    count.unlink()
+    with pytest.raises(TemporaryError) as info:
+        decide(wd, str(cli), max_retries=0, backoff_s=0.01)
+    assert info.value.usage is not None and info.value.usage.total_tokens == 110

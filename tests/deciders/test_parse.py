@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from looop_py.deciders.base import DecideError, TemporaryError
+from looop_py.deciders.base import DecideError, InvalidReply, TemporaryError, Usage
 from looop_py.deciders.parse import CliError, Source, parse_object, parse_output
 
 NOOP = {"action": "noop", "reason": "quiet"}
@@ -247,3 +247,59 @@ def test_pi_retried_then_answered_is_a_reply_and_failed_last_is_its_error() -> N
     with pytest.raises(CliError, match="pi reported an error: 500 overloaded") as info:
         parse_output(PI_STREAM + json.dumps(failed) + "\n")
     assert isinstance(info.value, TemporaryError)  # pi's message starts with the status
+
+
+# -- a billed reply that holds no move still reports what it cost ---------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        json.dumps(claude_result("I think we should wait.")),
+        lines(
+            {"type": "system", "subtype": "init"},
+            claude_result('{"action": "noop"} {"action": "noop"}'),
+        ),
+        CODEX_STREAM.replace(json.dumps(NOOP_TEXT), json.dumps("{bad json")),
+        PI_STREAM.replace(json.dumps("```json\n" + NOOP_TEXT + "\n```"), json.dumps("prose")),
+    ],
+    ids=["claude-prose", "claude-two-moves", "codex-bad-json", "pi-prose"],
+)
+def test_an_invalid_reply_carries_the_usage_it_was_billed(raw: str) -> None:
+    with pytest.raises(InvalidReply) as info:
+        parse_output(raw)
+    usage = info.value.usage
+    assert usage is not None and usage.input_tokens > 0 and usage.output_tokens > 0
+
+
+def test_claude_model_usage_counts_what_a_cut_stream_zeroes() -> None:
+    """After a cut stream claude's `usage` says 0; `modelUsage` keeps every model's counts
+    (its side calls too), and it is what the provider billed."""
+    event = claude_result(
+        NOOP_TEXT,
+        usage={"input_tokens": 0, "output_tokens": 0},
+        modelUsage={
+            "claude-sonnet-4-5": {
+                "inputTokens": 120,
+                "outputTokens": 30,
+                "cacheReadInputTokens": 1000,
+                "cacheCreationInputTokens": 50,
+                "costUSD": 0.004,
+            },
+            "claude-haiku-4-5": {"inputTokens": 40, "outputTokens": 5, "costUSD": 0.0001},
+        },
+    )
+    usage = parse_output(json.dumps(event)).usage
+    assert usage == Usage(1210, 35, 0.0123, 1000, 50)  # total_cost_usd wins over the rows
+
+
+def test_a_failed_claude_run_keeps_its_usage() -> None:
+    event = claude_result(
+        "API Error: 500",
+        is_error=True,
+        subtype="error_during_execution",
+        modelUsage={"m": {"inputTokens": 7, "outputTokens": 3}},
+    )
+    with pytest.raises(CliError) as info:
+        parse_output(json.dumps(event))
+    assert info.value.usage is not None and info.value.usage.total_tokens == 10

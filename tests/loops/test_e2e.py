@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from looop_py import jsonio
 from looop_py.asks import mailbox
 from looop_py.beat.pulse import beat
+from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
@@ -231,3 +233,60 @@ def test_a_due_cadence_starts_a_round_without_a_decider(wd: Paths) -> None:
     # A restart (a fresh process) does not fire it again in the same slot.
     beat(open_wd(wd, clock=lambda: t0 + 70))
     assert len(rounds_of(wd)) == 1
+
+
+def test_a_blocked_maker_ends_the_round_blocked_unchecked_and_unasked(wd: Paths) -> None:
+    """Before: a maker that failed on a 401 still got a checker, then an approval ask
+    ("proposes … (NOT verified) … Approve?"), and the round's end reached no journal."""
+    setup(wd)
+    loop_goal(
+        wd,
+        "sweep",
+        "L2-assisted",
+        '"$LOOOP_BIN" done --status blocked --summary "401 invalid x-api-key"',
+        f'{DONE} "checked"',
+        action="report",
+    )
+    beat_until(wd, finished(wd))
+    (r,) = rounds_of(wd)
+    assert r["outcome"] == "blocked" and r["checker"] is None, r
+    assert "maker blocked: 401 invalid x-api-key" in r["error"]
+    assert not (wd.sessions / f"{r['id']}.checker").exists()
+    assert not [a for a in mailbox.pending(open_wd(wd)) if a.kind == "approval"]
+    journal = wd.journal.read_text()
+    assert f"✗ round {r['id']} of sweep ended blocked: maker blocked: 401" in journal
+    events = [json.loads(line) for line in wd.events.read_text().splitlines()]
+    ends = [
+        e
+        for e in events
+        if e.get("event") == "round_step" and e.get("round") == r["id"] and e.get("outcome")
+    ]
+    assert len(ends) == 1 and "401" in ends[0]["error"], events
+    html = wd.root / "report.html"
+    assert invoke_looop("-C", str(wd.root), "report", "--html", str(html)).returncode == 0
+    assert f"round {r['id']} of sweep ended blocked: maker blocked: 401" in html.read_text()
+
+
+class Starts:
+    """Proposes start_round of `sweep` at every decide."""
+
+    name = "starts"
+
+    def decide(self, request: DecideRequest) -> Decision:
+        return Decision({"action": "start_round", "loop": "sweep"})
+
+
+def test_start_round_of_a_live_loop_is_a_clear_no_op(wd: Paths) -> None:
+    """Before: it failed the beat and armed a 60 s backoff."""
+    setup(wd)
+    loop_goal(wd, "sweep", "L1-report", f'sleep 20; {DONE} "late"', f'{DONE} "ok"')
+    first = beat(open_wd(wd), decider=Starts(), force=True)
+    assert first.outcome == "decided", first
+    (r,) = rounds_of(wd)
+    again = beat(open_wd(wd), decider=Starts(), force=True)
+    assert again.outcome == "decided", again
+    assert f"already has a live round ({r['id']}" in wd.journal.read_text()
+    assert "nothing started" in wd.journal.read_text()
+    assert not (wd.state / "backoff.json").exists()
+    assert len(rounds_of(wd)) == 1
+    invoke_looop("-C", str(wd.root), "worker", "kill", f"{r['id']}.maker")

@@ -1,6 +1,5 @@
 """Rounds cost no judgment: the engine advances a round itself, and the decider hears of it
-only when someone must act (at most one wake per round, its report; none for one that
-simply proceeded)."""
+once, when it ends, whichever way (one wake per round, its report)."""
 
 from __future__ import annotations
 
@@ -62,8 +61,10 @@ def test_an_l1_round_wakes_the_decider_once_for_its_report(wd: Paths) -> None:
 
 
 @pytest.mark.slow
-def test_a_round_that_simply_proceeds_wakes_it_not_at_all(wd: Paths) -> None:
+def test_a_round_that_proceeds_wakes_it_once_too(wd: Paths) -> None:
+    """Before: a proceeded round never reached the decider (nor the journal)."""
     decider = run_round(wd, "L3-unattended", action="report", allow="[report]")
     (r,) = rounds_of(wd)
     assert r["outcome"] == "proceeded"
-    assert decider.wakes == [], decider.wakes
+    assert decider.wakes == [["snap:sys-rounds"]], decider.wakes
+    assert f"round {r['id']} of sweep ended proceeded" in wd.journal.read_text()

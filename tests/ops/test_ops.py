@@ -175,3 +175,24 @@ def test_cron_cli_asks_unless_yes_and_doctor_sees_the_line(wd: Paths, crontab: A
     assert stale.verdict is Verdict.FAIL and "60 min ago" in stale.message
     removed = run_looop("-C", str(wd.root), "cron", "remove", "--yes")
     assert removed.returncode == 0 and cron.read_table() == OTHERS
+
+
+def test_prices_check_says_what_an_unknown_price_does(wd: Paths) -> None:
+    def check(toml: str) -> doctor.Check:
+        wd.config.write_text(toml)
+        return doctor.pricing(config_mod.load(wd.config))
+
+    assert "no daily_usd" in check("").message
+    priced = check('[decider]\nbackend = "command"\ncommand = "llm -u"\n[limits]\ndaily_usd = 1\n')
+    assert priced.verdict is Verdict.OK
+    custom = (
+        '[decider]\nbackend = "command"\ncommand = "ollama run x"\n'
+        '[workers]\ndefault_runtime = "mine"\n'
+        '[runtimes.mine]\ncommand = "mine {{prompt_file}}"\nusage = "codex"\n'
+        "[limits]\ndaily_usd = 1\n"
+    )
+    held = check(custom)
+    assert held.verdict is Verdict.WARN and "no price for decider (ollama)" in held.message
+    assert "daily_usd holds every loop" in held.message and "runtime mine" not in held.message
+    worst = check(custom + "unpriced_usd_per_mtok = 60\n")
+    assert "worst case, $60 per million tokens" in worst.message

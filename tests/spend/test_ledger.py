@@ -121,7 +121,7 @@ def test_each_past_day_keeps_its_totals_by_source_for_a_month() -> None:
 # -- end to end: rounds until the budget is spent ---------------------------------------------
 
 
-def _loop(wd: Paths) -> None:
+def _loop(wd: Paths, daily_tokens: int = 1000) -> None:
     line = json.dumps(RESULT)
     body = [f"echo '{line}'", '"$LOOOP_BIN" done --summary "ok"']
     lines = [
@@ -141,7 +141,7 @@ def _loop(wd: Paths) -> None:
     (wd.goals / "welcome.md").unlink()
     (wd.goals / "tidy.md").write_text("\n".join(lines))
     wd.config.write_text(
-        '[decider]\nbackend = "noop"\n[limits]\ndaily_tokens = 1000\n'
+        f'[decider]\nbackend = "noop"\n[limits]\ndaily_tokens = {daily_tokens}\n'
         '[runtimes.shell]\nusage = "claude"\n'
     )
 
@@ -217,6 +217,45 @@ def test_rounds_spend_the_daily_budget_then_the_next_due_round_is_held(wd: Paths
     )
     beat(open_wd(wd, clock=lambda: clock[0]))
     assert len(_rounds(wd)) == 2
+
+
+def test_a_budget_crossed_mid_round_starts_no_checker(wd: Paths) -> None:
+    """The budget is checked before every worker, not only at round start: a maker that
+    crosses it is the one call over. Before: daily_tokens = 500 ended at 1200 (maker and
+    checker); now at 600, and the round ends budget-exhausted, saying why."""
+    _loop(wd, daily_tokens=500)
+    base = time.mktime((*time.localtime()[:3], 10, 0, 0, 0, 0, -1))  # 10:00 today
+    clock = [base]
+    beat(open_wd(wd, clock=lambda: clock[0]))
+    clock[0] = base + 3601
+
+    def round_done() -> bool:
+        if any(r["phase"] == "done" for r in _rounds(wd)):
+            return True
+        beat(open_wd(wd, clock=lambda: clock[0]))
+        clock[0] += 1
+        return False
+
+    wait_for(round_done, 60, lambda: f"a round to be done: {_rounds(wd)}", interval=0.05)
+    [done] = _rounds(wd)
+    assert done["outcome"] == "budget-exhausted", done
+    assert "checker not started: daily token budget spent: 600 of 500" in str(done["error"])
+    assert not (wd.sessions / f"{done['id']}.checker").exists()
+    assert ledger.load(open_wd(wd)).tokens == 600
+    assert f"✗ round {done['id']} of tidy ended budget-exhausted: checker not started" in (
+        wd.journal.read_text()
+    )
+
+
+def test_no_worker_starts_while_the_budget_is_spent(wd: Paths) -> None:
+    from looop_py.errors import WorkerRefused
+    from looop_py.workers import launch
+
+    wd.config.write_text("[limits]\ndaily_usd = 0.01\n")
+    ledger.record_charge(open_wd(wd), NOW, ledger.Charge("decide:r1", "decider", 10, 0.02))
+    with pytest.raises(WorkerRefused, match=r"no worker starts: daily USD budget spent"):
+        launch.start(open_wd(wd), "w1", "echo hi", runtime="shell", now=NOW)
+    assert not (wd.sessions / "w1").exists()
 
 
 def test_a_worker_a_decide_started_is_charged_to_workers(wd: Paths) -> None:

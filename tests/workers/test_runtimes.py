@@ -305,3 +305,29 @@ def test_the_aider_contract_asks_for_a_status_line_not_for_commands() -> None:
     assert "STATUS: done|done-with-concerns|blocked" in text
     assert "$LOOOP_BIN" not in text and "claim NAME" not in text
     assert "uncommitted" in text and text.endswith("Fix CI\n")
+
+
+def test_a_claude_worker_s_cut_stream_is_counted_from_model_usage(tmp_path: Path) -> None:
+    """After a cut stream claude's result says `usage` 0; modelUsage keeps what was billed."""
+    result = {
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": True,
+        "result": "API Error: Connection error.",
+        "total_cost_usd": 0.0042,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "modelUsage": {
+            "claude-sonnet-5": {
+                "inputTokens": 300,
+                "outputTokens": 40,
+                "cacheReadInputTokens": 900,
+                "cacheCreationInputTokens": 0,
+            }
+        },
+    }
+    log = tmp_path / "output.log"
+    log.write_text(json.dumps(result) + "\n")
+    usage = streams.read("claude", log).usage
+    assert usage is not None
+    assert (usage["input_tokens"], usage["output_tokens"]) == (1200, 40)
+    assert (usage["cache_read_tokens"], usage["cost_usd"]) == (900, 0.0042)
