@@ -150,6 +150,7 @@ class FakeModel:
             n = len(self.posts) if self.sequential else _assistant_turns(wire, body)
             turn = self.script[n] if n < len(self.script) else Turn(text="done")
             self.requests.append(Seen("POST", path, body, n))
+            msg_id = f"msg_fake_{len(self.requests)}"  # each reply its own, as the API does
             if self.fail_first:
                 first = self.fail_first.pop(0)
                 turn = first if isinstance(first, Turn) else Turn(status=first)
@@ -172,7 +173,7 @@ class FakeModel:
             self.cached_tokens += turn.cached_tokens
         call = _shell_call(wire, body, turn.shell, n) if turn.shell else None
         if wire == "anthropic":
-            events = _anthropic(turn, call)
+            events = _anthropic(turn, call, msg_id)
         elif wire == "responses":
             events = _responses(turn, call)
         elif body.get("stream"):
@@ -308,10 +309,10 @@ def _shell_call(
 
 
 def _anthropic(
-    turn: Turn, call: tuple[str, dict[str, Any], str] | None
+    turn: Turn, call: tuple[str, dict[str, Any], str] | None, msg_id: str = "msg_fake"
 ) -> list[tuple[str | None, Any]]:
     msg = {
-        "id": "msg_fake",
+        "id": msg_id,
         "type": "message",
         "role": "assistant",
         "model": "claude-fake",

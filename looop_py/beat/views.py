@@ -15,6 +15,7 @@ from looop_py.beat.result import BeatOutcome
 from looop_py.beat.shared import Standing, down_since, standing
 from looop_py.errors import CorruptFile, unreachable
 from looop_py.locks import PulseLock
+from looop_py.loops.views import held_loops
 from looop_py.sensing.sense import load_committed
 from looop_py.spend import limits
 from looop_py.workdir import journal
@@ -266,6 +267,7 @@ class StatusView:
     notify_failing: int = 0  # events the notify hook has not taken yet (retried every beat)
     # The shared backend is out of reach: what is shown is this host's local mirror.
     degraded: Degraded | None = None
+    held_loops: dict[str, str] | None = None  # loop -> "held since T: waiting on ask X"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -279,6 +281,7 @@ class StatusView:
             "counts": {"goals": self.goals, "sessions": self.sessions, "claims": self.claims},
             "failed_steps": self.failed_steps.to_json() if self.failed_steps else None,
             "coordination": self.shared.to_json() if self.shared else {"backend": "files"},
+            "held_loops": self.held_loops or {},
             "notify_failing": self.notify_failing,
             "degraded": self.degraded.to_json() if self.degraded else None,
         }
@@ -335,6 +338,7 @@ def status(wd: WorkDir) -> StatusView:
         shared=shared,
         notify_failing=notify.failing_count(wd.paths),
         degraded=degraded,
+        held_loops=held_loops(wd),
     )
 
 

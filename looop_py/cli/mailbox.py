@@ -111,9 +111,14 @@ def answer(wd: WorkDir, ask_id: str, text: str | None, force: bool, as_json: boo
 
 @click.command()
 @click.argument("ask_id")
+@click.option(
+    "--unverified",
+    is_flag=True,
+    help="Approve a loop's proposal its checker did not verify (a second, explicit yes).",
+)
 @json_option
 @pass_workdir
-def approve(wd: WorkDir, ask_id: str, as_json: bool) -> None:
+def approve(wd: WorkDir, ask_id: str, unverified: bool, as_json: bool) -> None:
     """Approve a held move: looop runs it now and journals what happened.
 
     Exits 1 when the approved move ran and failed.
@@ -126,7 +131,7 @@ def approve(wd: WorkDir, ask_id: str, as_json: bool) -> None:
     """
     from looop_py.moves.approvals import approve as do_approve
 
-    got = do_approve(wd, ask_id, now=time.time(), by="cli")
+    got = do_approve(wd, ask_id, now=time.time(), by="cli", unverified=unverified)
     _report(ask_id, got, as_json)
     if got.note and got.note.startswith("failed"):
         sys.exit(1)

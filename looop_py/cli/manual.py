@@ -80,7 +80,7 @@ A goal whose frontmatter carries loop keys is a loop:
   ---
   intent: Keep the default branch green by proposing fixes for CI failures.
   level: L2-assisted     # L1-report | L2-assisted | L3-unattended (L1, L2, L3 work too)
-  cadence: every 10m     # every N{s,m,h,d} | daily HH:MM | weekly <day> HH:MM
+  cadence: every 10m     # every N{s,m,h,d} (<= 366d, on a grid) | daily HH:MM | weekly <day> HH:MM
                          # | cron "m h dom mon dow" (local time)
   budget: {max_total_tokens: 400000, max_iters_per_round: 20, max_wall_s: 1800}
   action: apply-patch    # the kind the gate matches and the executor runs

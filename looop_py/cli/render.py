@@ -82,6 +82,8 @@ def status_lines(view: StatusView) -> Lines:
         + (f": {', '.join(s.failed)}" if s.failed else ""),
         f"goals       {view.goals}   sessions {view.sessions}   claims {view.claims}",
     ]
+    for loop, why in (view.held_loops or {}).items():
+        lines.append(f"loop held   {loop}: {why}")
     if view.committed_error:
         lines.append(Note(f"✗ {view.committed_error}"))
     if view.limits is None:
@@ -330,10 +332,14 @@ def loops_lines(view: LoopsView) -> Lines:
         )
     for lp in view.loops:
         nxt = "held: budget" if lp.held else lp.next_fire or "-"
+        if lp.waiting:
+            nxt = "held: ask"
         lines.append(
             f"{lp.name:<22} {lp.level:<14} {lp.cadence:<18} next {nxt:<20}"
             f" last {lp.last_outcome or '-':<16} {lp.tokens} tokens"
         )
+        if lp.waiting:
+            lines.append(f"  {lp.waiting} (looop approve or deny it)")
     return lines + [Note(f"✗ goals/{goal}.md: {err}") for goal, err in view.errors.items()]
 
 

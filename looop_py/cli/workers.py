@@ -183,7 +183,11 @@ def workers(wd: WorkDir, show_all: bool, as_json: bool) -> None:
     help="How the task went.",
 )
 @click.option("--summary", metavar="TEXT", help="One line on what happened.")
-@click.option("--tokens", type=int, help="Tokens you spent, if your runtime does not report them.")
+@click.option(
+    "--tokens", type=int, help="Tokens you spent in all, if your runtime does not report them."
+)
+@click.option("--input-tokens", type=int, help="Of those, the tokens you sent (prompts, context).")
+@click.option("--output-tokens", type=int, help="Of those, the tokens the model wrote.")
 @click.option("--cost-usd", type=float, help="What you spent, in USD.")
 @session_option
 @json_option
@@ -194,6 +198,8 @@ def done(
     result_status: str,
     summary: str | None,
     tokens: int | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
     cost_usd: float | None,
     session: str | None,
     as_json: bool,
@@ -219,6 +225,8 @@ def done(
         status=result_status,
         summary=summary,
         tokens=tokens,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         cost_usd=cost_usd,
         now=time.time(),
     )

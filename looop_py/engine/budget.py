@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_MAX_ITERS = 12
+# A round's wall-clock cap unless its budget says otherwise (`max_wall_s: null` for none):
+# an agent stuck waiting, or looping below its iteration cap, is stopped within the hour.
+DEFAULT_MAX_WALL_S = 3600.0
 
 
 class BudgetError(UsageError):
@@ -44,14 +47,16 @@ class TokenBudget:
     """A round's ceilings. None means no limit on that axis.
 
     `max_iters_per_round` is handed to each worker (maker and checker each get
-    the full count; it is not shared) for runtimes that can honour it.
+    the full count; it is not shared): looop stops an agent CLI past that many tool
+    calls, claude also gets --max-turns, a shell worker reads LOOOP_MAX_ITERS.
+    `max_wall_s` defaults to DEFAULT_MAX_WALL_S.
     """
 
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
     max_total_tokens: int | None = None
     max_iters_per_round: int = DEFAULT_MAX_ITERS
-    max_wall_s: float | None = None
+    max_wall_s: float | None = DEFAULT_MAX_WALL_S
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -118,14 +123,16 @@ class BudgetState:
     budget: TokenBudget
     input_tokens: int = 0
     output_tokens: int = 0
+    unsplit_tokens: int = 0  # reported only as a total: no direction to charge them to
 
-    def add(self, input_tokens: int, output_tokens: int) -> None:
+    def add(self, input_tokens: int, output_tokens: int, unsplit_tokens: int = 0) -> None:
         self.input_tokens += max(0, int(input_tokens))
         self.output_tokens += max(0, int(output_tokens))
+        self.unsplit_tokens += max(0, int(unsplit_tokens))
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        return self.input_tokens + self.output_tokens + self.unsplit_tokens
 
     def max_iters(self) -> int:
         return self.budget.max_iters_per_round

@@ -1,6 +1,7 @@
 """Cadences: when a loop is due, in the machine's local time zone.
 
-    every N{s,m,h,d}        N > 0; the next fire is exactly N after now
+    every N{s,m,h,d}        0 < N*unit <= 366 days; fires on a grid of slots N apart,
+                            anchored to the loop's first slot (the scheduler keeps it)
     daily HH:MM             every day at that local wall-clock time
     weekly <day> HH:MM      mon…sun or monday…sunday, any case
     cron "m h dom mon dow"  five cron fields (the word `cron` and the quotes are optional)
@@ -27,6 +28,8 @@ _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _LONG_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+MAX_INTERVAL_S = 366 * 86400  # the longest `every`: a year and a day (leap years included)
+_MAX_DIGITS = 9  # more digits than any interval within MAX_INTERVAL_S, in any unit
 _SEARCH_DAYS = 8 * 366  # covers two leap cycles: a 29 Feb cron is always found
 _FORMS = 'every N{s,m,h,d}, daily HH:MM, weekly <day> HH:MM, or cron "m h dom mon dow"'
 
@@ -86,7 +89,7 @@ class Schedule:
             body = body[1:-1].strip()
         if len(body.split()) == 5:
             return cls("cron", cron=_cron(body), text=s)
-        raise ScheduleError(f"cadence {s!r} is not one of the known forms", _FORMS)
+        raise ScheduleError(f"cadence {_clip(s)!r} is not one of the known forms", _FORMS)
 
     def __str__(self) -> str:
         return self.text
@@ -118,6 +121,21 @@ class Schedule:
                 return ts
         return now_ts + 60.0  # pragma: no cover - only reachable with a broken tz database
 
+    def next_slot(self, slot: float, now_ts: float) -> float:
+        """The first slot strictly after `now_ts` on the grid that `slot` is on.
+
+        For `every N` the grid is slot + k*N, so a late run does not move the
+        next one: an hourly loop fired at 10:07 for its 10:00 slot runs next at
+        11:00. Missed slots coalesce (k skips them). Wall-clock forms are on their
+        own grid already, so for them this is next_fire(now_ts).
+        """
+        if self.kind != "every":
+            return self.next_fire(now_ts)
+        assert self.interval_s is not None
+        if slot > now_ts:
+            return slot
+        return slot + (int((now_ts - slot) // self.interval_s) + 1) * self.interval_s
+
     def _next_wall(self, now: dt.datetime) -> dt.datetime:
         if self.kind == "daily":
             assert self.hour is not None and self.minute is not None
@@ -140,23 +158,33 @@ class Schedule:
         return _cron_next(self.cron, now)
 
 
-def _interval(rest: str) -> int:
-    if len(rest) < 2 or rest[-1] not in _UNITS:
+def _clip(text: str) -> str:
+    """The text to quote in a message: a pasted megabyte is not echoed back."""
+    return text if len(text) <= 40 else text[:20] + "…" + text[-8:]
+
+
+def _interval(whole: str) -> int:
+    rest = _clip(whole)
+    if len(whole) < 2 or whole[-1] not in _UNITS:
         raise ScheduleError(
             f"interval {rest!r}: write a whole number and a unit, e.g. 30s, 10m, 2h, 1d"
         )
-    number = rest[:-1].strip()
-    try:
-        n = int(number)
-    except ValueError:
+    number = whole[:-1].strip()
+    digits = number[1:] if number[:1] in "+-" else number
+    if not (digits.isascii() and digits.isdigit()):
         raise ScheduleError(
-            f"interval {rest!r}: {number!r} is not a whole number", "e.g. every 10m"
-        ) from None
-    if n <= 0:
-        raise ScheduleError(
-            f"interval {rest!r} must be positive: a loop cannot fire every {n}{rest[-1]}"
+            f"interval {rest!r}: {_clip(number)!r} is not a whole number", "e.g. every 10m"
         )
-    return n * _UNITS[rest[-1]]
+    n = int(number) if len(digits) <= _MAX_DIGITS else int(number[:1] + "9" * _MAX_DIGITS)
+    if n <= 0:
+        raise ScheduleError(f"interval {rest!r} must be positive: a loop cannot fire every {rest}")
+    seconds = n * _UNITS[whole[-1]]
+    if seconds > MAX_INTERVAL_S:
+        raise ScheduleError(
+            f"interval {rest!r} is longer than the maximum of 366d",
+            'for a yearly run write a cron, e.g. cron "0 9 1 1 *"',
+        )
+    return seconds
 
 
 def _hhmm(text: str) -> tuple[int, int]:

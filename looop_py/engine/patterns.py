@@ -234,6 +234,8 @@ def goal_frontmatter(spec: LoopSpec) -> dict[str, object]:
         ("allow", list(spec.allow)),
         ("on", list(spec.on)),
         ("runtime", spec.runtime),
+        ("maker_runtime", spec.maker_runtime),
+        ("checker_runtime", spec.checker_runtime),
         ("target", spec.target),
     ):
         if value:

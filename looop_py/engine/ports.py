@@ -73,6 +73,9 @@ class WorkerResult:
     input_tokens: int = 0
     output_tokens: int = 0
     iters: int | None = None
+    # tokens a worker reported only as a total (`looop done --tokens`): they count toward
+    # the total ceiling, never toward input or output
+    unsplit_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class WorkerResult:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "iters": self.iters,
+            "unsplit_tokens": self.unsplit_tokens,
         }
 
     @classmethod
@@ -93,6 +97,7 @@ class WorkerResult:
             int(data.get("input_tokens") or 0),
             int(data.get("output_tokens") or 0),
             None if iters is None else int(iters),
+            int(data.get("unsplit_tokens") or 0),
         )
 
     @property

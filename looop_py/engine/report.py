@@ -46,6 +46,7 @@ class RoundReport:
     action: ActionReceipt | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    unsplit_tokens: int = 0  # reported only as a total (`looop done --tokens`)
     reason: str | None = None  # why it escalated
     limit: BudgetLimit | None = None  # which ceiling stopped it
     budget_detail: str | None = None  # "total-tokens: 412 spent, limit 400"
@@ -61,7 +62,7 @@ class RoundReport:
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        return self.input_tokens + self.output_tokens + self.unsplit_tokens
 
     @property
     def finished(self) -> bool:
@@ -102,7 +103,8 @@ class RoundReport:
             lines.append(f"failure: {self.error}")
         if self.action is not None:
             lines.append(f"action: {self.action.kind} — {self.action.summary}")
-        lines.append(f"tokens: {self.input_tokens} in / {self.output_tokens} out")
+        unsplit = f" / {self.unsplit_tokens} unsplit" if self.unsplit_tokens else ""
+        lines.append(f"tokens: {self.input_tokens} in / {self.output_tokens} out{unsplit}")
         return "".join(line + "\n" for line in lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,6 +130,7 @@ class RoundReport:
             "answer_note": self.answer_note,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "unsplit_tokens": self.unsplit_tokens,
             "total_tokens": self.total_tokens,
             "started_at": self.started_at,
             "ended_at": self.ended_at,

@@ -93,6 +93,7 @@ class RoundState:
     checker: WorkerResult | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    unsplit_tokens: int = 0  # reported only as a total: they count toward max_total_tokens
     proposed: ProposedAction | None = None
     decision: GateDecision | None = None
     outcome: RoundOutcome | None = None
@@ -136,6 +137,7 @@ class RoundState:
             action=self.action,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
+            unsplit_tokens=self.unsplit_tokens,
             reason=self.reason,
             limit=self.limit,
             budget_detail=self.budget_detail,
@@ -173,6 +175,7 @@ class RoundState:
             "checker": self.checker.to_dict() if self.checker else None,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "unsplit_tokens": self.unsplit_tokens,
             "proposed": self.proposed.to_dict() if self.proposed else None,
             "decision": self.decision.to_dict() if self.decision else None,
             "outcome": self.outcome.value if self.outcome else None,
@@ -213,6 +216,7 @@ class RoundState:
             checker=opt("checker", WorkerResult.from_dict),
             input_tokens=int(data.get("input_tokens") or 0),
             output_tokens=int(data.get("output_tokens") or 0),
+            unsplit_tokens=int(data.get("unsplit_tokens") or 0),
             proposed=opt("proposed", ProposedAction.from_dict),
             decision=opt("decision", GateDecision.from_dict),
             outcome=opt("outcome", RoundOutcome),

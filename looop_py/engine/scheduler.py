@@ -5,9 +5,11 @@ looop_py/loops/schedule.py keeps it in state/loop-schedule.json):
 
 - a loop seen for the first time is due at its first slot after that moment
   (not at once: restarting looop, or adding a daily loop at noon, fires nothing);
-- a due loop fires once, and its next slot is computed from the moment it
-  fired, so however many slots were missed (the machine slept, looop was
-  down) they coalesce into that one run;
+- a due loop fires once, and its next slot is the first one after the moment
+  it fired on the loop's own grid (`every N`: the slot it was due at plus a
+  whole number of N, so a late beat does not shift later runs; wall-clock
+  forms: their next time), so however many slots were missed (the machine
+  slept, looop was down) they coalesce into that one run;
 - a loop whose cadence changed is rescheduled from now; a loop that is gone is
   forgotten.
 
@@ -45,6 +47,15 @@ if TYPE_CHECKING:
     from looop_py.engine.rounds import RoundState
 
 DEFAULT_TICK_S = 60.0
+_LAST_TS = 253402300799.0  # 9999-12-31 23:59:59 UTC: a stored time past it is damage
+
+
+def _stamp(value: Any) -> float:
+    """A stored Unix time, or ValueError for one no clock or calendar could show."""
+    ts = float(value)
+    if not 0.0 <= ts <= _LAST_TS:  # also false for NaN
+        raise ValueError(f"time {value!r} is out of range")
+    return ts
 
 
 @dataclass(frozen=True)
@@ -67,8 +78,8 @@ class LoopTiming:
         last = data.get("last_fired")
         return cls(
             str(data["cadence"]),
-            float(data["next_at"]),
-            None if last is None else float(last),
+            _stamp(data["next_at"]),
+            None if last is None else _stamp(last),
             int(data.get("fired") or 0),
         )
 
@@ -99,12 +110,14 @@ class ScheduleBook:
         return [name for name, t in self.loops.items() if t.next_at <= now]
 
     def fired(self, name: str, schedule: Schedule, now: float) -> ScheduleBook:
-        """`name` fired at `now`: its next slot is the first one strictly after now."""
-        known = self.loops.get(name) or LoopTiming(str(schedule), now)
+        """`name` fired at `now`: its next slot is the first one on its grid strictly after now."""
+        known = self.loops.get(name)
+        if known is None or known.cadence != str(schedule):
+            known = LoopTiming(str(schedule), now)  # a new grid, anchored at this run
         timing = replace(
             known,
             cadence=str(schedule),
-            next_at=schedule.next_fire(now),
+            next_at=schedule.next_slot(known.next_at, now),
             last_fired=now,
             fired=known.fired + 1,
         )

@@ -47,7 +47,7 @@ DEFAULT_ACTION = "report"
 # Frontmatter keys that make a goal a loop. `on:` only routes sensor changes, and
 # `runtime:`/`target:` also belong to plain goals that start a worker.
 LOOP_KEYS = frozenset({"level", "cadence", "budget", "action", "allow", "maker", "checker"})
-SPEC_KEYS = LOOP_KEYS | {"runtime", "target"}
+SPEC_KEYS = LOOP_KEYS | {"runtime", "target", "maker_runtime", "checker_runtime"}
 # Frontmatter key -> LoopSpec field, where the two differ.
 _FRONTMATTER_NAMES = {"action": "action_kind", "maker": "maker_prompt", "checker": "checker_prompt"}
 
@@ -70,6 +70,9 @@ class LoopSpec:
     on: tuple[str, ...] = ()  # sensors whose change should start a round
     runtime: str | None = None  # worker runtime for maker and checker (None: the default)
     target: str | None = None  # claim name for the round (None: the loop's own claim)
+    # a role's own runtime (a strong maker, a checker from another vendor); None: `runtime`
+    maker_runtime: str | None = None
+    checker_runtime: str | None = None
 
     def with_cadence(self, cadence: str) -> LoopSpec:
         return replace(self, cadence=cadence)
@@ -101,6 +104,14 @@ class LoopSpec:
     def with_target(self, target: str | None) -> LoopSpec:
         return replace(self, target=target)
 
+    def with_role_runtimes(self, maker: str | None, checker: str | None) -> LoopSpec:
+        return replace(self, maker_runtime=maker, checker_runtime=checker)
+
+    def runtime_for(self, role: str) -> str | None:
+        """The runtime the maker or the checker runs on: its own, else the loop's."""
+        own = self.maker_runtime if role == "maker" else self.checker_runtime
+        return own or self.runtime
+
     @property
     def claim_name(self) -> str:
         """What a round claims: the target, else the loop itself (one round per loop)."""
@@ -122,6 +133,8 @@ class LoopSpec:
             "on": list(self.on),
             "runtime": self.runtime,
             "target": self.target,
+            "maker_runtime": self.maker_runtime,
+            "checker_runtime": self.checker_runtime,
         }
 
     @classmethod
@@ -142,6 +155,8 @@ class LoopSpec:
             "on",
             "runtime",
             "target",
+            "maker_runtime",
+            "checker_runtime",
         }
         unknown = sorted(set(data) - known)
         if unknown:
@@ -166,6 +181,8 @@ class LoopSpec:
             on=_words(data, "on"),
             runtime=_optional_text(data, "runtime"),
             target=_optional_text(data, "target"),
+            maker_runtime=_optional_text(data, "maker_runtime"),
+            checker_runtime=_optional_text(data, "checker_runtime"),
         )
 
     def to_json(self) -> str:

@@ -118,7 +118,7 @@ def _request(s: RoundState, kind: str, prompt: str) -> WorkerRequest:
         prompt=prompt,
         read_only=not s.level.maker_may_write,
         workspace=s.workspace,
-        runtime=s.spec.runtime,
+        runtime=s.spec.runtime_for(kind),
         max_iters=s.spec.budget.max_iters_per_round,
     )
 
@@ -205,9 +205,14 @@ def _step_gate(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
 def _step_escalate(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     assert s.proposed is not None
     p = s.proposed
+    second_yes = (
+        ""
+        if p.verified
+        else "Approving unverified work takes a second yes: `looop approve ID --unverified`.\n"
+    )
     question = (
         f"Loop `{s.loop}` ({s.level.label}) proposes `{p.kind}`"
-        f"{'' if p.verified else ' (NOT verified by its checker)'}.\n"
+        f"{'' if p.verified else ' (NOT verified by its checker)'}.\n{second_yes}"
         f"Why a human is asked: {s.reason}\n\n{p.summary}\n\nApprove?"
     )
     request = ApprovalRequest(
@@ -323,11 +328,12 @@ def _spend(s: RoundState, result: WorkerResult) -> RoundState:
         s,
         input_tokens=s.input_tokens + max(0, result.input_tokens),
         output_tokens=s.output_tokens + max(0, result.output_tokens),
+        unsplit_tokens=s.unsplit_tokens + max(0, result.unsplit_tokens),
     )
 
 
 def _tally(s: RoundState) -> BudgetState:
-    return BudgetState(s.spec.budget, s.input_tokens, s.output_tokens)
+    return BudgetState(s.spec.budget, s.input_tokens, s.output_tokens, s.unsplit_tokens)
 
 
 def _over_budget(s: RoundState, skipped: str) -> RoundState | None:

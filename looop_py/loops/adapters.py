@@ -99,6 +99,7 @@ class SessionWorkers:
             loop=request.loop,
             cwd=Path(request.workspace) if request.workspace else None,
             read_only=request.read_only,
+            max_iters=request.max_iters,
             now=self.clock(),
         )
         if self.wd.shelf.shared:  # other hosts see it alive (loops/advance.py)
@@ -127,8 +128,11 @@ class SessionWorkers:
         # housekeep it); the pulse's finalize charging the same worker again changes nothing.
         reap.charge(self.wd, records.session_dir(self.wd.paths, handle), self.clock(), view.usage)
         usage = view.usage or {}
-        tokens_in = int(usage.get("input_tokens") or usage.get("total_tokens") or 0)
-        tokens_out = int(usage.get("output_tokens") or 0)
+        tokens_in = _count(usage.get("input_tokens"))
+        tokens_out = _count(usage.get("output_tokens"))
+        # a total with no split (`looop done --tokens N`) charges no direction
+        unsplit = max(0, _count(usage.get("total_tokens")) - tokens_in - tokens_out)
+        counts = {"input_tokens": tokens_in, "output_tokens": tokens_out, "unsplit_tokens": unsplit}
         result = view.result or {}
         tail = _output_tail(self.wd.paths, handle)
         if result.get("status"):
@@ -137,17 +141,22 @@ class SessionWorkers:
                 status = WorkerStatus.parse(str(result["status"]))
             except ValueError:
                 status = WorkerStatus.FAILED
-            return WorkerResult(status, text, tokens_in, tokens_out)
+            return WorkerResult(status, text, **counts)
         # Exit code 0 alone never means success: without `looop done` it is not verified.
         if view.exit_code == 0:
             text = f"exited 0 without reporting (`looop done`); its output ends:\n{tail}"
-            return WorkerResult(WorkerStatus.DONE_WITH_CONCERNS, text, tokens_in, tokens_out)
+            return WorkerResult(WorkerStatus.DONE_WITH_CONCERNS, text, **counts)
         text = f"{view.state} with exit code {view.exit_code}; its output ends:\n{tail}"
-        return WorkerResult(WorkerStatus.FAILED, text, tokens_in, tokens_out)
+        return WorkerResult(WorkerStatus.FAILED, text, **counts)
 
     def cancel(self, handle: str) -> None:
         with contextlib.suppress(UsageError):
             kill.kill(self.wd.paths, handle, reason="the round ran out of wall-clock time")
+
+
+def _count(value: object) -> int:
+    number = jsonio.number(value)
+    return max(0, int(number)) if number is not None else 0
 
 
 def _output_tail(paths: Paths, handle: str) -> str:

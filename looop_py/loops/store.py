@@ -161,8 +161,10 @@ def _row(stem: str, data: Any) -> RoundRow:
         trigger=_text(data.get("trigger")),
         started_at=jsonio.number(data.get("started_at")),
         ended_at=jsonio.number(data.get("ended_at")),
-        tokens=int(jsonio.number(data.get("input_tokens")) or 0)
-        + int(jsonio.number(data.get("output_tokens")) or 0),
+        tokens=sum(
+            int(jsonio.number(data.get(key)) or 0)
+            for key in ("input_tokens", "output_tokens", "unsplit_tokens")
+        ),
         ask=_text(data.get("ask")) if phase == "awaiting-approval" else None,
         error=_text(data.get("error")),
         host=_text(data.get("host")),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from looop_py.asks import mailbox
+from looop_py.errors import UsageError
 from looop_py.loops import store
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
@@ -32,6 +35,8 @@ class LoopRow:
     rounds: int
     tokens: int
     held: str | None = None  # "budget": the daily budget is spent, no round starts
+    # "held since T: waiting on ask X": its live round waits for a human, so no round starts
+    waiting: str | None = None
 
     @property
     def next_fire(self) -> str | None:
@@ -52,6 +57,7 @@ class LoopRow:
             "rounds": self.rounds,
             "tokens": self.tokens,
             "held": self.held,
+            "waiting": self.waiting,
         }
 
 
@@ -62,6 +68,30 @@ class LoopsView:
 
     def to_json(self) -> dict[str, Any]:
         return {"loops": [lp.to_json() for lp in self.loops], "errors": self.errors}
+
+
+def waiting_line(wd: WorkDir, rows: list[RoundRow]) -> str | None:
+    """`held since T: waiting on ask X` for a loop whose live round awaits approval: while
+    it waits, its cadence starts no round (a loop never has two at once)."""
+    row = next((r for r in rows if r.live and r.ask), None)
+    if row is None or row.ask is None:
+        return None
+    since: float | None = row.started_at
+    with contextlib.suppress(UsageError):  # an ask gone missing: the round's start says when
+        since = mailbox.get_ask(wd, row.ask).created_at
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(since)) if since else "?"
+    return f"held since {when}: waiting on ask {row.ask}"
+
+
+def held_loops(wd: WorkDir) -> dict[str, str]:
+    """Each loop held on an approval ask, and its `held since T: waiting on ask X` line."""
+    live = store.rows(wd.shelf, include_done=False)
+    out = {}
+    for loop in sorted({r.loop for r in live if r.ask and r.loop}):
+        line = waiting_line(wd, [r for r in live if r.loop == loop])
+        if line and loop:
+            out[loop] = line
+    return out
 
 
 def list_rounds(wd: WorkDir, *, include_done: bool) -> list[RoundRow]:
@@ -90,6 +120,7 @@ def overview(wd: WorkDir, now: float) -> LoopsView:
                 rounds=len(mine),
                 tokens=sum(r.tokens for r in mine),
                 held=None if held is None or any(r.live for r in mine) else "budget",
+                waiting=waiting_line(wd, mine),
             )
         )
     return LoopsView(tuple(out), errors)

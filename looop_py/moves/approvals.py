@@ -124,9 +124,19 @@ def _settle_round(wd: WorkDir, round_id: str, now: float) -> str:
     return f"round {round_id}: {outcome}" + (f" ({state.error})" if state.error else "")
 
 
-def approve(wd: WorkDir, ask_id: str, *, now: float, by: str | None = None) -> Answer:
-    """`by`: where the approval came from (cli, page), kept in the answer's record."""
+def approve(
+    wd: WorkDir, ask_id: str, *, now: float, by: str | None = None, unverified: bool = False
+) -> Answer:
+    """Approve a held move or a loop round's proposal. A proposal its checker did not verify
+    runs only with `unverified` (`looop approve ID --unverified`): a second, explicit yes.
+    `by`: where the approval came from (cli, page), kept in the answer's record."""
     ask = _approval(wd, ask_id)
+    if "round" in ask.hold and ask.hold.get("verified") is False and not unverified:
+        raise UsageError(
+            f"{ask_id}: its checker did not verify this proposal, so one approval is not enough",
+            f"read it again, then approve it anyway with `looop approve {ask_id} --unverified`,"
+            f" or `looop deny {ask_id}`",
+        )
     if "round" in ask.hold:
         mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved", by=by)
         note = _settle_round(wd, str(ask.hold["round"]), now)

@@ -291,8 +291,11 @@ class Web:
 
     async def approve(self, request: Request) -> Response:
         aid = request.path_params["id"]
+        unverified = request.state.form.get("unverified") == "yes"
         got = await run_in_threadpool(
-            lambda: approvals.approve(self.opened.current(), aid, now=time.time(), by="page")
+            lambda: approvals.approve(
+                self.opened.current(), aid, now=time.time(), by="page", unverified=unverified
+            )
         )
         return _done(request, f"/asks/{aid}", actions.answer_json(aid, got))
 

@@ -307,7 +307,7 @@ def loops(d: dict[str, Any], csrf: str | None = None) -> str:
             lp["level"],
             lp["cadence"],
             lp["action"],
-            lp.get("next_fire"),
+            lp.get("waiting") or lp.get("next_fire"),
             lp.get("last_outcome"),
             lp.get("live_round"),
             lp["rounds"],

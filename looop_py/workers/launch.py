@@ -87,13 +87,17 @@ def start(
     cwd: Path | None = None,
     read_only: bool = False,
     refuse_prose: bool = False,
+    max_iters: int | None = None,
     now: float,
 ) -> Session:
     """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not.
 
     `cwd` runs it in a directory that already exists (a loop round's workspace);
     `read_only` uses the runtime's read-only mode when it has one (L1 loops);
-    `refuse_prose` (`looop worker start`) refuses prose on a script runtime.
+    `refuse_prose` (`looop worker start`) refuses prose on a script runtime;
+    `max_iters` caps its tool calls: its supervisor counts them in the CLI's stream and
+    ends it past the cap (a CLI with its own flag gets it too; a shell worker reads
+    LOOOP_MAX_ITERS).
     """
 
     config = wd.config
@@ -158,7 +162,9 @@ def start(
                 "id": session_id,
                 "pid": None,
                 "create_time": None,
-                "command": runtimes.launch_command(rt, prompt_file, read_only=read_only),
+                "command": runtimes.launch_command(
+                    rt, prompt_file, read_only=read_only, max_iters=max_iters
+                ),
                 "read_only": ("copy" if copy else "runtime") if read_only else None,
                 "copy_of": str(ran_in) if copy else None,
                 "copy": str(run_in) if copy else None,
@@ -173,12 +179,16 @@ def start(
                 "limits": {
                     "kill_grace_s": wcfg.kill_grace_s,
                     "stuck_after_s": wcfg.stuck_after_s,
+                    "max_iters": max_iters,
                 },
             }
             jsonio.write_json(d / META, meta)
             jsonio.write_json(d / STATUS, {"state": "starting", "exit_code": None})
             (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
-            ready = _spawn_supervisor(d, worker_env(wd.paths, session_id, run_in, config, rt))
+            env = worker_env(wd.paths, session_id, run_in, config, rt)
+            if max_iters is not None:
+                env["LOOOP_MAX_ITERS"] = str(max_iters)
+            ready = _spawn_supervisor(d, env)
         except BaseException as exc:
             ended = {"state": "exited", "exit_code": None, "ended_at": now, "error": str(exc)}
             with contextlib.suppress(OSError):

@@ -339,8 +339,13 @@ def report(
     tokens: int | None,
     cost_usd: float | None,
     now: float,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """`looop done`: write result.json, the worker's word on how its task went."""
+    """`looop done`: write result.json, the worker's word on how its task went.
+
+    Tokens: `input_tokens`/`output_tokens` as split, `tokens` as the total (alone, it
+    counts toward a loop's total ceiling only: no direction is guessed)."""
     d = session_dir(paths, session_id)
     if not d.is_dir():
         raise UsageError(
@@ -350,8 +355,19 @@ def report(
     if status not in RESULT_STATUSES:
         raise UsageError(f"unknown status {status!r}", f"use one of {', '.join(RESULT_STATUSES)}")
     result: dict[str, Any] = {"status": status, "summary": summary, "at": now}
-    if tokens is not None or cost_usd is not None:
-        result["usage"] = {"total_tokens": tokens, "cost_usd": cost_usd, "source": "worker"}
+    for name, value in (("tokens", tokens), ("input", input_tokens), ("output", output_tokens)):
+        if value is not None and value < 0:
+            raise UsageError(f"--{name}{'-tokens' if name != 'tokens' else ''} is negative")
+    split = (input_tokens or 0) + (output_tokens or 0)
+    if tokens is not None and split > tokens:
+        raise UsageError(
+            f"--tokens {tokens} is less than --input-tokens plus --output-tokens ({split})"
+        )
+    if tokens is not None or cost_usd is not None or split:
+        usage: dict[str, Any] = {"total_tokens": tokens if tokens is not None else split}
+        if input_tokens is not None or output_tokens is not None:  # a split, only when given
+            usage |= {"input_tokens": input_tokens or 0, "output_tokens": output_tokens or 0}
+        result["usage"] = usage | {"cost_usd": cost_usd, "source": "worker"}
     try:
         jsonio.write_json(d / RESULT, result)
     except OSError as exc:  # e.g. a read-only sandbox (codex --sandbox read-only): say so

@@ -37,6 +37,9 @@ class Runtime:
     # Can the agent run shell commands (so `looop done`, `ask`, `claim`)? aider cannot:
     # its contract asks for a STATUS line in its last message, which looop records.
     runs_commands: bool = True
+    # The CLI's own cap on agent turns (claude --max-turns); looop counts tool calls in
+    # the stream of every runtime that has one and stops the worker past the cap anyway.
+    turns_flag: str = ""
 
     def launch_template(self, read_only: bool) -> str:
         """The command to run; an L1 worker gets the read-only mode when the CLI has one."""
@@ -68,6 +71,7 @@ BUILTINS: dict[str, Runtime] = {
         "claude -p --output-format stream-json --verbose --dangerously-skip-permissions"
         " < {{prompt_file}}",
         usage="claude",
+        turns_flag="--max-turns",
         # plan mode: reads and searches only, no edits and no commands.
         read_only="claude -p --output-format stream-json --verbose --permission-mode plan"
         " < {{prompt_file}}",
@@ -147,13 +151,21 @@ def resolve(config: Config, name: str | None) -> Runtime:
         executes_prompt=executes,
         env=custom.env,
         runs_commands=base.runs_commands if base else True,
+        turns_flag=base.turns_flag if base else "",
     )
 
 
-def launch_command(runtime: Runtime, prompt_file: Path, *, read_only: bool = False) -> str:
-    """The command with the prompt path shell-quoted (also where the template quoted it)."""
+def launch_command(
+    runtime: Runtime, prompt_file: Path, *, read_only: bool = False, max_iters: int | None = None
+) -> str:
+    """The command with the prompt path shell-quoted (also where the template quoted it);
+    with `max_iters`, the CLI's own turn flag after its name when the command starts with it."""
     quoted = shlex.quote(str(prompt_file))
     command = runtime.launch_template(read_only)
+    cli, _, rest = command.partition(" ")
+    if max_iters is not None and runtime.turns_flag and cli == runtime.name:
+        # N tool calls take N+1 turns (the last one answers): looop's own count stops it first
+        command = f"{cli} {runtime.turns_flag} {int(max_iters) + 1} {rest}"
     for already in (f"'{PLACEHOLDER}'", f'"{PLACEHOLDER}"'):
         command = command.replace(already, quoted)
     return command.replace(PLACEHOLDER, quoted)
@@ -183,7 +195,7 @@ def contract(session_id: str, runtime: Runtime, workspace: Path | None) -> str:
         "  report and ask.",
         "- Finish by reporting how it went; exiting 0 alone never counts as success:",
         '    "$LOOOP_BIN" done --status done|done-with-concerns|blocked --summary "one line"',
-        "  (add --tokens N --cost-usd X if you know what you spent).",
+        "  (add --input-tokens N --output-tokens M --cost-usd X if you know what you spent).",
         "- Environment: LOOOP_SESSION_ID, LOOOP_BIN, LOOOP_DIR, LOOOP_CLAIMS_DIR,",
         "  LOOOP_REPORTS_DIR.",
     ]

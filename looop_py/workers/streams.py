@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 KINDS = ("", "claude", "codex", "pi", "aider")
+READS_TURNS = ("claude", "codex", "pi")  # the streams tool_calls() counts iterations in
 MAX_SUMMARY = 500
 
 
@@ -36,6 +37,9 @@ class Final:
 class Stream:
     usage: dict[str, Any] | None = None
     final: Final | None = None
+    # claude: each API message's usage by id, for a run stopped before its `result` line
+    # (one message comes as several assistant events that repeat its usage)
+    messages: dict[str, dict[str, Any]] | None = None
 
 
 def read(kind: str, log: Path) -> Stream:
@@ -60,10 +64,25 @@ def read(kind: str, log: Path) -> Stream:
                 continue
             if isinstance(event, dict):
                 _READERS[kind](event, out)
+    if out.usage is None and out.messages:  # stopped mid-run (an iteration cap): sum them
+        out.usage = _claude_usage(list(out.messages.values()), None)
     return out
 
 
+def _claude_usage(usages: list[dict[str, Any]], cost: Any) -> dict[str, Any]:
+    read = sum(_int(u.get("cache_read_input_tokens")) for u in usages)
+    written = sum(_int(u.get("cache_creation_input_tokens")) for u in usages)
+    inp = sum(_int(u.get("input_tokens")) for u in usages) + read + written
+    return _usage(inp, sum(_int(u.get("output_tokens")) for u in usages), cost, read, written)
+
+
 def _claude(event: dict[str, Any], out: Stream) -> None:
+    if event.get("type") == "assistant":
+        message = _dict(event.get("message"))
+        if isinstance(message.get("id"), str) and isinstance(message.get("usage"), dict):
+            out.messages = out.messages or {}
+            out.messages[message["id"]] = message["usage"]  # the last event of it wins
+        return
     if event.get("type") != "result":
         return
     u = _dict(event.get("usage"))
@@ -147,6 +166,65 @@ def _pi(event: dict[str, Any], out: Stream) -> None:
 
 
 _READERS = {"claude": _claude, "codex": _codex, "pi": _pi}
+
+
+# -- iterations: how many times the agent went round its loop ---------------------------
+
+# codex items that are a tool call (one model turn that continues the run)
+_CODEX_TOOL_ITEMS = frozenset(
+    {"command_execution", "mcp_tool_call", "file_change", "web_search", "local_shell_call"}
+)
+
+
+def tool_calls(kind: str, event: dict[str, Any]) -> int:
+    """How many tool calls one stream event announces: each is an iteration the agent
+    takes (it asks the model again once the tool answers). 0 for anything else."""
+    if kind == "claude":
+        message = _dict(event.get("message"))
+        if event.get("type") != "assistant" or message.get("role", "assistant") != "assistant":
+            return 0
+        return _blocks(message.get("content"), "tool_use")
+    if kind == "codex":
+        item = _dict(event.get("item"))
+        return int(event.get("type") == "item.started" and item.get("type") in _CODEX_TOOL_ITEMS)
+    if kind == "pi":
+        message = _dict(event.get("message"))
+        if event.get("type") != "message_end" or message.get("role") != "assistant":
+            return 0
+        return _blocks(message.get("content"), "toolCall")
+    return 0
+
+
+def _blocks(content: Any, kind: str) -> int:
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for c in content if isinstance(c, dict) and c.get("type") == kind)
+
+
+@dataclass
+class TurnCounter:
+    """Counts a running worker's iterations from its output.log as it grows: fed the new
+    bytes, it keeps the unfinished last line for the next feed."""
+
+    kind: str
+    turns: int = 0
+    _rest: bytes = b""
+
+    def feed(self, data: bytes) -> int:
+        lines = (self._rest + data).split(b"\n")
+        self._rest = lines.pop()
+        if len(self._rest) > 1 << 22:  # a line past 4 MiB is no event we count
+            self._rest = b""
+        for line in lines:
+            if not line.startswith(b"{"):
+                continue
+            try:
+                event = jsonio.loads(line)
+            except jsonio.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                self.turns += tool_calls(self.kind, event)
+        return self.turns
 
 
 def _usage(inp: int, outp: int, cost: Any, read: int = 0, written: int = 0) -> dict[str, Any]:

@@ -8,10 +8,12 @@ reports the worker's pid; from then on the two outlive any looop process.
     2. fork the worker into its own session (so its own process group), held
        at a gate until its pid and create time are in meta.json, so anything
        it runs (`looop claim` …) finds its session already on record;
-    3. wait for it; write status.json with its exit code; read the CLI's stream
-       for usage (into status.json and result.json) and, when the worker never
-       called `looop done`, a result from the CLI's final envelope; end whatever
-       it left behind in its group (SIGTERM, then SIGKILL after the grace).
+    3. wait for it (with an iteration cap, counting its tool calls in output.log as
+       they come, and ending its group past the cap); write status.json with its
+       exit code; read the CLI's stream for usage (into status.json and
+       result.json) and, when the worker never called `looop done`, a result from
+       the CLI's final envelope; end whatever it left behind in its group
+       (SIGTERM, then SIGKILL after the grace).
 """
 
 from __future__ import annotations
@@ -63,7 +65,16 @@ def main(argv: list[str]) -> int:
     jsonio.write_json(d / records.STATUS, {"state": "running", "exit_code": None})
     _ready({"pid": pid, "create_time": created, "supervisor_pid": me})
     os.close(gate_w)  # the gate opens: the worker runs
-    _, wait_status = os.waitpid(pid, 0)
+    limits = records.as_dict(meta.get("limits"))
+    grace = limits.get("kill_grace_s")
+    grace_s = float(grace) if isinstance(grace, int | float) else 5.0
+    capped = limits.get("max_iters")
+    cap = capped if isinstance(capped, int) and capped > 0 else 0
+    kind = str(meta.get("usage_stream") or "")
+    if cap and kind in streams.READS_TURNS:
+        wait_status, turns = _wait_capped(pid, d / records.OUTPUT, kind, cap, grace_s)
+    else:
+        wait_status, turns = os.waitpid(pid, 0)[1], None
     ended = time.time()
     killed = (d / records.KILL).exists()
     code = os.waitstatus_to_exitcode(wait_status)
@@ -73,6 +84,13 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
+    if turns is not None and turns > cap and not (d / records.RESULT).exists():
+        why = f"iteration cap {cap} reached"
+        status["stopped"] = why
+        jsonio.write_json(
+            d / records.RESULT,
+            {"status": "blocked", "summary": why, "at": ended, "source": "looop", "iters": turns},
+        )
     copy = meta.get("copy")
     if meta.get("read_only") == "copy" and isinstance(copy, str):  # nothing in it lasts
         path = Path(copy)
@@ -84,9 +102,37 @@ def main(argv: list[str]) -> int:
     # ended (a pulse, `looop run`) sees its result and usage with it.
     jsonio.write_json(d / records.STATUS, status)
     if not killed:  # `looop worker kill` ends the whole tree itself
-        grace = records.as_dict(meta.get("limits")).get("kill_grace_s")
-        _end_stragglers(pid, float(grace) if isinstance(grace, int | float) else 5.0)
+        _end_stragglers(pid, grace_s)
     return 0
+
+
+def _wait_capped(pid: int, log: Path, kind: str, cap: int, grace_s: float) -> tuple[int, int]:
+    """Wait for the worker while counting its tool calls; past `cap` (the agent asks for
+    one more) end its whole group (SIGTERM, SIGKILL after the grace). Its wait status and
+    the tool calls counted."""
+    counter = streams.TurnCounter(kind)
+    offset = 0
+    while True:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        try:
+            with log.open("rb") as f:
+                f.seek(offset)
+                data = f.read(1 << 20)
+        except OSError:
+            data = b""
+        offset += len(data)
+        if counter.feed(data) > cap and not done:
+            return _stop(pid, grace_s), counter.turns
+        if done:
+            while data:  # what it wrote last, so the count is whole
+                with log.open("rb") as f:
+                    f.seek(offset)
+                    data = f.read(1 << 20)
+                offset += len(data)
+                counter.feed(data)
+            return wait_status, counter.turns
+        if not data:
+            time.sleep(0.1)
 
 
 def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +190,23 @@ def _exec_worker(gate_r: int, gate_w: int, d: Path, command: str, cwd: str) -> N
             os.write(2, traceback.format_exc().encode())
     finally:
         os._exit(127)
+
+
+def _stop(pid: int, grace_s: float) -> int:
+    """End the worker's group now (SIGTERM, SIGKILL after the grace); the leader's wait
+    status. What else is left in the group is ended after, as for any worker."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while True:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return wait_status
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            return os.waitpid(pid, 0)[1]
+        time.sleep(0.05)
 
 
 def _end_stragglers(pgid: int, grace_s: float) -> None:

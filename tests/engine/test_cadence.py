@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from looop_py import Schedule, ScheduleError
+from looop_py.engine.cadence import MAX_INTERVAL_S
 
 D = dt.datetime
 
@@ -187,3 +188,43 @@ def test_aware_now_gives_an_aware_local_result(berlin: None) -> None:
     nxt = s.next_after(utc_now)
     assert nxt.tzinfo is not None
     assert nxt == dt.datetime(2026, 5, 14, 7, 0, tzinfo=dt.UTC)
+
+
+# -- maxima: every value is either a schedule or a clear error, never a crash ------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "every 99999999999999d",
+        "every 367d",
+        "every 31622401s",
+        "every 8785h",
+        "every " + "9" * 5000 + "s",  # past int()'s own digit limit
+        "every -" + "9" * 5000 + "m",
+        "every ١٢s",  # digits int() reads, but not ASCII
+    ],
+)
+def test_intervals_past_the_maximum_or_not_ascii_are_usage_errors(text: str) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        Schedule.parse(text)
+    assert caught.value.exit_code == 2 and len(caught.value.message) < 200
+
+
+def test_the_longest_interval_is_366_days_and_says_so() -> None:
+    assert Schedule.parse("every 366d").interval_s == MAX_INTERVAL_S == 366 * 86400
+    with pytest.raises(ScheduleError, match="maximum of 366d"):
+        Schedule.parse("every 367d")
+
+
+# -- the grid -----------------------------------------------------------------------------
+
+
+def test_next_slot_stays_on_the_grid_of_the_slot_it_was_due_at() -> None:
+    hourly = Schedule.parse("every 1h")
+    slot = 1_800_000_000.0
+    assert hourly.next_slot(slot, slot + 7 * 60) == slot + 3600  # late by 7 min: still :00
+    assert hourly.next_slot(slot, slot + 3600) == slot + 7200  # exactly on the next: strictly after
+    assert hourly.next_slot(slot, slot + 5 * 3600 + 1) == slot + 6 * 3600  # missed ones coalesce
+    daily = Schedule.parse("daily 09:00")
+    assert daily.next_slot(slot, slot + 60) == daily.next_fire(slot + 60)

@@ -59,7 +59,7 @@ def test_the_table_of_cadences_actions_and_budgets() -> None:
     }
     for spec in patterns.catalogue():
         b = spec.budget
-        assert (b.max_input_tokens, b.max_output_tokens, b.max_wall_s) == (None, None, None)
+        assert (b.max_input_tokens, b.max_output_tokens, b.max_wall_s) == (None, None, 3600.0)
         assert spec.intent and spec.maker_prompt and spec.checker_prompt
         assert not spec.allow and spec.target is None
 

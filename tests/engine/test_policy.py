@@ -19,7 +19,7 @@ from looop_py import (
     TokenBudget,
     default_gate_for,
 )
-from looop_py.engine.budget import BudgetError
+from looop_py.engine.budget import DEFAULT_MAX_WALL_S, BudgetError
 from looop_py.engine.spec import LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.loops.specs import spec_from_goal
@@ -153,7 +153,8 @@ def test_input_and_output_limits_trip_independently_in_order() -> None:
 def test_budget_defaults_helpers_and_labels() -> None:
     b = TokenBudget()
     assert (b.max_input_tokens, b.max_output_tokens, b.max_total_tokens) == (None, None, None)
-    assert b.max_iters_per_round == 12 and b.max_wall_s is None
+    assert b.max_iters_per_round == 12 and b.max_wall_s == DEFAULT_MAX_WALL_S == 3600.0
+    assert TokenBudget.from_dict({"max_wall_s": None}).max_wall_s is None  # no wall cap
     b2 = b.with_max_iters_per_round(3).with_max_wall_s(90).with_max_total_tokens(5)
     assert (b2.max_iters_per_round, b2.max_wall_s, b2.max_total_tokens) == (3, 90, 5)
     assert [lim.label for lim in BudgetLimit] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -274,3 +275,59 @@ def test_the_pulse_side_reads_load_no_round_machinery() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+# -- the grid: a late beat does not shift later runs --------------------------------------
+
+
+def simulate_day(cadence: str, beats: list[float], start: float) -> list[float]:
+    """Fire `cadence` on each beat it is due at, as ADVANCE does; the run times."""
+    schedule = Schedule.parse(cadence)
+    book = ScheduleBook().sync({"a": schedule}, start)
+    runs = []
+    for now in beats:
+        if book.due(now):
+            book = book.fired("a", schedule, now)
+            runs.append(now)
+    return runs
+
+
+def test_hourly_under_cron_every_minute_runs_24_times_a_day_on_the_hour() -> None:
+    start = T0 + 17.3  # registered a little after a beat, as a real goal is
+    # cron beats every minute, each starting 0-40 s late (a busy machine), for a day
+    beats = [start + 60 * i + (i * 7919 % 41) for i in range(1, 24 * 60 + 1)]
+    runs = simulate_day("every 1h", beats, start)
+    assert len(runs) == 24
+    gaps = [b - a for a, b in itertools.pairwise(runs)]
+    assert all(3600 - 60 <= g <= 3600 + 60 for g in gaps), gaps  # jitter only, no drift
+    slots = [start + 3600 * (k + 1) for k in range(24)]
+    assert all(0 <= run - slot < 101 for run, slot in zip(runs, slots, strict=True))
+
+
+def test_hourly_under_ten_minute_beats_keeps_hourly_gaps() -> None:
+    start = T0
+    beats = [start + 600 * i + (i * 7919 % 41) for i in range(1, 6 * 24 * 3 + 1)]  # three days
+    runs = simulate_day("every 1h", beats, start)
+    gaps = [b - a for a, b in itertools.pairwise(runs)]
+    assert len(runs) == 72 and all(3600 - 41 < g < 3600 + 41 for g in gaps)  # jitter, no drift
+
+
+def test_a_late_run_keeps_the_next_slot_and_a_cadence_change_starts_a_new_grid() -> None:
+    hourly = Schedule.parse("every 1h")
+    book = ScheduleBook().sync({"a": hourly}, T0)
+    book = book.fired("a", hourly, T0 + 3600 + 7 * 60)  # ran 7 minutes late
+    assert book.loops["a"].next_at == T0 + 7200
+    book = book.fired("a", hourly, T0 + 5 * 3600 + 1)  # looop was down: one run, same grid
+    assert book.loops["a"].next_at == T0 + 6 * 3600
+    half = Schedule.parse("every 30m")
+    book = book.sync({"a": half}, T0 + 5 * 3600 + 100)
+    assert book.loops["a"].next_at == T0 + 5 * 3600 + 100 + 1800
+
+
+@pytest.mark.parametrize("bad", [1e300, float("nan"), float("inf"), -5.0, "soon"])
+def test_a_stored_time_no_calendar_can_show_is_dropped_and_rescheduled(bad: object) -> None:
+    entry = {"cadence": "every 1m", "next_at": bad}
+    late = {"cadence": "every 1m", "next_at": T0, "last_fired": bad}
+    ok = {"cadence": "every 1m", "next_at": T0, "last_fired": T0 - 60}
+    book = ScheduleBook.from_dict({"v": 1, "loops": {"a": entry, "c": late, "b": ok}})
+    assert set(book.loops) == {"b"}
