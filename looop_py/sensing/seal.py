@@ -6,7 +6,9 @@ depended on (looop.toml, PLAYBOOK.md, each goal and sensor script, the
 snapshots, the committed world, and the directories whose emptiness lets a
 beat skip its housekeeping and keeps the probes' signals constant), what the
 sensors' environment derives from, and for each sensor a digest of its raw
-run: exactly the bytes normalization reads. beat/quiet.py checks it.
+run (exactly the bytes normalization reads) and of its signal item, so a run
+whose detail churned while its signal held is checked by parsing that one
+output (sensing/steady.py), not by a full beat. beat/quiet.py checks it.
 
 It seals only what it verified: the goals and PLAYBOOK on disk are re-read and
 must hash to the world's items with the surveyed stat before and after, every
@@ -23,7 +25,7 @@ import stat
 import sys
 
 from looop_py import __version__, procs
-from looop_py.sensing.survey import FILES, MUST_BE_ABSENT, stat_text, survey
+from looop_py.sensing.survey import FILES, MUST_BE_ABSENT, SNAPSHOTS, stat_text, survey
 from looop_py.world import digest
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
 
 
 SEAL = "state/quiet-seal"
-FORMAT = f"looop-quiet-seal 1 {__version__}"
+FORMAT = f"looop-quiet-seal 2 {__version__}"
 HEADER_LINES = 20
 
 
@@ -205,7 +207,9 @@ def seal(
         timeout = header.get("timeout", cfg.sensors.timeout_s)
         interval = header.get("interval") or 0.0
         error = "-" if reading.ok else _literal(reading.error_code)
-        fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", error)
+        item = world.items.get(f"snap:{reading.stem}")
+        signal = digest(item.encode()) if item is not None else "-"
+        fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", signal, error)
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
     env = dict(os.environ)
@@ -223,14 +227,19 @@ def seal(
             *lines,
         ]
     )
-    tmp = os.path.join(root, f"{SEAL}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, os.path.join(root, SEAL))  # no fsync: losing a seal costs one full beat
+        write(root, text + "\n")
     except OSError as exc:
         return f"cannot write the seal: {exc}"
     return None
+
+
+def write(root: str, text: str) -> None:
+    """Replace the seal (no fsync: losing a seal costs one full beat)."""
+    tmp = os.path.join(root, f"{SEAL}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(root, SEAL))
 
 
 def _unsealable(
@@ -314,7 +323,19 @@ def _until(committed: Committed, noop_ttl_s: float) -> float:
 class Sealed:
     """The seal as read back; ValueError or IndexError for one that is not whole."""
 
-    __slots__ = ("bin", "cap", "concurrency", "env", "hash", "scrub", "sensors", "survey", "until")
+    __slots__ = (
+        "bin",
+        "cap",
+        "concurrency",
+        "env",
+        "hash",
+        "scrub",
+        "sensors",
+        "signals",
+        "survey",
+        "text",
+        "until",
+    )
 
     def __init__(self, text: str) -> None:
         head, sep, rest = text.partition("\nsurvey\n")
@@ -329,15 +350,40 @@ class Sealed:
         _, self.env, self.bin = lines[4].split(" ", 2)
         self.scrub = lines[5].split(" ")[1:]
         self.sensors: list[tuple[str, float, float, str, str]] = []
+        self.signals: dict[str, str] = {}  # sensor name → digest of its world item
         scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
         for line in lines[6:]:
-            word, name, timeout, interval, raw, error = line.split(" ", 5)
+            word, name, timeout, interval, raw, signal, error = line.split(" ", 6)
             if word != "sensor":
                 raise ValueError("not a sensor line")
             if "/" in name or f"sensors/{name}.sh" not in scripts:
                 # A seal runs only scripts it surveyed in sensors/, whoever wrote it.
                 raise ValueError(f"sensor {name!r} is not a surveyed script")
             self.sensors.append((name, float(timeout), float(interval), raw, error))
+            self.signals[name] = signal
+        self.text = text
+
+    def steadied(self, digests: dict[str, str], snapshots: dict[str, str], folder: str) -> str:
+        """This seal's text with new raw digests for sensors whose signal held, new survey
+        lines for the snapshots the quiet beat rewrote (by work-dir relative name) and
+        for the snapshots folder they were renamed into (`folder`: its stat text)."""
+        head, _, _ = self.text.partition("\nsurvey\n")
+        lines = head.split("\n")
+        for i, line in enumerate(lines[6:], 6):
+            word, name, rest = line.split(" ", 2)
+            if name in digests:
+                timeout, interval, _, more = rest.split(" ", 3)
+                lines[i] = " ".join((word, name, timeout, interval, digests[name], more))
+        survey_lines = []
+        for line in self.survey:
+            rel = line.split(" ")[1]
+            if line.startswith("s ") and rel in snapshots:
+                survey_lines.append(f"s {rel} {snapshots[rel]}")
+            elif line.startswith("f ") and rel == SNAPSHOTS:
+                survey_lines.append(f"f {rel} {folder}")
+            else:
+                survey_lines.append(line)
+        return "\n".join([*lines, "survey", *survey_lines]) + "\n"
 
 
 def read(root: str) -> Sealed | None:

@@ -31,7 +31,8 @@ EMPTY = {"asks": "asks", "timers": "state/schedules"}
 # No round may be live (or recently done: a beat archives it later), so rounds/ holds
 # nothing but done/, whose archived rounds are surveyed file by file.
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
-LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": "snapshots"}
+SNAPSHOTS = "snapshots"
+LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
 # Worker sessions may stay only ended and settled (the writer checks): each one's files
 # are surveyed, one level deep.

@@ -272,7 +272,7 @@ def test_a_damaged_seal_means_a_full_beat_that_writes_a_good_one(wd: Paths) -> N
     for bad in (
         "",
         "garbage",
-        good.replace("looop-quiet-seal 1", "looop-quiet-seal 0"),
+        good.replace(seal.FORMAT, "looop-quiet-seal 0 0"),
         good[: len(good) // 2],
         good.replace("sensor ", "sensr "),
         "\x00\xff" * 9,
@@ -477,8 +477,7 @@ def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
     (the WorkDir's dataclasses), so the idiom saves nothing and `from typing import
     TYPE_CHECKING` reads plainer.
     """
-    _quiet_wd(wd)
-    _pulse(wd)
+    _churning_wd(wd)  # the quiet beat parses a churning sensor's output too
     lists = (
         "import os, sys\n"
         "def stay(code):\n"
@@ -511,3 +510,112 @@ def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
     }
     assert using, "the quiet path keeps its idiom"
     assert using <= bound, f"import TYPE_CHECKING from typing in: {sorted(using - bound)}"
+
+
+# -- a churning detail under a steady signal ------------------------------------------
+
+CHURN = 'printf \'{"signal": {"n": 1}, "detail": {"at": %s}}\' "$(date +%s%N)"'
+
+
+def _churning_wd(wd: Paths) -> Paths:
+    """The quiet work dir plus a sensor printing `out` if it exists, else a steady signal
+    with a new detail every run."""
+    _quiet_wd(wd)
+    write_sensor(wd, "churn", f"if [ -e out ]; then cat out; else {CHURN}; fi")
+    _pulse(wd)
+    _pulse(wd)  # sealed with the churning sensor in it
+    return wd
+
+
+# Outputs that keep the signal's text `{"n":1}` to a lenient parser but that the full
+# beat (orjson) reads otherwise, or that this parser cannot be sure of: never quiet.
+UNSURE_OUTPUTS = {
+    "NaN in detail": '{"signal": {"n": 1}, "detail": {"x": NaN}}',
+    "Infinity in detail": '{"signal": {"n": 1}, "detail": {"x": -Infinity}}',
+    "float overflow": '{"signal": {"n": 1}, "detail": {"x": 1e400}}',
+    "integer past 64 bits": '{"signal": {"n": 1}, "detail": {"x": 123456789012345678901234}}',
+    "duplicate key": '{"signal": {"n": 2, "n": 1}, "detail": {}}',
+    "duplicate signal": '{"signal": {"n": 2}, "signal": {"n": 1}}',
+    "lone surrogate": '{"signal": {"n": 1}, "detail": {"x": "\\ud800"}}',
+    "too deep": '{"signal": {"n": 1}, "detail": ' + "[" * 70 + "]" * 70 + "}",
+    "trailing garbage": '{"signal": {"n": 1}, "detail": {}} x',
+    "not utf-8": b'{"signal": {"n": 1}, "detail": {"x": "\xff"}}',
+    "a bare object": '{"n": 1}',
+    "signal changed": '{"signal": {"n": 2}, "detail": {}}',
+    "signal type changed": '{"signal": {"n": 1.0}, "detail": {}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSURE_OUTPUTS))
+def test_a_churning_sensor_is_quiet_only_when_sure_its_signal_held(wd: Paths, name: str) -> None:
+    _churning_wd(wd)
+    assert _pulse(wd).get("sealed") is True
+    out = UNSURE_OUTPUTS[name]
+    (wd.root / "out").write_bytes(out if isinstance(out, bytes) else out.encode())
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for an output it cannot read"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_churning_detail_with_another_change_is_not_quiet(wd: Paths) -> None:
+    _churning_wd(wd)
+    (wd.root / "value").write_text("5\n")  # another sensor's signal moves in the same beat
+    beat = _pulse(wd)
+    assert beat["outcome"] == "decided" and not beat.get("sealed")
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_churning_detail_with_a_steady_signal_stays_quiet(wd: Paths) -> None:
+    _churning_wd(wd)
+    snapshot = wd.snapshots / "sensor-churn.json"
+    seen = set()
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+        stored = json.loads(snapshot.read_text())
+        assert stored["signal"] == {"n": 1}
+        seen.add(stored["detail"]["at"])  # the snapshot carries this run's detail
+    assert len(seen) == 3
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    # The updated seal still catches what it always caught.
+    (wd.goals / "alpha.md").write_text("# Alpha\n\nkeep it UP\n")
+    assert not _pulse(wd).get("sealed")
+
+
+def test_a_full_beat_finds_the_churned_snapshot_as_it_would_have_written_it(wd: Paths) -> None:
+    _churning_wd(wd)
+    (wd.root / "out").write_text('{"signal": {"n": 1}, "detail": {"b": [1.5, "é"], "a": null}}')
+    assert _pulse(wd).get("sealed") is True
+    quiet_written = json.loads((wd.snapshots / "sensor-churn.json").read_text())
+    assert _pulse(wd, "-v")["outcome"] == "skipped"  # the full path rewrites it its own way
+    assert json.loads((wd.snapshots / "sensor-churn.json").read_text()) == quiet_written
+
+
+def test_a_churning_quiet_beat_loads_json_only(wd: Paths) -> None:
+    _churning_wd(wd)
+    heavy = ("orjson", "pathlib", "subprocess", "dataclasses", "enum", "typing")
+    heavy += ("looop_py.beat.pulse", "looop_py.sensing.sensors", "looop_py.jsonio", "yaml")
+    code = (
+        "import os, sys\n"
+        "before = set(sys.modules)\n"
+        "def stay(code):\n"
+        "    raise SystemExit(code)\n"
+        "os._exit = stay\n"
+        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse']\n"
+        "from looop_py.console import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])\n"
+    )
+    for _ in range(3):  # seal for this interpreter and argv, then churn quietly
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+    assert _last_beat(wd).get("sealed") is True
+
+
+def test_the_steady_parser_caps_depth_as_jsonio_does() -> None:
+    from looop_py.sensing import steady
+
+    assert steady.MAX_DEPTH == jsonio.MAX_DEPTH
