@@ -286,6 +286,24 @@ def _seal(
             prune_at = min(prune_at, ended + cfg.workers.session_ttl_s)
         return signal, prune_at
 
+    def claims_now() -> tuple[str, list[tuple[int, float]], float] | None:
+        """sys-claims now, each holder, when the first claim expires; None while a claim
+        is not plainly held by a live process (housekeeping may have work to do on it)."""
+        if wd.shelf.shared:
+            return None
+        from looop_py.coord import reaper  # loaded already: the probe listed claims
+
+        now = time.time()
+        signal = jsonio.canonical(probes.claims(probes.Seen(wd, now, ())).get("signal"))
+        holders, first = [], float("inf")
+        for view in reaper.list_claims(wd.paths, now):
+            held = view.claim
+            if not view.live or held is None or held.pid is None or held.create_time is None:
+                return None
+            holders.append((held.pid, held.create_time))
+            first = min(first, held.expires_at if held.expires_at is not None else first)
+        return signal.decode(), holders, first
+
     seal.seal(
         str(wd.paths.root),
         cfg,
@@ -296,6 +314,7 @@ def _seal(
         loop_wake=loop_wake,
         rounds_signal=rounds_signal,
         sessions_now=sessions_now,
+        claims_now=claims_now,
     )
 
 

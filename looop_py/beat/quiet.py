@@ -67,7 +67,7 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not lock.acquire():
         return None  # the full beat reports `locked`
     try:
-        if survey.survey(root) != sealed.survey:
+        if survey.survey(root) != sealed.survey or not _holders_alive(sealed):
             lock.release()
             return None
         runs, ran, cached = _run_sensors(root, sealed, now)
@@ -90,6 +90,15 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not quiet and sys.stdout.isatty():
         sys.stdout.write(_line(sealed, started) + "\n")
     return 0
+
+
+def _holders_alive(sealed: Sealed) -> bool:
+    """Every sealed claim's holder still runs (a dead one's claim is reaped by a full beat)."""
+    if not sealed.holders:
+        return True
+    from looop_py import identity  # only with a live claim: reads /proc
+
+    return all(identity.is_alive(pid, created) for pid, created in sealed.holders)
 
 
 def _run_sensors(

@@ -25,7 +25,14 @@ import stat
 import sys
 
 from looop_py import __version__, procs
-from looop_py.sensing.survey import FILES, MUST_BE_ABSENT, SNAPSHOTS, stat_text, survey
+from looop_py.sensing.survey import (
+    CLAIMS,
+    FILES,
+    MUST_BE_ABSENT,
+    SNAPSHOTS,
+    stat_text,
+    survey,
+)
 from looop_py.world import digest
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -57,6 +64,9 @@ if TYPE_CHECKING:
         def hash(self) -> str: ...
         @property
         def readings(self) -> Sequence[Reading]: ...
+
+    # sys-claims now, each holder (pid, create time), when the first claim expires.
+    Holders = tuple[str, list[tuple[int, float]], float]
 
     class Committed(Protocol):
         @property
@@ -165,6 +175,7 @@ def seal(
     loop_wake: float | None,
     rounds_signal: Callable[[], str],
     sessions_now: Callable[[], tuple[str, float] | None],
+    claims_now: Callable[[], Holders | None] = lambda: None,
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
@@ -173,13 +184,27 @@ def seal(
     `rounds_signal`: the sys-rounds signal as the probe reads it now (canonical JSON).
     `sessions_now`: the sys-sessions signal now and when the first session is pruned,
     or None while a session is live or not yet settled.
+    `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
+    when the first claim expires; None while a claim is not plainly held by a live
+    process (a round's, unreadable, on a shared backend).
     """
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
         return why
     lines = survey(root)
-    if any(line.startswith("e ") and line.endswith(" 1") for line in lines):
-        return "a worker, claim, ask, answer, approval, timer or round exists"
+    held = [line for line in lines if line.startswith("e ") and line.endswith(" 1")]
+    if held and held != [f"e {CLAIMS} 1"]:
+        return "a worker, ask, answer, approval, timer or round exists"
+    claim_files = [ln for ln in lines if ln.startswith(f"f {CLAIMS}/")]
+    claims = ("[]", [], float("inf")) if not held else claims_now()  # after the survey
+    if claims is None:
+        return "a claim is not plainly held by a live process"
+    if len(claims[1]) != len(claim_files) or any(
+        not ln.split(" ")[1].endswith(".json") for ln in claim_files
+    ):
+        return "the claims changed while the beat ran, or claims/ holds other files"
+    if world.items.get("snap:sys-claims") != claims[0]:
+        return "the claims changed while the beat ran"
     stats = {ln.split(" ")[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("f ")}
     if any(stats[FILES[k]] == "-" for k in ("config", "last_world")) or any(
         stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
@@ -212,6 +237,7 @@ def seal(
         fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", signal, error)
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
+    until = min(until, claims[2])  # an expired claim is reaped by a full beat
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -222,6 +248,7 @@ def seal(
             f"run {cap} {cfg.sensors.concurrency}",
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
+            "holders " + " ".join(f"{pid}:{created!r}" for pid, created in claims[1]),
             *sensor_lines,
             "survey",
             *lines,
@@ -254,8 +281,8 @@ def _unsealable(
     if not world.hash or " " in world.hash:
         return "no world hash"
     for key, value in world.items.items():
-        if key in ("snap:sys-rounds", "snap:sys-sessions"):
-            continue  # ended rounds and workers are files like any other: probed again
+        if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims"):
+            continue  # ended rounds, workers and live claims are files: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
             return f"probe {key[9:]} has something to say"
         if key.startswith("snap:sensor-") or key in ("playbook",) or key.startswith("goal:"):
@@ -329,6 +356,7 @@ class Sealed:
         "concurrency",
         "env",
         "hash",
+        "holders",
         "scrub",
         "sensors",
         "signals",
@@ -340,7 +368,7 @@ class Sealed:
     def __init__(self, text: str) -> None:
         head, sep, rest = text.partition("\nsurvey\n")
         lines = head.split("\n")
-        if not sep or lines[0] != FORMAT or len(lines) < 6:
+        if not sep or lines[0] != FORMAT or len(lines) < 7:
             raise ValueError("not a seal of this looop")
         self.survey = rest.rstrip("\n").split("\n")
         self.hash = lines[1].removeprefix("hash ")
@@ -349,10 +377,15 @@ class Sealed:
         self.cap, self.concurrency = int(cap), int(concurrency)
         _, self.env, self.bin = lines[4].split(" ", 2)
         self.scrub = lines[5].split(" ")[1:]
+        word, _, held = lines[6].partition(" ")
+        if word != "holders":
+            raise ValueError("not a holders line")
+        pairs = (h.split(":") for h in held.split(" ") if h)
+        self.holders = [(int(pid), float(created)) for pid, created in pairs]
         self.sensors: list[tuple[str, float, float, str, str]] = []
         self.signals: dict[str, str] = {}  # sensor name → digest of its world item
         scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
-        for line in lines[6:]:
+        for line in lines[7:]:
             word, name, timeout, interval, raw, signal, error = line.split(" ", 6)
             if word != "sensor":
                 raise ValueError("not a sensor line")
@@ -369,7 +402,7 @@ class Sealed:
         for the snapshots folder they were renamed into (`folder`: its stat text)."""
         head, _, _ = self.text.partition("\nsurvey\n")
         lines = head.split("\n")
-        for i, line in enumerate(lines[6:], 6):
+        for i, line in enumerate(lines[7:], 7):
             word, name, rest = line.split(" ", 2)
             if name in digests:
                 timeout, interval, _, more = rest.split(" ", 3)

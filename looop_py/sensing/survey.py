@@ -24,7 +24,8 @@ FILES = {
 }
 MUST_BE_ABSENT = ("wal", "step_failures")
 # Housekeeping runs only when one of these holds something besides dotfiles.
-NO_ENTRIES = {"claims": "claims", "answers": "answers"}
+CLAIMS = "claims"  # each claim file is surveyed too: a live claim's holder may be sealed
+NO_ENTRIES = {"claims": CLAIMS, "answers": "answers"}
 NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
 EMPTY = {"asks": "asks", "timers": "state/schedules"}
@@ -66,6 +67,7 @@ def survey(root: str) -> list[str]:
         lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
     rounds = os.path.join(root, ROUNDS)
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
+    lines += _survey_claims(root)
     lines += _survey_sessions(root)
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
@@ -86,6 +88,21 @@ def survey(root: str) -> list[str]:
                 lines.append(f"f {sub} {stat_text(s) if s else '-'}")
             else:
                 lines.append(f"n {sub}")
+    return lines
+
+
+def _survey_claims(root: str) -> list[str]:
+    """Each claim file (dotfiles, the claim locks among them, never count)."""
+    folder = os.path.join(root, CLAIMS)
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if not e.name.startswith("."))
+    except OSError:
+        return []
+    lines = []
+    for name in names:
+        st = _lstat(os.path.join(folder, name))
+        lines.append(f"f {CLAIMS}/{name} {stat_text(st) if st else '-'}")
     return lines
 
 

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -619,3 +620,78 @@ def test_the_steady_parser_caps_depth_as_jsonio_does() -> None:
     from looop_py.sensing import steady
 
     assert steady.MAX_DEPTH == jsonio.MAX_DEPTH
+
+
+# -- a live claim ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def holder() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process for a claim to follow."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _claim(wd: Paths, name: str, pid: int, *args: str) -> None:
+    done = invoke_looop("-C", str(wd.root), "claim", name, "--pid", str(pid), *args)
+    assert done.returncode == 0, done.stderr
+
+
+def _claimed_wd(wd: Paths, pid: int) -> Paths:
+    _quiet_wd(wd)
+    _claim(wd, "repo", pid, "--ttl", "3600")
+    assert _pulse(wd)["outcome"] == "decided"  # a new claim wakes the loop once
+    _pulse(wd)  # and the beat that finds it steady seals it
+    return wd
+
+
+CLAIM_MUTATIONS = {
+    "holder dies": lambda wd, h: (h.kill(), h.wait()),
+    "claim renewed": lambda wd, h: _claim(wd, "repo", h.pid, "--ttl", "60", "--renew"),
+    "claim file removed": lambda wd, h: (wd.claims / "repo.json").unlink(),
+    "another claim": lambda wd, h: _claim(wd, "deploy", h.pid, "--ttl", "3600"),
+    "claim file rewritten": lambda wd, h: (wd.claims / "repo.json").write_text(
+        (wd.claims / "repo.json").read_text()
+    ),
+    "a stray file in claims": lambda wd, h: (wd.claims / "notes.txt").write_text("x"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLAIM_MUTATIONS))
+def test_no_claim_change_slips_past_the_seal(
+    wd: Paths, holder: subprocess.Popen[bytes], name: str
+) -> None:
+    _claimed_wd(wd, holder.pid)
+    assert _pulse(wd).get("sealed") is True
+    CLAIM_MUTATIONS[name](wd, holder)
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed claim"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_live_claim_stays_quiet_until_it_expires(
+    wd: Paths, holder: subprocess.Popen[bytes]
+) -> None:
+    _claimed_wd(wd, holder.pid)
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    expires = json.loads((wd.claims / "repo.json").read_text())["expires_at"]
+    sealed = seal.read(str(wd.root))
+    assert sealed is not None and sealed.until <= expires  # expiry is a full beat's work
+    assert sealed.holders == [(holder.pid, pytest.approx(sealed.holders[0][1]))]
+
+
+def test_a_dead_holders_claim_is_reaped_by_the_full_beat(
+    wd: Paths, holder: subprocess.Popen[bytes]
+) -> None:
+    _claimed_wd(wd, holder.pid)
+    holder.kill()
+    holder.wait()
+    beat = _pulse(wd)
+    assert not beat.get("sealed") and beat["outcome"] == "decided"
+    assert not (wd.claims / "repo.json").exists()
+    assert _pulse(wd).get("sealed") is True  # nothing in play again: sealed as before
