@@ -7,8 +7,11 @@ interleaved so a loaded machine slows them alike:
 - churning detail: one sensor's `detail` changes every run (a timestamp) while
   its `signal` stays the same — the world is unchanged, a full beat's work is not
   needed;
-- live claim: a claim held (with a long TTL) by a live process: the probes' signal
-  is steady, but the seal does not cover claims (yet) — reported to show the gap.
+- live claim: a claim held (with a long TTL) by a live process;
+- all in play: the churning detail, the live claim, a `looop ask` waiting on a human
+  and an answered ask in its history, at once.
+
+A live worker (a running session) still takes the full beat: not measured here.
 
     python bench/quiet_in_play.py [RUNS]
 """
@@ -27,31 +30,27 @@ RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 CHURN = 'echo "{\\"signal\\": {\\"n\\": 0}, \\"detail\\": {\\"at\\": $(date +%s%N)}}"'
 
 
-def _workdir(kind: str, holder: int) -> Path:
+def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> Path:
     root = fresh_workdir(f"inplay-{kind}")
     for i in range(8):
         body = f'echo \'{{"signal": {{"n": {i}}}, "detail": {{}}}}\''
-        add_sensor(root, f"s{i}", CHURN if (kind == "churn" and i == 0) else body)
+        add_sensor(root, f"s{i}", CHURN if (kind in ("churn", "all") and i == 0) else body)
     for i in range(100):
         (root / "goals" / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
     pulse = [*looop_cmd(), "-C", str(root), "pulse", "-q"]
     subprocess.run(pulse, check=True)  # the first beat decides and commits
-    if kind == "claim":
-        subprocess.run(
-            [
-                *looop_cmd(),
-                "-C",
-                str(root),
-                "claim",
-                "repo",
-                "--ttl",
-                "86400",
-                "--pid",
-                str(holder),
-            ],
-            check=True,
-            capture_output=True,
-        )
+    if kind in ("claim", "all"):
+        claim = ["claim", "repo", "--ttl", "86400", "--pid", str(holder)]
+        subprocess.run([*looop_cmd(), "-C", str(root), *claim], check=True, capture_output=True)
+    if kind == "all":
+        ask = [*looop_cmd(), "-C", str(root), "ask", "--prompt"]
+        subprocess.run([*ask, "old?", "--timeout", "0.01"], check=False, capture_output=True)
+        old = next(p.stem for p in (root / "asks").glob("*.json"))
+        answer = [*looop_cmd(), "-C", str(root), "answer", old, "late"]
+        subprocess.run(answer, check=True, capture_output=True)
+        waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=subprocess.DEVNULL))
+        while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
+            time.sleep(0.01)  # setting up, not measuring: the asker records itself
     for _ in range(2):  # settle: the next beats see the claim, then seal what they can
         subprocess.run(pulse, check=True)
     return root
@@ -59,7 +58,9 @@ def _workdir(kind: str, holder: int) -> Path:
 
 def main() -> None:
     holder = subprocess.Popen(["sleep", "86400"])  # the claim's live holder
-    roots = {kind: _workdir(kind, holder.pid) for kind in ("sealed", "churn", "claim")}
+    kinds = ("sealed", "churn", "claim", "all")
+    waiting: list[subprocess.Popen[bytes]] = []  # the `looop ask` processes to end
+    roots = {kind: _workdir(kind, holder.pid, waiting) for kind in kinds}
     commands: dict[str, list[str]] = {}
     for kind, root in roots.items():
         commands[f"looop pulse ({kind})"] = [*looop_cmd(), "-C", str(root), "pulse", "-q"]
@@ -80,8 +81,9 @@ def main() -> None:
         looop, bash = median[f"looop pulse ({kind})"], median[f"bash loop ({kind})"]
         print(f"  {kind:8} looop / bash {looop / bash:.2f}", end="")
         print(f"   looop / sealed looop {looop / sealed:.2f}")
-    holder.kill()
-    holder.wait()
+    for proc in [holder, *waiting]:
+        proc.kill()
+        proc.wait()
     for root in roots.values():
         cleanup(root)
 

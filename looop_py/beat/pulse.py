@@ -304,6 +304,30 @@ def _seal(
             first = min(first, held.expires_at if held.expires_at is not None else first)
         return signal.decode(), holders, first
 
+    def asks_now() -> tuple[str, list[tuple[int, float]], float] | None:
+        """sys-asks now and the `looop ask` process each pending ask's state rests on;
+        None while a record does not fit (housekeeping sets it aside) or on a shared mailbox."""
+        if wd.shelf.shared:
+            return None
+        from looop_py.asks.mailbox import AskState
+        from looop_py.beat import corrupt  # loaded already: housekeeping checked the records
+
+        if next(iter(corrupt.misfits(wd.paths)), None) is not None:
+            return None
+        seen = probes.Seen(wd, time.time(), ())
+        signal = jsonio.canonical(probes.asks(seen).get("signal")).decode()
+        holders = []
+        for view in seen.asks:  # mailbox.state_of: a pending ask whose waiter was looked at
+            ask = view.ask
+            if view.state is not AskState.PENDING or ask.host not in (None, wd.shelf.host):
+                continue
+            pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
+            if isinstance(pid, int) and isinstance(created, int | float):
+                if isinstance(pid, bool) or isinstance(created, bool):
+                    return None
+                holders.append((pid, float(created)))
+        return signal, holders, float("inf")
+
     seal.seal(
         str(wd.paths.root),
         cfg,
@@ -315,6 +339,7 @@ def _seal(
         rounds_signal=rounds_signal,
         sessions_now=sessions_now,
         claims_now=claims_now,
+        asks_now=asks_now,
     )
 
 

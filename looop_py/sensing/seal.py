@@ -26,6 +26,8 @@ import sys
 
 from looop_py import __version__, procs
 from looop_py.sensing.survey import (
+    ANSWERS,
+    ASKS,
     CLAIMS,
     FILES,
     MUST_BE_ABSENT,
@@ -65,7 +67,8 @@ if TYPE_CHECKING:
         @property
         def readings(self) -> Sequence[Reading]: ...
 
-    # sys-claims now, each holder (pid, create time), when the first claim expires.
+    # A probe's signal now, each process it depends on (pid, create time), and when
+    # the first of its records expires (claims; asks expire by their waiter's timeout).
     Holders = tuple[str, list[tuple[int, float]], float]
 
     class Committed(Protocol):
@@ -176,6 +179,7 @@ def seal(
     rounds_signal: Callable[[], str],
     sessions_now: Callable[[], tuple[str, float] | None],
     claims_now: Callable[[], Holders | None] = lambda: None,
+    asks_now: Callable[[], Holders | None] = lambda: None,
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
@@ -187,24 +191,31 @@ def seal(
     `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
     when the first claim expires; None while a claim is not plainly held by a live
     process (a round's, unreadable, on a shared backend).
+    `asks_now`: the sys-asks signal now and the process waiting on each pending ask;
+    None while a record does not fit or the mailbox is shared.
     """
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
         return why
     lines = survey(root)
-    held = [line for line in lines if line.startswith("e ") and line.endswith(" 1")]
-    if held and held != [f"e {CLAIMS} 1"]:
-        return "a worker, ask, answer, approval, timer or round exists"
-    claim_files = [ln for ln in lines if ln.startswith(f"f {CLAIMS}/")]
-    claims = ("[]", [], float("inf")) if not held else claims_now()  # after the survey
+    held = {line.split(" ")[1] for line in lines if line.startswith("e ") and line.endswith(" 1")}
+    if held - {CLAIMS, ASKS, ANSWERS}:
+        return "a worker, approval, timer or round exists"
+    records = [ln.split(" ")[1] for ln in lines if ln.startswith(("f claims/", "f ask", "f ans"))]
+    if any(not rel.endswith(".json") or "/." in rel for rel in records):
+        return "a records folder holds a file that is no record"
+    claims = claims_now() if CLAIMS in held else ("[]", [], float("inf"))  # after the survey
     if claims is None:
         return "a claim is not plainly held by a live process"
-    if len(claims[1]) != len(claim_files) or any(
-        not ln.split(" ")[1].endswith(".json") for ln in claim_files
-    ):
-        return "the claims changed while the beat ran, or claims/ holds other files"
+    if len(claims[1]) != sum(rel.startswith(f"{CLAIMS}/") for rel in records):
+        return "the claims changed while the beat ran"
     if world.items.get("snap:sys-claims") != claims[0]:
         return "the claims changed while the beat ran"
+    asks = asks_now() if held & {ASKS, ANSWERS} else (QUIET_PROBES["snap:sys-asks"], [], 0.0)
+    if asks is None:
+        return "an ask or answer does not fit, or the mailbox is shared"
+    if world.items.get("snap:sys-asks") != asks[0]:
+        return "the asks changed while the beat ran"
     stats = {ln.split(" ")[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("f ")}
     if any(stats[FILES[k]] == "-" for k in ("config", "last_world")) or any(
         stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
@@ -248,7 +259,7 @@ def seal(
             f"run {cap} {cfg.sensors.concurrency}",
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
-            "holders " + " ".join(f"{pid}:{created!r}" for pid, created in claims[1]),
+            "holders " + " ".join(f"{pid}:{t!r}" for pid, t in [*claims[1], *asks[1]]),
             *sensor_lines,
             "survey",
             *lines,
@@ -281,8 +292,8 @@ def _unsealable(
     if not world.hash or " " in world.hash:
         return "no world hash"
     for key, value in world.items.items():
-        if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims"):
-            continue  # ended rounds, workers and live claims are files: probed again
+        if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims", "snap:sys-asks"):
+            continue  # rounds, ended workers, live claims and asks are files: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
             return f"probe {key[9:]} has something to say"
         if key.startswith("snap:sensor-") or key in ("playbook",) or key.startswith("goal:"):

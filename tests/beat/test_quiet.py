@@ -695,3 +695,88 @@ def test_a_dead_holders_claim_is_reaped_by_the_full_beat(
     assert not beat.get("sealed") and beat["outcome"] == "decided"
     assert not (wd.claims / "repo.json").exists()
     assert _pulse(wd).get("sealed") is True  # nothing in play again: sealed as before
+
+
+# -- a pending ask and the answered ones --------------------------------------------
+
+
+@pytest.fixture
+def asker(wd: Paths) -> Iterator[subprocess.Popen[str]]:
+    """A `looop ask` waiting on a human, as a shell or a worker runs it."""
+    looop = shutil.which("looop") or str(Path(sys.executable).with_name("looop"))
+    proc = subprocess.Popen(
+        [looop, "-C", str(wd.root), "ask", "--prompt", "ship it?"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: any(wd.asks.glob("*.json")) and _waiter_recorded(wd), what="the ask")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _waiter_recorded(wd: Paths) -> bool:
+    return all("waiter" in json.loads(p.read_text()) for p in wd.asks.glob("*.json"))
+
+
+def _ask_id(wd: Paths) -> str:
+    return next(wd.asks.glob("*.json")).stem
+
+
+def _asked_wd(wd: Paths) -> Paths:
+    _quiet_wd(wd)
+    _pulse(wd)  # a new ask wakes the loop once
+    _pulse(wd)  # and the beat that finds it steady seals it
+    return wd
+
+
+ASK_MUTATIONS = {
+    "answered": lambda wd, p: invoke_looop("-C", str(wd.root), "answer", _ask_id(wd), "yes"),
+    "withdrawn": lambda wd, p: invoke_looop("-C", str(wd.root), "withdraw", _ask_id(wd)),
+    "waiter killed": lambda wd, p: (p.kill(), p.wait()),
+    "ask rewritten": lambda wd, p: (wd.asks / f"{_ask_id(wd)}.json").write_text(
+        (wd.asks / f"{_ask_id(wd)}.json").read_text()
+    ),
+    "a torn answer": lambda wd, p: (wd.answers / "zz.json").write_text("{"),
+    "a stray dotfile in asks": lambda wd, p: (wd.asks / ".x.tmp").write_text("{"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASK_MUTATIONS))
+def test_no_ask_change_slips_past_the_seal(
+    wd: Paths, asker: subprocess.Popen[str], name: str
+) -> None:
+    _asked_wd(wd)
+    assert _pulse(wd).get("sealed") is True
+    ASK_MUTATIONS[name](wd, asker)
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed mailbox"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_pending_ask_and_answered_ones_stay_quiet(
+    wd: Paths, asker: subprocess.Popen[str], holder: subprocess.Popen[bytes]
+) -> None:
+    """Everything in play at once: a pending ask, its answered history, a live claim and
+    a churning detail — the beat stays sealed."""
+    _churning_wd(wd)
+    done = invoke_looop("-C", str(wd.root), "ask", "--prompt", "old?", "--timeout", "0.01")
+    assert done.returncode == 4, done.stderr  # an expired ask, then answered: history
+    old = next(p.stem for p in wd.asks.glob("*.json") if "old?" in p.read_text())
+    assert invoke_looop("-C", str(wd.root), "answer", old, "late").returncode == 0
+    _claim(wd, "repo", holder.pid, "--ttl", "3600")
+    _pulse(wd)
+    _pulse(wd)
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    pending = json.loads((wd.snapshots / "sys-asks.json").read_text())["signal"]["pending"]
+    assert pending == [_waiting_id(wd)]
+    invoke_looop("-C", str(wd.root), "answer", _waiting_id(wd), "yes")
+    assert not _pulse(wd).get("sealed")
+
+
+def _waiting_id(wd: Paths) -> str:
+    return next(p.stem for p in wd.asks.glob("*.json") if "ship it?" in p.read_text())
