@@ -48,7 +48,8 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
         old = next(p.stem for p in (root / "asks").glob("*.json"))
         answer = [*looop_cmd(), "-C", str(root), "answer", old, "late"]
         subprocess.run(answer, check=True, capture_output=True)
-        waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=subprocess.DEVNULL))
+        out = subprocess.DEVNULL
+        waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=out, stderr=out))
         while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
             time.sleep(0.01)  # setting up, not measuring: the asker records itself
     for _ in range(2):  # settle: the next beats see the claim, then seal what they can
