@@ -31,6 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
+from looop_py.beat import vouch
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
@@ -286,48 +287,6 @@ def _seal(
             prune_at = min(prune_at, ended + cfg.workers.session_ttl_s)
         return signal, prune_at
 
-    def claims_now() -> tuple[str, list[tuple[int, float]], float] | None:
-        """sys-claims now, each holder, when the first claim expires; None while a claim
-        is not plainly held by a live process (housekeeping may have work to do on it)."""
-        if wd.shelf.shared:
-            return None
-        from looop_py.coord import reaper  # loaded already: the probe listed claims
-
-        now = time.time()
-        signal = jsonio.canonical(probes.claims(probes.Seen(wd, now, ())).get("signal"))
-        holders, first = [], float("inf")
-        for view in reaper.list_claims(wd.paths, now):
-            held = view.claim
-            if not view.live or held is None or held.pid is None or held.create_time is None:
-                return None
-            holders.append((held.pid, held.create_time))
-            first = min(first, held.expires_at if held.expires_at is not None else first)
-        return signal.decode(), holders, first
-
-    def asks_now() -> tuple[str, list[tuple[int, float]], float] | None:
-        """sys-asks now and the `looop ask` process each pending ask's state rests on;
-        None while a record does not fit (housekeeping sets it aside) or on a shared mailbox."""
-        if wd.shelf.shared:
-            return None
-        from looop_py.asks.mailbox import AskState
-        from looop_py.beat import corrupt  # loaded already: housekeeping checked the records
-
-        if next(iter(corrupt.misfits(wd.paths)), None) is not None:
-            return None
-        seen = probes.Seen(wd, time.time(), ())
-        signal = jsonio.canonical(probes.asks(seen).get("signal")).decode()
-        holders = []
-        for view in seen.asks:  # mailbox.state_of: a pending ask whose waiter was looked at
-            ask = view.ask
-            if view.state is not AskState.PENDING or ask.host not in (None, wd.shelf.host):
-                continue
-            pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
-            if isinstance(pid, int) and isinstance(created, int | float):
-                if isinstance(pid, bool) or isinstance(created, bool):
-                    return None
-                holders.append((pid, float(created)))
-        return signal, holders, float("inf")
-
     seal.seal(
         str(wd.paths.root),
         cfg,
@@ -338,8 +297,8 @@ def _seal(
         loop_wake=loop_wake,
         rounds_signal=rounds_signal,
         sessions_now=sessions_now,
-        claims_now=claims_now,
-        asks_now=asks_now,
+        claims_now=partial(vouch.claims_now, wd),
+        asks_now=partial(vouch.asks_now, wd),
     )
 
 

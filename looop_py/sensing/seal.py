@@ -67,8 +67,8 @@ if TYPE_CHECKING:
         @property
         def readings(self) -> Sequence[Reading]: ...
 
-    # A probe's signal now, each process it depends on (pid, create time), and when
-    # the first of its records expires (claims; asks expire by their waiter's timeout).
+    # A probe's signal now, each process it rests on (pid, create time), when the
+    # first of its records expires: what beat/vouch.py tells the writer.
     Holders = tuple[str, list[tuple[int, float]], float]
 
     class Committed(Protocol):
@@ -361,21 +361,6 @@ def _until(committed: Committed, noop_ttl_s: float) -> float:
 class Sealed:
     """The seal as read back; ValueError or IndexError for one that is not whole."""
 
-    __slots__ = (
-        "bin",
-        "cap",
-        "concurrency",
-        "env",
-        "hash",
-        "holders",
-        "scrub",
-        "sensors",
-        "signals",
-        "survey",
-        "text",
-        "until",
-    )
-
     def __init__(self, text: str) -> None:
         head, sep, rest = text.partition("\nsurvey\n")
         lines = head.split("\n")
@@ -418,15 +403,12 @@ class Sealed:
             if name in digests:
                 timeout, interval, _, more = rest.split(" ", 3)
                 lines[i] = " ".join((word, name, timeout, interval, digests[name], more))
-        survey_lines = []
-        for line in self.survey:
-            rel = line.split(" ")[1]
-            if line.startswith("s ") and rel in snapshots:
-                survey_lines.append(f"s {rel} {snapshots[rel]}")
-            elif line.startswith("f ") and rel == SNAPSHOTS:
-                survey_lines.append(f"f {rel} {folder}")
-            else:
-                survey_lines.append(line)
+        survey_lines = [
+            f"s {rel} {snapshots[rel]}"
+            if line.startswith("s ") and (rel := line.split(" ")[1]) in snapshots
+            else (f"f {SNAPSHOTS} {folder}" if line.startswith(f"f {SNAPSHOTS} ") else line)
+            for line in self.survey
+        ]
         return "\n".join([*lines, "survey", *survey_lines]) + "\n"
 
 
