@@ -31,6 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
+from looop_py.beat import vouch
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
@@ -300,6 +301,8 @@ def _seal(
         loop_wake=loop_wake,
         rounds_signal=rounds_signal,
         sessions_now=sessions_now,
+        claims_now=partial(vouch.claims_now, wd),
+        asks_now=partial(vouch.asks_now, wd),
     )
 
 

@@ -7,9 +7,12 @@ would and digests what they printed. When the survey and every digest match
 and no time in the seal has come, the world hash is the sealed one: the beat
 is skipped without reading a goal, parsing JSON or loading the rest of looop,
 and appends the event line a skipped beat appends. Anything else — an edited
-goal, a new worker, one different digest, a damaged seal — hands the lock and
+goal, a new worker, one different signal, a damaged seal — hands the lock and
 the sensors' raw runs to the full beat (beat/pulse.py), so no sensor runs
-twice and the full beat decides exactly as it always did.
+twice and the full beat decides exactly as it always did. A sensor whose output
+changed while its signal held (a churning detail) is not a change: its one
+output is parsed (sensing/steady.py, the json module: loaded only then), its
+snapshot rewritten and the seal updated, and the beat stays quiet.
 
 At import it loads nothing a quiet beat does not use: os, time, select, fcntl
 and xxhash (through seal, procs, locks and world).
@@ -64,7 +67,7 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not lock.acquire():
         return None  # the full beat reports `locked`
     try:
-        if survey.survey(root) != sealed.survey:
+        if survey.survey(root) != sealed.survey or not _holders_alive(sealed):
             lock.release()
             return None
         runs, ran, cached = _run_sensors(root, sealed, now)
@@ -72,8 +75,13 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
         procs.kill_running()
         lock.release()
         raise
-    changed = any(seal.raw_digest(runs[n], t, sealed.cap) != d for n, t, _, d, _ in ran)
-    if changed:
+    changed = {n: t for n, t, _, d, _ in ran if seal.raw_digest(runs[n], t, sealed.cap) != d}
+    try:
+        steady = not changed or _steady(root, sealed, runs, changed)
+    except BaseException:
+        lock.release()
+        raise
+    if not steady:
         return Handover(lock, runs)
     try:
         _record(root, sealed, runs, cached, started)
@@ -82,6 +90,15 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not quiet and sys.stdout.isatty():
         sys.stdout.write(_line(sealed, started) + "\n")
     return 0
+
+
+def _holders_alive(sealed: Sealed) -> bool:
+    """Every sealed claim's holder still runs (a dead one's claim is reaped by a full beat)."""
+    if not sealed.holders:
+        return True
+    from looop_py import identity  # only with a live claim: reads /proc
+
+    return all(identity.is_alive(pid, created) for pid, created in sealed.holders)
 
 
 def _run_sensors(
@@ -107,6 +124,57 @@ def _run_sensors(
     with orphans.adopting():
         runs = procs.run_many(jobs, cwd=root, env=env, concurrency=sealed.concurrency)
     return runs, ran, cached
+
+
+def _steady(
+    root: str, sealed: Sealed, runs: dict[str, procs.Result], changed: dict[str, float]
+) -> bool:
+    """Sensors whose output changed but whose signal held (churning detail): write their
+    snapshots as the full beat would and re-seal with their new digests; False when
+    one signal may have changed, and the full beat decides."""
+    from looop_py.sensing import steady  # only when an output changed: the json module
+
+    errors = {n: e for n, *_, e in sealed.sensors}
+    bodies, digests = {}, {}
+    for name, timeout in changed.items():
+        raw = runs[name]
+        if errors.get(name) != "-" or raw.returncode != 0 or raw.timed_out:
+            return False
+        if raw.stdout_bytes > sealed.cap:
+            return False
+        read = steady.read(raw.stdout)
+        if read is None or read[0] != sealed.signals.get(name):
+            return False
+        bodies[f"snapshots/sensor-{name}.json"] = read[1]
+        digests[name] = seal.raw_digest(raw, timeout, sealed.cap)
+    try:
+        stats = {rel: _replace(root, rel, body) for rel, body in bodies.items()}
+        seal.write(root, sealed.steadied(digests, stats, _dir_stat(root, survey.SNAPSHOTS)))
+    except OSError:
+        return False  # the full beat writes what it can and says what it could not
+    return True
+
+
+def _replace(root: str, rel: str, body: bytes) -> str:
+    """Write a snapshot atomically (no fsync: it is rewritten by any later beat); the
+    survey's word for the file written, from its own descriptor."""
+    path = os.path.join(root, rel)
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}-q.tmp")  # jsonio's temp-file form
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view) :]
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return f"{st.st_ino}.{st.st_size}"
+
+
+def _dir_stat(root: str, rel: str) -> str:
+    return survey.stat_text(os.lstat(os.path.join(root, rel)))
 
 
 def _fresh(root: str, name: str, interval: float, now: float) -> bool:

@@ -6,7 +6,9 @@ depended on (looop.toml, PLAYBOOK.md, each goal and sensor script, the
 snapshots, the committed world, and the directories whose emptiness lets a
 beat skip its housekeeping and keeps the probes' signals constant), what the
 sensors' environment derives from, and for each sensor a digest of its raw
-run: exactly the bytes normalization reads. beat/quiet.py checks it.
+run (exactly the bytes normalization reads) and of its signal item, so a run
+whose detail churned while its signal held is checked by parsing that one
+output (sensing/steady.py), not by a full beat. beat/quiet.py checks it.
 
 It seals only what it verified: the goals and PLAYBOOK on disk are re-read and
 must hash to the world's items with the surveyed stat before and after, every
@@ -23,7 +25,16 @@ import stat
 import sys
 
 from looop_py import __version__, procs
-from looop_py.sensing.survey import FILES, MUST_BE_ABSENT, stat_text, survey
+from looop_py.sensing.survey import (
+    ANSWERS,
+    ASKS,
+    CLAIMS,
+    FILES,
+    MUST_BE_ABSENT,
+    SNAPSHOTS,
+    stat_text,
+    survey,
+)
 from looop_py.world import digest
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
@@ -56,6 +67,10 @@ if TYPE_CHECKING:
         @property
         def readings(self) -> Sequence[Reading]: ...
 
+    # A probe's signal now, each process it rests on (pid, create time), when the
+    # first of its records expires: what beat/vouch.py tells the writer.
+    Holders = tuple[str, list[tuple[int, float]], float]
+
     class Committed(Protocol):
         @property
         def hash(self) -> str | None: ...
@@ -68,7 +83,7 @@ if TYPE_CHECKING:
 
 
 SEAL = "state/quiet-seal"
-FORMAT = f"looop-quiet-seal 1 {__version__}"
+FORMAT = f"looop-quiet-seal 2 {__version__}"
 HEADER_LINES = 20
 
 
@@ -163,6 +178,8 @@ def seal(
     loop_wake: float | None,
     rounds_signal: Callable[[], str],
     sessions_now: Callable[[], tuple[str, float] | None],
+    claims_now: Callable[[], Holders | None] = lambda: None,
+    asks_now: Callable[[], Holders | None] = lambda: None,
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
@@ -171,13 +188,34 @@ def seal(
     `rounds_signal`: the sys-rounds signal as the probe reads it now (canonical JSON).
     `sessions_now`: the sys-sessions signal now and when the first session is pruned,
     or None while a session is live or not yet settled.
+    `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
+    when the first claim expires; None while a claim is not plainly held by a live
+    process (a round's, unreadable, on a shared backend).
+    `asks_now`: the sys-asks signal now and the process waiting on each pending ask;
+    None while a record does not fit or the mailbox is shared.
     """
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
         return why
     lines = survey(root)
-    if any(line.startswith("e ") and line.endswith(" 1") for line in lines):
-        return "a worker, claim, ask, answer, approval, timer or round exists"
+    held = {line.split(" ")[1] for line in lines if line.startswith("e ") and line.endswith(" 1")}
+    if held - {CLAIMS, ASKS, ANSWERS}:
+        return "a worker, approval, timer or round exists"
+    records = [ln.split(" ")[1] for ln in lines if ln.startswith(("f claims/", "f ask", "f ans"))]
+    if any(not rel.endswith(".json") or "/." in rel for rel in records):
+        return "a records folder holds a file that is no record"
+    claims = claims_now() if CLAIMS in held else ("[]", [], float("inf"))  # after the survey
+    if claims is None:
+        return "a claim is not plainly held by a live process"
+    if len(claims[1]) != sum(rel.startswith(f"{CLAIMS}/") for rel in records):
+        return "the claims changed while the beat ran"
+    if world.items.get("snap:sys-claims") != claims[0]:
+        return "the claims changed while the beat ran"
+    asks = asks_now() if held & {ASKS, ANSWERS} else (QUIET_PROBES["snap:sys-asks"], [], 0.0)
+    if asks is None:
+        return "an ask or answer does not fit, or the mailbox is shared"
+    if world.items.get("snap:sys-asks") != asks[0]:
+        return "the asks changed while the beat ran"
     stats = {ln.split(" ")[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("f ")}
     if any(stats[FILES[k]] == "-" for k in ("config", "last_world")) or any(
         stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
@@ -205,9 +243,12 @@ def seal(
         timeout = header.get("timeout", cfg.sensors.timeout_s)
         interval = header.get("interval") or 0.0
         error = "-" if reading.ok else _literal(reading.error_code)
-        fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", error)
+        item = world.items.get(f"snap:{reading.stem}")
+        signal = digest(item.encode()) if item is not None else "-"
+        fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", signal, error)
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
+    until = min(until, claims[2])  # an expired claim is reaped by a full beat
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -218,19 +259,25 @@ def seal(
             f"run {cap} {cfg.sensors.concurrency}",
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
+            "holders " + " ".join(f"{pid}:{t!r}" for pid, t in [*claims[1], *asks[1]]),
             *sensor_lines,
             "survey",
             *lines,
         ]
     )
-    tmp = os.path.join(root, f"{SEAL}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, os.path.join(root, SEAL))  # no fsync: losing a seal costs one full beat
+        write(root, text + "\n")
     except OSError as exc:
         return f"cannot write the seal: {exc}"
     return None
+
+
+def write(root: str, text: str) -> None:
+    """Replace the seal (no fsync: losing a seal costs one full beat)."""
+    tmp = os.path.join(root, f"{SEAL}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(root, SEAL))
 
 
 def _unsealable(
@@ -245,8 +292,8 @@ def _unsealable(
     if not world.hash or " " in world.hash:
         return "no world hash"
     for key, value in world.items.items():
-        if key in ("snap:sys-rounds", "snap:sys-sessions"):
-            continue  # ended rounds and workers are files like any other: probed again
+        if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims", "snap:sys-asks"):
+            continue  # rounds, ended workers, live claims and asks are files: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
             return f"probe {key[9:]} has something to say"
         if key.startswith("snap:sensor-") or key in ("playbook",) or key.startswith("goal:"):
@@ -314,12 +361,10 @@ def _until(committed: Committed, noop_ttl_s: float) -> float:
 class Sealed:
     """The seal as read back; ValueError or IndexError for one that is not whole."""
 
-    __slots__ = ("bin", "cap", "concurrency", "env", "hash", "scrub", "sensors", "survey", "until")
-
     def __init__(self, text: str) -> None:
         head, sep, rest = text.partition("\nsurvey\n")
         lines = head.split("\n")
-        if not sep or lines[0] != FORMAT or len(lines) < 6:
+        if not sep or lines[0] != FORMAT or len(lines) < 7:
             raise ValueError("not a seal of this looop")
         self.survey = rest.rstrip("\n").split("\n")
         self.hash = lines[1].removeprefix("hash ")
@@ -328,16 +373,43 @@ class Sealed:
         self.cap, self.concurrency = int(cap), int(concurrency)
         _, self.env, self.bin = lines[4].split(" ", 2)
         self.scrub = lines[5].split(" ")[1:]
+        word, _, held = lines[6].partition(" ")
+        if word != "holders":
+            raise ValueError("not a holders line")
+        pairs = (h.split(":") for h in held.split(" ") if h)
+        self.holders = [(int(pid), float(created)) for pid, created in pairs]
         self.sensors: list[tuple[str, float, float, str, str]] = []
+        self.signals: dict[str, str] = {}  # sensor name → digest of its world item
         scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
-        for line in lines[6:]:
-            word, name, timeout, interval, raw, error = line.split(" ", 5)
+        for line in lines[7:]:
+            word, name, timeout, interval, raw, signal, error = line.split(" ", 6)
             if word != "sensor":
                 raise ValueError("not a sensor line")
             if "/" in name or f"sensors/{name}.sh" not in scripts:
                 # A seal runs only scripts it surveyed in sensors/, whoever wrote it.
                 raise ValueError(f"sensor {name!r} is not a surveyed script")
             self.sensors.append((name, float(timeout), float(interval), raw, error))
+            self.signals[name] = signal
+        self.text = text
+
+    def steadied(self, digests: dict[str, str], snapshots: dict[str, str], folder: str) -> str:
+        """This seal's text with new raw digests for sensors whose signal held, new survey
+        lines for the snapshots the quiet beat rewrote (by work-dir relative name) and
+        for the snapshots folder they were renamed into (`folder`: its stat text)."""
+        head, _, _ = self.text.partition("\nsurvey\n")
+        lines = head.split("\n")
+        for i, line in enumerate(lines[7:], 7):
+            word, name, rest = line.split(" ", 2)
+            if name in digests:
+                timeout, interval, _, more = rest.split(" ", 3)
+                lines[i] = " ".join((word, name, timeout, interval, digests[name], more))
+        survey_lines = [
+            f"s {rel} {snapshots[rel]}"
+            if line.startswith("s ") and (rel := line.split(" ")[1]) in snapshots
+            else (f"f {SNAPSHOTS} {folder}" if line.startswith(f"f {SNAPSHOTS} ") else line)
+            for line in self.survey
+        ]
+        return "\n".join([*lines, "survey", *survey_lines]) + "\n"
 
 
 def read(root: str) -> Sealed | None:

@@ -24,14 +24,17 @@ FILES = {
 }
 MUST_BE_ABSENT = ("wal", "step_failures")
 # Housekeeping runs only when one of these holds something besides dotfiles.
-NO_ENTRIES = {"claims": "claims", "answers": "answers"}
+# Claims, asks and answers are surveyed file by file too: the seal may vouch for them.
+CLAIMS, ASKS, ANSWERS = "claims", "asks", "answers"
+NO_ENTRIES = {"claims": CLAIMS, "answers": ANSWERS}
 NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
-EMPTY = {"asks": "asks", "timers": "state/schedules"}
+EMPTY = {"asks": ASKS, "timers": "state/schedules"}
 # No round may be live (or recently done: a beat archives it later), so rounds/ holds
 # nothing but done/, whose archived rounds are surveyed file by file.
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
-LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": "snapshots"}
+SNAPSHOTS = "snapshots"
+LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
 # Worker sessions may stay only ended and settled (the writer checks): each one's files
 # are surveyed, one level deep.
@@ -65,6 +68,8 @@ def survey(root: str) -> list[str]:
         lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
     rounds = os.path.join(root, ROUNDS)
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
+    lines += _survey_records(root, CLAIMS) + _survey_records(root, ANSWERS)
+    lines += _survey_records(root, ASKS, dotfiles=True)
     lines += _survey_sessions(root)
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
@@ -85,6 +90,22 @@ def survey(root: str) -> list[str]:
                 lines.append(f"f {sub} {stat_text(s) if s else '-'}")
             else:
                 lines.append(f"n {sub}")
+    return lines
+
+
+def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]:
+    """Each file in a records folder (dotfiles, such as the claim locks, only if they
+    count for the folder's emptiness)."""
+    folder = os.path.join(root, rel)
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if dotfiles or not e.name.startswith("."))
+    except OSError:
+        return []
+    lines = []
+    for name in names:
+        st = _lstat(os.path.join(folder, name))
+        lines.append(f"f {rel}/{name} {stat_text(st) if st else '-'}")
     return lines
 
 

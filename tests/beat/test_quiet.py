@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -272,7 +273,7 @@ def test_a_damaged_seal_means_a_full_beat_that_writes_a_good_one(wd: Paths) -> N
     for bad in (
         "",
         "garbage",
-        good.replace("looop-quiet-seal 1", "looop-quiet-seal 0"),
+        good.replace(seal.FORMAT, "looop-quiet-seal 0 0"),
         good[: len(good) // 2],
         good.replace("sensor ", "sensr "),
         "\x00\xff" * 9,
@@ -477,8 +478,7 @@ def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
     (the WorkDir's dataclasses), so the idiom saves nothing and `from typing import
     TYPE_CHECKING` reads plainer.
     """
-    _quiet_wd(wd)
-    _pulse(wd)
+    _churning_wd(wd)  # the quiet beat parses a churning sensor's output too
     lists = (
         "import os, sys\n"
         "def stay(code):\n"
@@ -511,3 +511,272 @@ def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
     }
     assert using, "the quiet path keeps its idiom"
     assert using <= bound, f"import TYPE_CHECKING from typing in: {sorted(using - bound)}"
+
+
+# -- a churning detail under a steady signal ------------------------------------------
+
+CHURN = 'printf \'{"signal": {"n": 1}, "detail": {"at": %s}}\' "$(date +%s%N)"'
+
+
+def _churning_wd(wd: Paths) -> Paths:
+    """The quiet work dir plus a sensor printing `out` if it exists, else a steady signal
+    with a new detail every run."""
+    _quiet_wd(wd)
+    write_sensor(wd, "churn", f"if [ -e out ]; then cat out; else {CHURN}; fi")
+    _pulse(wd)
+    _pulse(wd)  # sealed with the churning sensor in it
+    return wd
+
+
+# Outputs that keep the signal's text `{"n":1}` to a lenient parser but that the full
+# beat (orjson) reads otherwise, or that this parser cannot be sure of: never quiet.
+UNSURE_OUTPUTS = {
+    "NaN in detail": '{"signal": {"n": 1}, "detail": {"x": NaN}}',
+    "Infinity in detail": '{"signal": {"n": 1}, "detail": {"x": -Infinity}}',
+    "float overflow": '{"signal": {"n": 1}, "detail": {"x": 1e400}}',
+    "integer past 64 bits": '{"signal": {"n": 1}, "detail": {"x": 123456789012345678901234}}',
+    "duplicate key": '{"signal": {"n": 2, "n": 1}, "detail": {}}',
+    "duplicate signal": '{"signal": {"n": 2}, "signal": {"n": 1}}',
+    "lone surrogate": '{"signal": {"n": 1}, "detail": {"x": "\\ud800"}}',
+    "too deep": '{"signal": {"n": 1}, "detail": ' + "[" * 70 + "]" * 70 + "}",
+    "trailing garbage": '{"signal": {"n": 1}, "detail": {}} x',
+    "not utf-8": b'{"signal": {"n": 1}, "detail": {"x": "\xff"}}',
+    "a bare object": '{"n": 1}',
+    "signal changed": '{"signal": {"n": 2}, "detail": {}}',
+    "signal type changed": '{"signal": {"n": 1.0}, "detail": {}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSURE_OUTPUTS))
+def test_a_churning_sensor_is_quiet_only_when_sure_its_signal_held(wd: Paths, name: str) -> None:
+    _churning_wd(wd)
+    assert _pulse(wd).get("sealed") is True
+    out = UNSURE_OUTPUTS[name]
+    (wd.root / "out").write_bytes(out if isinstance(out, bytes) else out.encode())
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for an output it cannot read"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_churning_detail_with_another_change_is_not_quiet(wd: Paths) -> None:
+    _churning_wd(wd)
+    (wd.root / "value").write_text("5\n")  # another sensor's signal moves in the same beat
+    beat = _pulse(wd)
+    assert beat["outcome"] == "decided" and not beat.get("sealed")
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_churning_detail_with_a_steady_signal_stays_quiet(wd: Paths) -> None:
+    _churning_wd(wd)
+    snapshot = wd.snapshots / "sensor-churn.json"
+    seen = set()
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+        stored = json.loads(snapshot.read_text())
+        assert stored["signal"] == {"n": 1}
+        seen.add(stored["detail"]["at"])  # the snapshot carries this run's detail
+    assert len(seen) == 3
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    # The updated seal still catches what it always caught.
+    (wd.goals / "alpha.md").write_text("# Alpha\n\nkeep it UP\n")
+    assert not _pulse(wd).get("sealed")
+
+
+def test_a_full_beat_finds_the_churned_snapshot_as_it_would_have_written_it(wd: Paths) -> None:
+    _churning_wd(wd)
+    (wd.root / "out").write_text('{"signal": {"n": 1}, "detail": {"b": [1.5, "é"], "a": null}}')
+    assert _pulse(wd).get("sealed") is True
+    quiet_written = json.loads((wd.snapshots / "sensor-churn.json").read_text())
+    assert _pulse(wd, "-v")["outcome"] == "skipped"  # the full path rewrites it its own way
+    assert json.loads((wd.snapshots / "sensor-churn.json").read_text()) == quiet_written
+
+
+def test_a_churning_quiet_beat_loads_json_only(wd: Paths) -> None:
+    _churning_wd(wd)
+    heavy = ("orjson", "pathlib", "subprocess", "dataclasses", "enum", "typing")
+    heavy += ("looop_py.beat.pulse", "looop_py.sensing.sensors", "looop_py.jsonio", "yaml")
+    code = (
+        "import os, sys\n"
+        "before = set(sys.modules)\n"
+        "def stay(code):\n"
+        "    raise SystemExit(code)\n"
+        "os._exit = stay\n"
+        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse']\n"
+        "from looop_py.console import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])\n"
+    )
+    for _ in range(3):  # seal for this interpreter and argv, then churn quietly
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+    assert _last_beat(wd).get("sealed") is True
+
+
+def test_the_steady_parser_caps_depth_as_jsonio_does() -> None:
+    from looop_py.sensing import steady
+
+    assert steady.MAX_DEPTH == jsonio.MAX_DEPTH
+
+
+# -- a live claim ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def holder() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process for a claim to follow."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _claim(wd: Paths, name: str, pid: int, *args: str) -> None:
+    done = invoke_looop("-C", str(wd.root), "claim", name, "--pid", str(pid), *args)
+    assert done.returncode == 0, done.stderr
+
+
+def _claimed_wd(wd: Paths, pid: int) -> Paths:
+    _quiet_wd(wd)
+    _claim(wd, "repo", pid, "--ttl", "3600")
+    assert _pulse(wd)["outcome"] == "decided"  # a new claim wakes the loop once
+    _pulse(wd)  # and the beat that finds it steady seals it
+    return wd
+
+
+CLAIM_MUTATIONS = {
+    "holder dies": lambda wd, h: (h.kill(), h.wait()),
+    "claim renewed": lambda wd, h: _claim(wd, "repo", h.pid, "--ttl", "60", "--renew"),
+    "claim file removed": lambda wd, h: (wd.claims / "repo.json").unlink(),
+    "another claim": lambda wd, h: _claim(wd, "deploy", h.pid, "--ttl", "3600"),
+    "claim file rewritten": lambda wd, h: (wd.claims / "repo.json").write_text(
+        (wd.claims / "repo.json").read_text()
+    ),
+    "a stray file in claims": lambda wd, h: (wd.claims / "notes.txt").write_text("x"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLAIM_MUTATIONS))
+def test_no_claim_change_slips_past_the_seal(
+    wd: Paths, holder: subprocess.Popen[bytes], name: str
+) -> None:
+    _claimed_wd(wd, holder.pid)
+    assert _pulse(wd).get("sealed") is True
+    CLAIM_MUTATIONS[name](wd, holder)
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed claim"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_live_claim_stays_quiet_until_it_expires(
+    wd: Paths, holder: subprocess.Popen[bytes]
+) -> None:
+    _claimed_wd(wd, holder.pid)
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    expires = json.loads((wd.claims / "repo.json").read_text())["expires_at"]
+    sealed = seal.read(str(wd.root))
+    assert sealed is not None and sealed.until <= expires  # expiry is a full beat's work
+    assert sealed.holders == [(holder.pid, pytest.approx(sealed.holders[0][1]))]
+
+
+def test_a_dead_holders_claim_is_reaped_by_the_full_beat(
+    wd: Paths, holder: subprocess.Popen[bytes]
+) -> None:
+    _claimed_wd(wd, holder.pid)
+    holder.kill()
+    holder.wait()
+    beat = _pulse(wd)
+    assert not beat.get("sealed") and beat["outcome"] == "decided"
+    assert not (wd.claims / "repo.json").exists()
+    assert _pulse(wd).get("sealed") is True  # nothing in play again: sealed as before
+
+
+# -- a pending ask and the answered ones --------------------------------------------
+
+
+@pytest.fixture
+def asker(wd: Paths) -> Iterator[subprocess.Popen[str]]:
+    """A `looop ask` waiting on a human, as a shell or a worker runs it."""
+    looop = shutil.which("looop") or str(Path(sys.executable).with_name("looop"))
+    proc = subprocess.Popen(
+        [looop, "-C", str(wd.root), "ask", "--prompt", "ship it?"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: any(wd.asks.glob("*.json")) and _waiter_recorded(wd), what="the ask")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _waiter_recorded(wd: Paths) -> bool:
+    return all("waiter" in json.loads(p.read_text()) for p in wd.asks.glob("*.json"))
+
+
+def _ask_id(wd: Paths) -> str:
+    return next(wd.asks.glob("*.json")).stem
+
+
+def _asked_wd(wd: Paths) -> Paths:
+    _quiet_wd(wd)
+    _pulse(wd)  # a new ask wakes the loop once
+    _pulse(wd)  # and the beat that finds it steady seals it
+    return wd
+
+
+ASK_MUTATIONS = {
+    "answered": lambda wd, p: invoke_looop("-C", str(wd.root), "answer", _ask_id(wd), "yes"),
+    "withdrawn": lambda wd, p: invoke_looop("-C", str(wd.root), "withdraw", _ask_id(wd)),
+    "waiter killed": lambda wd, p: (p.kill(), p.wait()),
+    "ask rewritten": lambda wd, p: (wd.asks / f"{_ask_id(wd)}.json").write_text(
+        (wd.asks / f"{_ask_id(wd)}.json").read_text()
+    ),
+    "a torn answer": lambda wd, p: (wd.answers / "zz.json").write_text("{"),
+    "a stray dotfile in asks": lambda wd, p: (wd.asks / ".x.tmp").write_text("{"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASK_MUTATIONS))
+def test_no_ask_change_slips_past_the_seal(
+    wd: Paths, asker: subprocess.Popen[str], name: str
+) -> None:
+    _asked_wd(wd)
+    assert _pulse(wd).get("sealed") is True
+    ASK_MUTATIONS[name](wd, asker)
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed mailbox"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_pending_ask_and_answered_ones_stay_quiet(
+    wd: Paths, asker: subprocess.Popen[str], holder: subprocess.Popen[bytes]
+) -> None:
+    """Everything in play at once: a pending ask, its answered history, a live claim and
+    a churning detail — the beat stays sealed."""
+    _churning_wd(wd)
+    done = invoke_looop("-C", str(wd.root), "ask", "--prompt", "old?", "--timeout", "0.01")
+    assert done.returncode == 4, done.stderr  # an expired ask, then answered: history
+    old = next(p.stem for p in wd.asks.glob("*.json") if "old?" in p.read_text())
+    assert invoke_looop("-C", str(wd.root), "answer", old, "late").returncode == 0
+    _claim(wd, "repo", holder.pid, "--ttl", "3600")
+    _pulse(wd)
+    _pulse(wd)
+    for _ in range(3):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+    pending = json.loads((wd.snapshots / "sys-asks.json").read_text())["signal"]["pending"]
+    assert pending == [_waiting_id(wd)]
+    invoke_looop("-C", str(wd.root), "answer", _waiting_id(wd), "yes")
+    assert not _pulse(wd).get("sealed")
+
+
+def _waiting_id(wd: Paths) -> str:
+    return next(p.stem for p in wd.asks.glob("*.json") if "ship it?" in p.read_text())

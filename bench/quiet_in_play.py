@@ -1,0 +1,93 @@
+"""Benchmark: the quiet beat while something churns — 8 sensors, 100 goals.
+
+Three work dirs, each against the same bash loop over its own sensors, run
+interleaved so a loaded machine slows them alike:
+
+- sealed: every sensor prints the same bytes each run (the floor case);
+- churning detail: one sensor's `detail` changes every run (a timestamp) while
+  its `signal` stays the same — the world is unchanged, a full beat's work is not
+  needed;
+- live claim: a claim held (with a long TTL) by a live process;
+- all in play: the churning detail, the live claim, a `looop ask` waiting on a human
+  and an answered ask in its history, at once.
+
+A live worker (a running session) still takes the full beat: not measured here.
+
+    python bench/quiet_in_play.py [RUNS]
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
+
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+CHURN = 'echo "{\\"signal\\": {\\"n\\": 0}, \\"detail\\": {\\"at\\": $(date +%s%N)}}"'
+
+
+def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> Path:
+    root = fresh_workdir(f"inplay-{kind}")
+    for i in range(8):
+        body = f'echo \'{{"signal": {{"n": {i}}}, "detail": {{}}}}\''
+        add_sensor(root, f"s{i}", CHURN if (kind in ("churn", "all") and i == 0) else body)
+    for i in range(100):
+        (root / "goals" / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
+    pulse = [*looop_cmd(), "-C", str(root), "pulse", "-q"]
+    subprocess.run(pulse, check=True)  # the first beat decides and commits
+    if kind in ("claim", "all"):
+        claim = ["claim", "repo", "--ttl", "86400", "--pid", str(holder)]
+        subprocess.run([*looop_cmd(), "-C", str(root), *claim], check=True, capture_output=True)
+    if kind == "all":
+        ask = [*looop_cmd(), "-C", str(root), "ask", "--prompt"]
+        subprocess.run([*ask, "old?", "--timeout", "0.01"], check=False, capture_output=True)
+        old = next(p.stem for p in (root / "asks").glob("*.json"))
+        answer = [*looop_cmd(), "-C", str(root), "answer", old, "late"]
+        subprocess.run(answer, check=True, capture_output=True)
+        out = subprocess.DEVNULL
+        waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=out, stderr=out))
+        while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
+            time.sleep(0.01)  # setting up, not measuring: the asker records itself
+    for _ in range(2):  # settle: the next beats see the claim, then seal what they can
+        subprocess.run(pulse, check=True)
+    return root
+
+
+def main() -> None:
+    holder = subprocess.Popen(["sleep", "86400"])  # the claim's live holder
+    kinds = ("sealed", "churn", "claim", "all")
+    waiting: list[subprocess.Popen[bytes]] = []  # the `looop ask` processes to end
+    roots = {kind: _workdir(kind, holder.pid, waiting) for kind in kinds}
+    commands: dict[str, list[str]] = {}
+    for kind, root in roots.items():
+        commands[f"looop pulse ({kind})"] = [*looop_cmd(), "-C", str(root), "pulse", "-q"]
+        loop = f'cd "{root}" && for s in sensors/*.sh; do "$s"; done | sha256sum >/dev/null'
+        commands[f"bash loop ({kind})"] = ["bash", "-c", loop]
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(3 + RUNS):  # the first 3 rounds warm the page cache and are dropped
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - start)
+    median = {name: statistics.median(samples[3:]) * 1000 for name, samples in times.items()}
+    print(f"quiet beat with work in play, 8 sensors + 100 goals, {RUNS} interleaved runs each")
+    for name, ms in median.items():
+        print(f"  {name:30} median {ms:7.1f} ms")
+    sealed = median["looop pulse (sealed)"]
+    for kind in roots:
+        looop, bash = median[f"looop pulse ({kind})"], median[f"bash loop ({kind})"]
+        print(f"  {kind:8} looop / bash {looop / bash:.2f}", end="")
+        print(f"   looop / sealed looop {looop / sealed:.2f}")
+    for proc in [holder, *waiting]:
+        proc.kill()
+        proc.wait()
+    for root in roots.values():
+        cleanup(root)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""What the probes say of claims and asks right after a full beat, for the seal.
+
+sensing/seal.py vouches for a live claim or a pending ask only when the probe's
+signal now is the one the world hashed and the state rests on nothing but the
+surveyed files and the processes named here, which the quiet beat checks are
+still running (beat/quiet.py). Each returns (the probe's signal as canonical
+JSON, each process as (pid, create time), when the first record expires), or
+None when it cannot vouch: the next beat is then a full one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from looop_py import jsonio
+from looop_py.sensing import probes
+
+if TYPE_CHECKING:
+    from looop_py.sensing.seal import Holders
+    from looop_py.workdir.context import WorkDir
+
+
+def claims_now(wd: WorkDir) -> Holders | None:
+    """None while a claim is not plainly held by a live process (a round's claim,
+    an unreadable one, a shared backend): housekeeping may have work to do on it."""
+    if wd.shelf.shared:
+        return None
+    from looop_py.coord import reaper  # loaded already: the probe listed claims
+
+    now = time.time()
+    signal = jsonio.canonical(probes.claims(probes.Seen(wd, now, ())).get("signal"))
+    holders, first = [], float("inf")
+    for view in reaper.list_claims(wd.paths, now):
+        held = view.claim
+        if not view.live or held is None or held.pid is None or held.create_time is None:
+            return None
+        holders.append((held.pid, held.create_time))
+        first = min(first, held.expires_at if held.expires_at is not None else first)
+    return signal.decode(), holders, first
+
+
+def asks_now(wd: WorkDir) -> Holders | None:
+    """The `looop ask` process each pending ask's state rests on (mailbox.state_of);
+    None while a record does not fit (housekeeping sets it aside) or on a shared mailbox."""
+    if wd.shelf.shared:
+        return None
+    from looop_py.asks.mailbox import AskState  # loaded already: the probe listed asks
+    from looop_py.beat import corrupt  # loaded already: housekeeping checked the records
+
+    if next(iter(corrupt.misfits(wd.paths)), None) is not None:
+        return None
+    seen = probes.Seen(wd, time.time(), ())
+    signal = jsonio.canonical(probes.asks(seen).get("signal")).decode()
+    holders = []
+    for view in seen.asks:
+        ask = view.ask
+        if view.state is not AskState.PENDING or ask.host not in (None, wd.shelf.host):
+            continue  # expired, stranded, or another host's: nothing more to look at
+        pid, created = ask.waiter.get("pid"), ask.waiter.get("create_time")
+        if isinstance(pid, int) and isinstance(created, int | float):
+            if isinstance(pid, bool) or isinstance(created, bool):
+                return None
+            holders.append((pid, float(created)))
+    return signal, holders, float("inf")
