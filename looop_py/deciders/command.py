@@ -18,9 +18,12 @@ TimedOut; anything else is permanent.
 A decide is ONE run of the CLI, whatever the failure. The CLI already retries
 a 429/5xx/dropped stream itself, honouring Retry-After, and looop bounds those
 retries through its environment (workdir/environ.py AGENT_CLI_ENV: claude 2
-retries, so ≤ 3 requests a beat); retrying the CLI as well multiplied them
-(5 × codex's 30 = 150 requests a beat). A failure types the beat's backoff; a
-later beat tries again, and the pulse lock is not held meanwhile.
+retries, so ≤ 3 requests a beat) and, for codex and pi, which read them only from
+their own config, through codex's `-c` flags and pi's project settings
+(workdir/cliretries.py: 3 requests a beat each, down from 30 and 12); retrying
+the CLI as well multiplied them (5 × codex's 30 = 150 requests a beat). A
+failure types the beat's backoff; a later beat tries again, and the pulse lock
+is not held meanwhile.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from looop_py.deciders.base import (
     Usage,
 )
 from looop_py.errors import ConfigError
+from looop_py.workdir import cliretries
 from looop_py.workdir.config import DeciderConfig
 
 PLACEHOLDER = "{{prompt_file}}"
@@ -92,6 +96,8 @@ class CommandDecider:
                 f.write(request.prompt.encode("utf-8"))
             uses_file = PLACEHOLDER in self.cfg.command
             script = render(self.cfg.command, prompt_file) if uses_file else self.cfg.command
+            script = cliretries.bound_codex(script, request.env)
+            cliretries.bound_pi(script, request.workdir, request.env)
             stdin = None if uses_file else prompt_file
             started = time.monotonic()
             result = procs.run(

@@ -27,6 +27,7 @@ from looop_py.errors import BadWorkerRequest, Busy, WorkerRefused
 from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
 from looop_py.spend import ledger
+from looop_py.workdir import cliretries
 from looop_py.workdir.environ import child_env, with_agent_cli_env
 from looop_py.workdir.paths import Paths
 from looop_py.workers import runtimes, workspaces
@@ -158,13 +159,15 @@ def start(
                 prompt_file,
                 runtimes.prompt_text(session_id, rt, prompt, wt.path if wt else None).encode(),
             )
+            env = worker_env(wd.paths, session_id, run_in, config, rt)
+            command = runtimes.launch_command(
+                rt, prompt_file, read_only=read_only, max_iters=max_iters
+            )
             meta: dict[str, Any] = {
                 "id": session_id,
                 "pid": None,
                 "create_time": None,
-                "command": runtimes.launch_command(
-                    rt, prompt_file, read_only=read_only, max_iters=max_iters
-                ),
+                "command": cliretries.bound_codex(command, env),
                 "read_only": ("copy" if copy else "runtime") if read_only else None,
                 "copy_of": str(ran_in) if copy else None,
                 "copy": str(run_in) if copy else None,
@@ -185,7 +188,6 @@ def start(
             jsonio.write_json(d / META, meta)
             jsonio.write_json(d / STATUS, {"state": "starting", "exit_code": None})
             (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
-            env = worker_env(wd.paths, session_id, run_in, config, rt)
             if max_iters is not None:
                 env["LOOOP_MAX_ITERS"] = str(max_iters)
             ready = _spawn_supervisor(d, env)

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from looop_py.workdir.cliretries import PI_RETRY
 from looop_py.workdir.paths import Paths
-from tests.agentclis import env_for
+from tests.agentclis import PI_SETTINGS, env_for
 from tests.agents.test_deciders import MOVE, preset_command
 from tests.conftest import run_looop
 from tests.fakemodel import FakeModel, Turn
@@ -38,22 +39,26 @@ SAYS_5XX = {
     500: {"claude": "500 internal error", "codex": "high demand", "pi": "500 internal error"},
     529: {"claude": "529 overloaded", "codex": "529", "pi": "529 overloaded"},
 }
-# Requests one beat makes against a provider failing every request. claude and llm: 3 (claude
-# at looop's CLAUDE_CODE_MAX_RETRIES=2, llm's OpenAI client at its default). pi (3 session
-# retries × its client's 3) and codex (its built-in 5 stream × 6 request tries) can be bounded
-# only in their own config files; a decide no longer multiplies them (it was 5× that).
-PERSISTENT = {"claude": 3, "llm": 3, "pi": 12, "codex": 30}
-# Seconds a beat may take against a provider failing every request: pi's own backoff alone
-# waits 2 + 4 + 8 s between its session retries (about 20 s measured, 30 on a loaded machine).
-SLOW_S = {"pi": 45}
+# Requests one beat makes against a provider failing every request: 3 on every CLI, as users
+# run them. claude at looop's CLAUDE_CODE_MAX_RETRIES=2, llm's OpenAI client at its default;
+# codex (30 at its defaults) and pi (12) through workdir/cliretries.py. A decide no longer
+# multiplies them (it was 5× that).
+PERSISTENT = {"claude": 3, "llm": 3, "pi": 3, "codex": 3}
+SLOW_S: dict[str, float] = {}  # pi waits 2 + 4 s between its tries: about 8 s a beat
 SAYS_CUT = {"codex": "stream disconnected", "pi": "terminated", "llm": "Connection error"}
 
 
 def forced_pulse(
-    wd: Paths, cli: str, model: FakeModel, home: Path, timeout_s: float = 60
+    wd: Paths,
+    cli: str,
+    model: FakeModel,
+    home: Path,
+    *,
+    timeout_s: float = 60,
+    env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], float]:
     """One `looop pulse --force` with the CLI's preset; (its JSON, the seconds it took)."""
-    env = env_for(cli, model, home)
+    env = env or env_for(cli, model, home)
     command = json.dumps(preset_command(cli))
     wd.config.write_text(
         f'[decider]\nbackend = "command"\ncommand = {command}\ntimeout_s = {timeout_s}\n'
@@ -81,7 +86,7 @@ def test_a_bad_key_is_reported_in_the_provider_s_words_within_30s(
         out, took = forced_pulse(wd, cli, model, tmp_path / "home")
     user_sees(wd, out, SAYS_401[cli])
     assert took <= 30, took  # claude's default retried it ~3 minutes
-    assert len(model.posts) <= (6 if cli == "codex" else 3), len(model.posts)
+    assert len(model.posts) <= 3, len(model.posts)
 
 
 @pytest.mark.parametrize("status", [500, 529])
@@ -95,6 +100,44 @@ def test_a_provider_failing_every_request_costs_a_bounded_beat(
     assert len(model.posts) == PERSISTENT[cli], len(model.posts)  # was 5× for codex, llm
     assert took <= SLOW_S.get(cli, 30), took
     user_sees(wd, out, SAYS_5XX[status].get(cli, f"{status} - "))
+
+
+@pytest.mark.parametrize("cli", ["codex", "pi"])
+def test_the_user_s_own_retry_settings_win_over_looop_s(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    """codex's and pi's retries are bounded in their own config files; where the user set
+    them there, looop adds nothing: 1 retry is 2 requests, not looop's 3."""
+    with FakeModel(script=[Turn(status=500)]) as model:
+        home = tmp_path / "home"
+        env = env_for(cli, model, home)
+        if cli == "codex":
+            with (home / ".codex" / "config.toml").open("a") as f:
+                f.write("request_max_retries = 1\nstream_max_retries = 0\n")
+        else:
+            mine = PI_SETTINGS | {"retry": {"maxRetries": 1, "provider": {"maxRetries": 0}}}
+            (home / ".pi" / "agent" / "settings.json").write_text(json.dumps(mine))
+        out, _ = forced_pulse(wd, cli, model, home, env=env)
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) == 2, len(model.posts)
+    assert not (wd.root / ".pi").exists()  # nothing written over the user's retry
+
+
+def test_a_pi_decider_leaves_its_retry_settings_for_the_next_beat_and_the_user(
+    wd: Paths, tmp_path: Path
+) -> None:
+    """The file looop writes for pi is the work dir's `.pi/settings.json` and only `retry`:
+    the user's provider and model (global settings) still apply, and a later beat reuses it."""
+    with FakeModel(script=[Turn(text=json.dumps(MOVE))]) as model:
+        out, _ = forced_pulse(wd, "pi", model, tmp_path / "home")
+    assert out["outcome"] == "decided", out
+    assert model.posts[0].body["model"] == "gpt-fake"  # the user's defaultModel, from global
+    written = json.loads((wd.root / ".pi" / "settings.json").read_text())
+    assert written == {"retry": PI_RETRY}
+    with FakeModel(script=[Turn(status=529)]) as model:
+        out, _ = forced_pulse(wd, "pi", model, tmp_path / "home2")
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) == 3, len(model.posts)
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
@@ -122,7 +165,7 @@ def test_a_stream_cut_every_time_fails_the_beat_in_the_cli_s_words(
         assert len(model.posts) == 2
         return
     assert out["outcome"] == "failed", out
-    assert len(model.posts) <= 6, len(model.posts)
+    assert len(model.posts) <= 3, len(model.posts)  # codex 6, pi 4 at their defaults
     user_sees(wd, out, SAYS_CUT[cli])
 
 

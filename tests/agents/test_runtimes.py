@@ -157,3 +157,16 @@ def test_a_daily_budget_crossed_by_the_maker_starts_no_checker(
     expected = price.cost(model.input_tokens, model.output_tokens)
     assert spend.usd == pytest.approx(expected, abs=1e-6) and spend.usd >= 0.001
     assert spend.by_runtime[cli]["tokens"] == 300
+
+
+def test_a_codex_worker_against_a_provider_failing_every_request_makes_3_requests(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """codex reads its retries only from its provider's table: looop bounds them with `-c`
+    flags on the worker's command line too (30 requests at codex's defaults)."""
+    with FakeModel(script=[Turn(status=500)]) as model:
+        status, _ = run_worker(wd, "codex", model, tmp_path / "home", monkeypatch, exit_ok=False)
+    assert status.get("exit_code") != 0, status
+    assert len(model.posts) == 3, len(model.posts)
+    command = records.read_record(wd.sessions / "w1" / records.META)["command"]
+    assert "model_providers.fake.request_max_retries=0" in command
