@@ -251,8 +251,9 @@ def _step_act(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
         deps.persist(acting)  # write-ahead: after this, a crash is reported, not retried
     try:
         receipt = deps.executor.execute(s.spec, s.proposed, s.workspace)
-    except Exception as exc:
-        return _finish(acting, RoundOutcome.FAILED, error=f"action executor failed: {exc}")
+    except Exception as exc:  # as in the crate: a failed round carries no gate decision
+        error = f"action executor failed: {exc}"
+        return _finish(acting, RoundOutcome.FAILED, error=error, decision=None)
     return _finish(replace(acting, action=receipt), RoundOutcome.PROCEEDED)
 
 
@@ -261,6 +262,7 @@ def _step_acting(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     return _finish(
         s,
         RoundOutcome.FAILED,
+        decision=None,
         error=(
             f"interrupted while the action executor ran `{kind}`; it was not repeated: "
             "check by hand whether it happened"
