@@ -88,7 +88,8 @@ def _step_recall(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
         entries = deps.memory.recall(s.loop, RECALL_K)
     except Exception as exc:
         return replace(s, phase=Phase.CLAIM, warnings=(*s.warnings, f"recall failed: {exc}"))
-    prior = tuple(e.content for e in entries[-RECALL_K:] if e.content.strip())
+    live = [e for e in entries if not e.is_expired(now)]  # whatever the memory pruned
+    prior = tuple(e.content for e in live[-RECALL_K:] if e.content.strip())
     return replace(s, phase=Phase.CLAIM, prior=prior)
 
 
@@ -433,4 +434,5 @@ def memory_entry(s: RoundState, now: float) -> MemoryEntry:
         created=now,
         round_id=s.id,
         outcome=label,
+        expires=s.spec.memory_expires(now),
     )
