@@ -124,7 +124,7 @@ def test_l3_allowlisted_verified_round_proceeds_quietly() -> None:
     assert report.outcome is RoundOutcome.PROCEEDED
     assert report.decision is not None and report.decision.is_auto
     assert report.action is not None and report.action.kind == "commit"
-    assert "no action executor is configured" in report.action.summary
+    assert "no external action executor configured" in report.action.summary
     assert not report.should_deliver()
     assert (report.input_tokens, report.output_tokens, report.total_tokens) == (17, 8, 25)
 
