@@ -322,7 +322,8 @@ class JsonlMemory:
             if any(isinstance(d, dict) and d.get("round") == entry.round_id for d in recent):
                 return
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.prune(loop, entry.created)
+        if _head_expired(path, entry.created):  # the oldest line first: cheap when none is
+            self.prune(loop, entry.created)
         jsonio.append_line(path, entry.to_dict())
 
     def prune(self, loop: str, now: float) -> int:
@@ -338,6 +339,20 @@ class JsonlMemory:
             return 0
         jsonio.atomic_write(path, b"".join(line + b"\n" for line in kept), durable=False)
         return len(lines) - len(kept)
+
+
+def _head_expired(path: Path, now: float) -> bool:
+    """Is the file's first entry expired? Entries are appended oldest first, so this is
+    the check for "anything to prune" that reads one line (an entry with a longer
+    ttl ahead of shorter ones delays their pruning, never their expiry: recall
+    filters by time)."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(1 << 20)
+    except OSError:
+        return False
+    (d,) = _parsed([first]) if first.strip() else [None]
+    return d is None or _expired(d, now)  # a torn first line is pruned too
 
 
 def _all_lines(path: Path) -> list[bytes]:
