@@ -3,7 +3,8 @@
 At the end of every beat (only when a command is configured) looop looks for
 events a human should hear about: a new ask or approval, a beat failing
 `fail_streak` times in a row, a worker stuck or dead without success, a daily
-budget exhausted, a round escalated or stopped by its budget. Each event has a
+budget exhausted, a round escalated or stopped by its budget, a loop held on an
+approval ask ("held since T: waiting on ask X"). Each event has a
 stable key; state/notified.json records the keys already sent, so an event is
 notified once however many beats see it. A key is recorded only after the hook
 exited 0 for it (at least once): a hook that fails, times out or cannot start
@@ -159,6 +160,28 @@ def _round_events(wd: WorkDir) -> list[dict[str, Any]]:
                 f": {r.error}" if r.error else ""
             )
             out.append(_event(f"round-{r.outcome}", f"round:{r.id}:{r.outcome}", text, id=r.id))
+    out += _held_events(wd, [r for r in store.rows(box, include_done=False) if r.live and r.ask])
+    return out
+
+
+def _held_events(wd: WorkDir, waiting: list[Any]) -> list[dict[str, Any]]:
+    """A loop whose round waits on an approval ask starts no other round: say so once
+    per ask, with how to release it."""
+    if not waiting:
+        return []
+    from looop_py.loops import views  # only when a round waits on a human
+
+    out = []
+    for r in waiting:
+        line = views.waiting_line(wd, [r])
+        if line is None:
+            continue
+        text = (
+            f"looop: loop {r.loop} {line} (its cadence starts no round until"
+            f" `looop approve {r.ask}` or `looop deny {r.ask}`)"
+        )
+        key = f"held:{r.loop}:{r.ask}"
+        out.append(_event("loop-held", key, text, id=r.ask, loop=r.loop, round=r.id))
     return out
 
 

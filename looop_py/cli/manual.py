@@ -94,11 +94,12 @@ A goal whose frontmatter carries loop keys is a loop:
     Run the build and the tests; confirm nothing regressed.
   ---
 
-A round: recall the last five memory entries, claim the target, workspace,
+A round: recall the last five unexpired memory entries, claim the target, workspace,
 maker worker, budget check, checker worker, budget check, gate, then the
 executor or an approval ask, a memory entry, release the claim. Rounds advance
 at the start of every beat and are saved in rounds/<id>.json after each step;
-a finished round moves to rounds/done/ after an hour (`looop prune`).
+a finished round moves to rounds/done/ after an hour (`looop prune`). Memory
+entries expire after `memory_ttl_days:` (default 30; null keeps them forever).
 
 Levels: L1 reports and never acts (read-only workers); at L2 every action waits
 for `looop approve`; at L3 only verified work of an allowed kind runs alone.

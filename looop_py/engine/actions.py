@@ -55,8 +55,9 @@ class ApprovalOnlyExecutor:
     ) -> ActionReceipt:
         return ActionReceipt(
             action.kind,
-            f"nothing ran: loop `{spec.name}` was cleared to `{action.kind}`, "
-            "but no action executor is configured",
+            # the crate's words after looop's: "no external action executor configured"
+            f"nothing ran: loop `{spec.name}` was cleared to `{action.kind}`; "
+            "no external action executor configured",
             ran=False,
         )
 

@@ -8,6 +8,7 @@ lead wires looop's real workers, claims and mailbox in their place.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,23 +149,33 @@ class InMemoryEscalations:
 
 @dataclass
 class ListMemory:
-    """Memory in a dict of lists; seed it with `ListMemory({"loop": [entry, …]})`."""
+    """Memory in a dict of lists; seed it with `ListMemory({"loop": [entry, …]})`.
+    `clock` tells what is expired: pruned when a loop records, never recalled."""
 
     entries: dict[str, list[MemoryEntry]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
 
-    def recall(self, loop: str, k: int) -> list[MemoryEntry]:
-        return list(self.entries.get(loop, [])[-k:]) if k > 0 else []
+    def recall(self, loop: str | None, k: int, *, tag: str | None = None) -> list[MemoryEntry]:
+        now = self.clock()
+        pool = self.entries.get(loop, []) if loop is not None else _by_time(self.entries)
+        found = [e for e in pool if not e.is_expired(now) and (tag is None or tag in e.tags)]
+        return found[-k:] if k > 0 else []
 
     def record(self, loop: str, entry: MemoryEntry) -> None:
-        kept = self.entries.setdefault(loop, [])
+        kept = [e for e in self.entries.get(loop, []) if not e.is_expired(entry.created)]
         if entry.round_id is None or all(e.round_id != entry.round_id for e in kept):
             kept.append(entry)
+        self.entries[loop] = kept
+
+
+def _by_time(entries: dict[str, list[MemoryEntry]]) -> list[MemoryEntry]:
+    return sorted((e for kept in entries.values() for e in kept), key=lambda e: e.created)
 
 
 class NullMemory:
     """No state spine: nothing recalled, nothing kept."""
 
-    def recall(self, loop: str, k: int) -> list[MemoryEntry]:
+    def recall(self, loop: str | None, k: int, *, tag: str | None = None) -> list[MemoryEntry]:
         return []
 
     def record(self, loop: str, entry: MemoryEntry) -> None:

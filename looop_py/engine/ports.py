@@ -153,7 +153,13 @@ class ApprovalRequest:
 
 @dataclass(frozen=True)
 class MemoryEntry:
-    """One line of a loop's state spine, memory/<loop>.jsonl."""
+    """One line of a loop's state spine, memory/<loop>.jsonl.
+
+    `id` is derived from what the entry says and when (its content, source, round and
+    time), so an entry has the same id on every read, every host and after a restart,
+    including lines written before entries carried one. `expires` is when it stops
+    being recalled (None: never); expired entries are pruned when the loop records.
+    """
 
     content: str
     tags: tuple[str, ...] = ()
@@ -161,13 +167,32 @@ class MemoryEntry:
     created: float = 0.0
     round_id: str | None = None
     outcome: str | None = None
+    expires: float | None = None
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", self.derived_id())
+
+    def derived_id(self) -> str:
+        import hashlib  # only for an entry that has no stored id yet
+
+        key = "\0".join(
+            (self.content, self.source or "", self.round_id or "", repr(float(self.created)))
+        )
+        return "m-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+    def is_expired(self, now: float) -> bool:
+        return self.expires is not None and now >= self.expires
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "id": self.id,
             "content": self.content,
             "tags": list(self.tags),
             "source": self.source,
             "created": self.created,
+            "expires": self.expires,
             "round": self.round_id,
             "outcome": self.outcome,
         }
@@ -175,6 +200,13 @@ class MemoryEntry:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MemoryEntry:
         tags = data.get("tags") or ()
+        raw = data.get("expires")
+        expires: float | None = None
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            import math  # only where an entry carries an expiry
+
+            expires = None if math.isnan(raw) else float(raw)
+        stored_id = data.get("id")
         return cls(
             content=str(data.get("content", "")),
             tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
@@ -182,4 +214,6 @@ class MemoryEntry:
             created=float(data.get("created") or 0.0),
             round_id=data.get("round"),
             outcome=data.get("outcome"),
+            expires=expires,
+            id=stored_id if isinstance(stored_id, str) else "",
         )

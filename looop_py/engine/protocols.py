@@ -92,11 +92,13 @@ class Memory(Protocol):
     """Each loop's state spine: what earlier rounds found and how they ended."""
 
     def recall(self, loop: str, k: int) -> list[MemoryEntry]:
-        """The latest `k` entries, oldest first."""
+        """The latest `k` unexpired entries, oldest first. looop's memories also take
+        `tag=` (only entries carrying it) and `loop=None` with a tag (every loop's)."""
         ...
 
     def record(self, loop: str, entry: MemoryEntry) -> None:
-        """Append one; recording the same round's entry twice keeps one."""
+        """Append one; recording the same round's entry twice keeps one; entries past
+        their `expires` may be pruned then."""
         ...
 
 

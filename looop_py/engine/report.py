@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from looop_py.engine.actions import ActionReceipt
 from looop_py.engine.budget import BudgetLimit
 from looop_py.engine.levels import GateDecision, LoopLevel, ProposedAction
-from looop_py.engine.ports import WorkerResult
+from looop_py.engine.ports import WorkerResult, WorkerStatus
 
 # typing is not imported at run time: the engine imports as a light library.
 TYPE_CHECKING = False
@@ -73,24 +73,33 @@ class RoundReport:
         return self.outcome is not RoundOutcome.PROCEEDED
 
     def render(self) -> str:
-        """A few lines, each ending in a newline; failures and budget hits say what happened."""
+        """The crate's lines first, in its format (`maker: Done in 3 iters`), then looop's
+        own: the checker's verdict, a wait, an approval, a budget hit or a failure. Every
+        line ends in a newline."""
         state = self.outcome.label if self.outcome else f"in progress: {self.phase}"
         lines = [
             f"[{self.level.label}] loop `{self.loop_name}` ({state})",
             f"intent: {self.intent}",
         ]
-        for role, result in (("maker", self.maker), ("checker", self.checker)):
-            if result is None:
-                continue
-            iters = f", {result.iters} iters" if result.iters is not None else ""
-            lines.append(f"{role}: {result.status.value}{iters}")
-            if result.has_text:  # what each said: the proposal, then the checker's verdict
-                assert result.text is not None
-                lines.append(result.text.strip())
-        if self.phase == "claim":
-            lines.append(f"waiting: claim `{self.claim}` is held by another round or worker")
+        if self.maker is not None:
+            lines.append(f"maker: {_worker_line(self.maker)}")
+            if self.maker.has_text:  # the proposal, as the crate prints it
+                assert self.maker.text is not None
+                lines.append(self.maker.text.strip())
+        if self.checker is not None:
+            lines.append(f"checker: {_worker_line(self.checker)}")
         if self.outcome is RoundOutcome.ESCALATED and self.reason:
             lines.append(f"escalation: {self.reason}")
+        if self.action is not None:
+            lines.append(f"action: {self.action.kind} — {self.action.summary}")
+        unsplit = f" / {self.unsplit_tokens} unsplit" if self.unsplit_tokens else ""
+        lines.append(f"tokens: {self.input_tokens} in / {self.output_tokens} out{unsplit}")
+        # looop's lines, after the crate's
+        if self.checker is not None and self.checker.has_text:
+            assert self.checker.text is not None
+            lines += ["checker said:", self.checker.text.strip()]
+        if self.phase == "claim":
+            lines.append(f"waiting: claim `{self.claim}` is held by another round or worker")
         if self.ask_id and self.answer is None and self.phase != "done":
             lines.append(f"approval: waiting for a human (looop approve {self.ask_id})")
         elif self.answer:
@@ -101,10 +110,6 @@ class RoundReport:
             lines.append(f"budget: {detail}")
         if self.outcome in (RoundOutcome.FAILED, RoundOutcome.BLOCKED) and self.error:
             lines.append(f"failure: {self.error}")
-        if self.action is not None:
-            lines.append(f"action: {self.action.kind} — {self.action.summary}")
-        unsplit = f" / {self.unsplit_tokens} unsplit" if self.unsplit_tokens else ""
-        lines.append(f"tokens: {self.input_tokens} in / {self.output_tokens} out{unsplit}")
         return "".join(line + "\n" for line in lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,3 +141,19 @@ class RoundReport:
             "ended_at": self.ended_at,
             "deliver": self.should_deliver(),
         }
+
+
+# The crate prints a sub-agent's status with Rust's Debug: Done, DoneWithConcerns, Blocked.
+_CRATE_STATUS = {
+    WorkerStatus.DONE: "Done",
+    WorkerStatus.DONE_WITH_CONCERNS: "DoneWithConcerns",
+    WorkerStatus.BLOCKED: "Blocked",
+    WorkerStatus.FAILED: "Failed",  # looop's own: the crate folds this into the outcome
+}
+
+
+def _worker_line(result: WorkerResult) -> str:
+    """`Done in 3 iters` as the crate writes it; `Done` when no one counted the iterations
+    (a shell worker, or a CLI whose stream looop does not count turns in)."""
+    status = _CRATE_STATUS[result.status]
+    return f"{status} in {result.iters} iters" if result.iters is not None else status

@@ -1,6 +1,6 @@
 """A round of a loop as data: its phases and its state, saved after every step.
 
-    recall     the last 5 entries of the loop's memory
+    recall     the last 5 unexpired entries of the loop's memory
     claim      the target (or the loop's own claim): two rounds never share one
     workspace  where maker and checker work
     maker      start the maker worker, then poll it until it ends → budget check

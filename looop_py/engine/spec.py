@@ -47,7 +47,16 @@ DEFAULT_ACTION = "report"
 # Frontmatter keys that make a goal a loop. `on:` only routes sensor changes, and
 # `runtime:`/`target:` also belong to plain goals that start a worker.
 LOOP_KEYS = frozenset({"level", "cadence", "budget", "action", "allow", "maker", "checker"})
-SPEC_KEYS = LOOP_KEYS | {"runtime", "target", "maker_runtime", "checker_runtime"}
+SPEC_KEYS = LOOP_KEYS | {
+    "runtime",
+    "target",
+    "maker_runtime",
+    "checker_runtime",
+    "memory_ttl_days",
+}
+# How long a loop's memory entry is recalled (`memory_ttl_days:`; null keeps them forever).
+DEFAULT_MEMORY_TTL_DAYS = 30.0
+MAX_MEMORY_TTL_DAYS = 36_600.0  # a hundred years: past that, write null
 # Frontmatter key -> LoopSpec field, where the two differ.
 _FRONTMATTER_NAMES = {"action": "action_kind", "maker": "maker_prompt", "checker": "checker_prompt"}
 
@@ -73,6 +82,8 @@ class LoopSpec:
     # a role's own runtime (a strong maker, a checker from another vendor); None: `runtime`
     maker_runtime: str | None = None
     checker_runtime: str | None = None
+    # days a round's memory entry is recalled before it is pruned; None: kept forever
+    memory_ttl_days: float | None = DEFAULT_MEMORY_TTL_DAYS
 
     def with_cadence(self, cadence: str) -> LoopSpec:
         return replace(self, cadence=cadence)
@@ -107,6 +118,15 @@ class LoopSpec:
     def with_role_runtimes(self, maker: str | None, checker: str | None) -> LoopSpec:
         return replace(self, maker_runtime=maker, checker_runtime=checker)
 
+    def with_memory_ttl_days(self, days: float | None) -> LoopSpec:
+        return replace(self, memory_ttl_days=_ttl_days({"memory_ttl_days": days}))
+
+    def memory_expires(self, created: float) -> float | None:
+        """When an entry recorded at `created` stops being recalled (None: never)."""
+        if self.memory_ttl_days is None:
+            return None
+        return created + self.memory_ttl_days * 86_400.0
+
     def runtime_for(self, role: str) -> str | None:
         """The runtime the maker or the checker runs on: its own, else the loop's."""
         own = self.maker_runtime if role == "maker" else self.checker_runtime
@@ -135,6 +155,7 @@ class LoopSpec:
             "target": self.target,
             "maker_runtime": self.maker_runtime,
             "checker_runtime": self.checker_runtime,
+            "memory_ttl_days": self.memory_ttl_days,
         }
 
     @classmethod
@@ -157,6 +178,7 @@ class LoopSpec:
             "target",
             "maker_runtime",
             "checker_runtime",
+            "memory_ttl_days",
         }
         unknown = sorted(set(data) - known)
         if unknown:
@@ -183,6 +205,7 @@ class LoopSpec:
             target=_optional_text(data, "target"),
             maker_runtime=_optional_text(data, "maker_runtime"),
             checker_runtime=_optional_text(data, "checker_runtime"),
+            memory_ttl_days=_ttl_days(data),
         )
 
     def to_json(self) -> str:
@@ -224,6 +247,8 @@ class LoopSpec:
         for key in sorted(SPEC_KEYS - {"level"}):
             if key in meta and meta[key] is not None:
                 data[_FRONTMATTER_NAMES.get(key, key)] = meta[key]
+        if "memory_ttl_days" in meta:  # null is meaningful here: keep entries forever
+            data["memory_ttl_days"] = meta["memory_ttl_days"]
         if "on" in meta and meta["on"] is not None:
             data["on"] = meta["on"]
         if meta.get("cadence") is None:
@@ -290,6 +315,23 @@ def _optional_text(data: dict[str, Any], key: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise LoopSpecError(f"{key} should be a non-empty name, got {value!r}")
     return value.strip()
+
+
+def _ttl_days(data: dict[str, Any]) -> float | None:
+    """`memory_ttl_days`: a positive number of days up to the maximum, or null (forever)."""
+    if "memory_ttl_days" not in data:
+        return DEFAULT_MEMORY_TTL_DAYS
+    value = data["memory_ttl_days"]
+    if value is None:
+        return None
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not 0 < value <= MAX_MEMORY_TTL_DAYS:  # NaN fails the range too
+        raise LoopSpecError(
+            f"memory_ttl_days should be a number of days above 0 and at most"
+            f" {MAX_MEMORY_TTL_DAYS:g}, got {str(value)[:40]!r}",
+            "or null to keep the loop's memory forever",
+        )
+    return float(value)
 
 
 def _words(data: dict[str, Any], key: str) -> tuple[str, ...]:

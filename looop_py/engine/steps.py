@@ -88,7 +88,8 @@ def _step_recall(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
         entries = deps.memory.recall(s.loop, RECALL_K)
     except Exception as exc:
         return replace(s, phase=Phase.CLAIM, warnings=(*s.warnings, f"recall failed: {exc}"))
-    prior = tuple(e.content for e in entries[-RECALL_K:] if e.content.strip())
+    live = [e for e in entries if not e.is_expired(now)]  # whatever the memory pruned
+    prior = tuple(e.content for e in live[-RECALL_K:] if e.content.strip())
     return replace(s, phase=Phase.CLAIM, prior=prior)
 
 
@@ -251,8 +252,9 @@ def _step_act(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
         deps.persist(acting)  # write-ahead: after this, a crash is reported, not retried
     try:
         receipt = deps.executor.execute(s.spec, s.proposed, s.workspace)
-    except Exception as exc:
-        return _finish(acting, RoundOutcome.FAILED, error=f"action executor failed: {exc}")
+    except Exception as exc:  # as in the crate: a failed round carries no gate decision
+        error = f"action executor failed: {exc}"
+        return _finish(acting, RoundOutcome.FAILED, error=error, decision=None)
     return _finish(replace(acting, action=receipt), RoundOutcome.PROCEEDED)
 
 
@@ -261,6 +263,7 @@ def _step_acting(s: RoundState, deps: RoundDeps, now: float) -> RoundState:
     return _finish(
         s,
         RoundOutcome.FAILED,
+        decision=None,
         error=(
             f"interrupted while the action executor ran `{kind}`; it was not repeated: "
             "check by hand whether it happened"
@@ -431,4 +434,5 @@ def memory_entry(s: RoundState, now: float) -> MemoryEntry:
         created=now,
         round_id=s.id,
         outcome=label,
+        expires=s.spec.memory_expires(now),
     )

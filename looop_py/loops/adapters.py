@@ -132,8 +132,15 @@ class SessionWorkers:
         tokens_out = _count(usage.get("output_tokens"))
         # a total with no split (`looop done --tokens N`) charges no direction
         unsplit = max(0, _count(usage.get("total_tokens")) - tokens_in - tokens_out)
-        counts = {"input_tokens": tokens_in, "output_tokens": tokens_out, "unsplit_tokens": unsplit}
+        counts: dict[str, int] = {
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "unsplit_tokens": unsplit,
+        }
         result = view.result or {}
+        iters = result.get("iters")  # tool calls, where the supervisor counted them
+        if isinstance(iters, int) and not isinstance(iters, bool) and iters >= 0:
+            counts["iters"] = iters
         tail = _output_tail(self.wd.paths, handle)
         if result.get("status"):
             text = str(result.get("summary") or tail or "")

@@ -19,6 +19,8 @@ builds RoundState objects.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -279,23 +281,39 @@ def archive_done(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> li
 class JsonlMemory:
     """memory/<loop>.jsonl: the engine's Memory in a work dir.
 
-    Recall reads only the file's tail, so a loop that has run for years recalls
-    as fast as a new one. A line is appended with one write(2); a round recorded
-    twice (it crashed between recording and saving its state) keeps one line.
+    Recall by loop reads only the file's tail, so a loop that has run for years
+    recalls as fast as a new one; recall by tag reads the whole file (kept small:
+    it rotates at 5 MiB and expired entries are pruned). A line is appended with
+    one write(2); a round recorded twice (it crashed between recording and saving
+    its state) keeps one line. Recording prunes the loop's expired entries (one
+    rewrite, only when there are some): a loop has one live round at a time and
+    only this host writes its file, so no append races the rewrite.
     """
 
     directory: Path
+    clock: Callable[[], float] = time.time
 
     def path(self, loop: str) -> Path:
         return self.directory / f"{check_segment(loop, 'loop name')}.jsonl"
 
-    def recall(self, loop: str, k: int) -> list[MemoryEntry]:
-        from looop_py.engine.ports import MemoryEntry  # as in load
-
-        lines = jsonio.tail_lines(self.path(loop), k)
-        return [
-            MemoryEntry.from_dict(d) for d in jsonio.iter_json_lines(lines) if isinstance(d, dict)
-        ]
+    def recall(self, loop: str | None, k: int, *, tag: str | None = None) -> list[MemoryEntry]:
+        """The latest `k` unexpired entries of a loop, oldest first; with `tag`, only
+        those carrying it; `loop=None` (with a tag): every loop's, by time."""
+        if k <= 0:
+            return []
+        now = self.clock()
+        if loop is None:
+            if tag is None:
+                raise UsageError("recall every loop's memory by a tag (tag=…)")
+            paths = sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []
+            pool = [e for p in paths for e in _entries(_all_lines(p))]
+            pool.sort(key=lambda e: e.created)
+        elif tag is None:
+            pool = _entries(jsonio.tail_lines(self.path(loop), k))
+        else:
+            pool = _entries(_all_lines(self.path(loop)))
+        found = [e for e in pool if not e.is_expired(now) and (tag is None or tag in e.tags)]
+        return found[-k:]
 
     def record(self, loop: str, entry: MemoryEntry) -> None:
         path = self.path(loop)
@@ -304,7 +322,67 @@ class JsonlMemory:
             if any(isinstance(d, dict) and d.get("round") == entry.round_id for d in recent):
                 return
         self.directory.mkdir(parents=True, exist_ok=True)
+        if _head_expired(path, entry.created):  # the oldest line first: cheap when none is
+            self.prune(loop, entry.created)
         jsonio.append_line(path, entry.to_dict())
+
+    def prune(self, loop: str, now: float) -> int:
+        """Drop the loop's entries expired at `now` (and lines a crash tore); how many."""
+        path = self.path(loop)
+        lines = _all_lines(path)
+        kept = [
+            line
+            for line, d in zip(lines, _parsed(lines), strict=True)
+            if d is not None and not _expired(d, now)
+        ]
+        if len(kept) == len(lines):
+            return 0
+        jsonio.atomic_write(path, b"".join(line + b"\n" for line in kept), durable=False)
+        return len(lines) - len(kept)
+
+
+def _head_expired(path: Path, now: float) -> bool:
+    """Is the file's first entry expired? Entries are appended oldest first, so this is
+    the check for "anything to prune" that reads one line (an entry with a longer
+    ttl ahead of shorter ones delays their pruning, never their expiry: recall
+    filters by time)."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(1 << 20)
+    except OSError:
+        return False
+    (d,) = _parsed([first]) if first.strip() else [None]
+    return d is None or _expired(d, now)  # a torn first line is pruned too
+
+
+def _all_lines(path: Path) -> list[bytes]:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    return [line for line in data.split(b"\n") if line.strip()]
+
+
+def _parsed(lines: list[bytes]) -> list[dict[str, Any] | None]:
+    out: list[dict[str, Any] | None] = []
+    for line in lines:
+        try:
+            d = jsonio.loads(line)
+        except jsonio.JSONDecodeError:
+            d = None
+        out.append(d if isinstance(d, dict) else None)
+    return out
+
+
+def _entries(lines: list[bytes]) -> list[MemoryEntry]:
+    from looop_py.engine.ports import MemoryEntry  # as in load
+
+    return [MemoryEntry.from_dict(d) for d in _parsed(lines) if d is not None]
+
+
+def _expired(d: dict[str, Any], now: float) -> bool:
+    expires = jsonio.number(d.get("expires"))
+    return expires is not None and now >= expires
 
 
 SHARED_KEEP = 20  # entries of a loop's shared memory record (recall reads engine RECALL_K)
@@ -330,13 +408,19 @@ class SharedMemory:
             return []  # a damaged record is rebuilt from the next round on
         return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
-    def recall(self, loop: str, k: int) -> list[MemoryEntry]:
+    def recall(self, loop: str | None, k: int, *, tag: str | None = None) -> list[MemoryEntry]:
+        """As JsonlMemory.recall, from the shared record (a tag across loops: this
+        host's files, which hold every entry it recorded)."""
         from looop_py.engine.ports import MemoryEntry  # as in load
 
-        return [MemoryEntry.from_dict(d) for d in self._entries(loop)[-k:]] if k > 0 else []
+        if loop is None or k <= 0:
+            return self.local.recall(loop, k, tag=tag)
+        now = self.local.clock()
+        found = [MemoryEntry.from_dict(d) for d in self._entries(loop)]
+        return [e for e in found if not e.is_expired(now) and (tag is None or tag in e.tags)][-k:]
 
     def record(self, loop: str, entry: MemoryEntry) -> None:
-        entries = self._entries(loop)
+        entries = [d for d in self._entries(loop) if not _expired(d, entry.created)]
         if entry.round_id is not None and any(d.get("round") == entry.round_id for d in entries):
             return  # recorded already, maybe on another host: a retried round
         self.local.record(loop, entry)
@@ -349,6 +433,6 @@ class SharedMemory:
 
 def memory_of(wd: WorkDir) -> JsonlMemory | SharedMemory:
     """The work dir's loop memory: its files, or (shared shelf) one record per loop too."""
-    local = JsonlMemory(wd.paths.memory)
+    local = JsonlMemory(wd.paths.memory, wd.clock)
     box = wd.shelf
     return SharedMemory(box, local) if box.shared else local

@@ -75,6 +75,8 @@ def main(argv: list[str]) -> int:
         wait_status, turns = _wait_capped(pid, d / records.OUTPUT, kind, cap, grace_s)
     else:
         wait_status, turns = os.waitpid(pid, 0)[1], None
+        if kind in streams.READS_TURNS:  # uncapped, counted once it ended (the report's iters)
+            turns = _count_turns(d / records.OUTPUT, kind)
     ended = time.time()
     killed = (d / records.KILL).exists()
     code = os.waitstatus_to_exitcode(wait_status)
@@ -84,7 +86,7 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
-    if turns is not None and turns > cap and not (d / records.RESULT).exists():
+    if cap and turns is not None and turns > cap and not (d / records.RESULT).exists():
         why = f"iteration cap {cap} reached"
         status["stopped"] = why
         jsonio.write_json(
@@ -97,7 +99,7 @@ def main(argv: list[str]) -> int:
         if path.name == records.THROWAWAY:  # the private temp dir launch made around it
             shutil.rmtree(path.parent, ignore_errors=True)
     with contextlib.suppress(Exception):  # a broken stream must not lose the exit record
-        status = _settle(d, meta, status)
+        status = _settle(d, meta, status, turns)
     # One write holds the exit and its usage, after result.json: whoever sees the worker
     # ended (a pulse, `looop run`) sees its result and usage with it.
     jsonio.write_json(d / records.STATUS, status)
@@ -135,9 +137,24 @@ def _wait_capped(pid: int, log: Path, kind: str, cap: int, grace_s: float) -> tu
             time.sleep(0.1)
 
 
-def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+def _count_turns(log: Path, kind: str) -> int | None:
+    """The tool calls in a finished worker's stream; None when it is unreadable."""
+    counter = streams.TurnCounter(kind)
+    try:
+        with log.open("rb") as f:
+            while data := f.read(1 << 20):
+                counter.feed(data)
+    except OSError:
+        return None
+    return counter.feed(b"\n")  # its last line, unended
+
+
+def _settle(
+    d: Path, meta: dict[str, Any], status: dict[str, Any], turns: int | None
+) -> dict[str, Any]:
     """Usage from the CLI's stream into result.json (and the status returned); a result
-    from the CLI's final envelope when the worker never called `looop done`."""
+    from the CLI's final envelope when the worker never called `looop done`; the tool
+    calls counted (`iters`), when looop counts them for this CLI."""
     stream = streams.read(str(meta.get("usage_stream") or ""), d / records.OUTPUT)
     result = records.read_record(d / records.RESULT)
     if not (d / records.RESULT).exists():
@@ -149,6 +166,8 @@ def _settle(d: Path, meta: dict[str, Any], status: dict[str, Any]) -> dict[str, 
             result = {**result, "usage": stream.usage}
             if worker_said is not None:
                 result["reported_usage"] = worker_said
+    if result and turns is not None and "iters" not in result:
+        result["iters"] = turns
     if result and meta.get("read_only") == "copy":
         result["read_only"] = (
             f"ran in a throwaway copy of {meta.get('copy_of')} (the runtime has no read-only"

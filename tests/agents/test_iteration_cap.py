@@ -57,6 +57,21 @@ def test_a_model_that_never_stops_calling_tools_is_stopped_at_the_cap(
     assert took < 120
 
 
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi"])
+def test_an_uncapped_worker_records_its_tool_calls_as_iters(
+    cli: str, wd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's `maker: Done in N iters` (the crate's line) needs N: the supervisor
+    counts the tool calls of a worker that ended on its own, as it does under a cap."""
+    from tests.agents.test_runtimes import DONE
+
+    script = [Turn(shell="echo one"), Turn(shell="echo two"), Turn(shell=DONE), Turn(text="ok")]
+    with FakeModel(script=script) as model:
+        _, result = run_worker(wd, cli, model, tmp_path / "home", monkeypatch)
+    assert result["status"] == "done", result
+    assert result["iters"] == 3, result  # two echoes and the `looop done` call
+
+
 def test_a_shell_worker_reads_its_cap_from_the_environment(
     wd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -466,6 +466,24 @@ def test_shared_memory_keeps_the_last_rounds_once_each_for_every_host(two: Hosts
 
 
 @pytest.mark.etcd
+def test_shared_memory_forgets_expired_entries_on_every_host(two: Hosts) -> None:
+    from looop_py.engine.ports import MemoryEntry
+
+    a, b = two.workdir("a"), two.workdir("b")
+    mem_a, mem_b = store.memory_of(open_wd(a)), store.memory_of(open_wd(b))
+    now = time.time()
+    mem_a.record("sweep", MemoryEntry("old", ("sweep",), created=now - 9, expires=now - 1))
+    mem_a.record("sweep", MemoryEntry("fresh", ("sweep",), created=now, expires=now + 60))
+    assert [e.content for e in mem_b.recall("sweep", 5)] == ["fresh"]  # never recalled …
+    mem_b.record("sweep", MemoryEntry("next", ("sweep",), created=now + 1, expires=now + 60))
+    shared = shelf.read_json(open_wd(b).shelf, "memory", "sweep", [])
+    assert [d["content"] for d in shared] == ["fresh", "next"]  # … and pruned from the record
+    assert all(d["id"].startswith("m-") for d in shared)
+    ids = [e.id for e in mem_a.recall("sweep", 5)]
+    assert ids == [d["id"] for d in shared]  # the same ids on both hosts
+
+
+@pytest.mark.etcd
 def test_an_unreachable_etcd_is_said_so_and_nothing_falls_back_to_files(tmp_path: Path) -> None:
     from tests.etcdserver import free_port
 

@@ -124,7 +124,7 @@ def test_l3_allowlisted_verified_round_proceeds_quietly() -> None:
     assert report.outcome is RoundOutcome.PROCEEDED
     assert report.decision is not None and report.decision.is_auto
     assert report.action is not None and report.action.kind == "commit"
-    assert "no action executor is configured" in report.action.summary
+    assert "no external action executor configured" in report.action.summary
     assert not report.should_deliver()
     assert (report.input_tokens, report.output_tokens, report.total_tokens) == (17, 8, 25)
 
@@ -164,6 +164,7 @@ def test_an_executor_failure_fails_the_round() -> None:
     assert report.error is not None and "action executor failed" in report.error
     assert "boom" in report.error
     assert report.action is None and report.should_deliver()
+    assert report.decision is None  # as in the crate: a failed round has no decision
     assert "failure: action executor failed: boom" in report.render()
 
 
@@ -396,7 +397,7 @@ def test_round_state_round_trips_through_json(tmp_path: Path) -> None:
     assert state.phase is Phase.DONE and state.outcome is RoundOutcome.PROCEEDED
     assert state.claim_epoch is not None and state.to_dict()["claim"]["name"] == "repo"
     assert report.to_dict()["checker"]["iters"] == 2
-    assert "checker: done, 2 iters" in report.render()
+    assert "checker: Done in 2 iters\n" in report.render()
 
 
 def test_two_rounds_on_one_target_never_run_at_once() -> None:

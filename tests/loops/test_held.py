@@ -66,3 +66,30 @@ def test_approving_what_its_checker_rejected_takes_unverified_and_the_ask_says_s
     assert marker.exists()
     (done,) = rounds_of(wd)
     assert done["outcome"] == "proceeded"
+
+
+def test_a_held_loop_is_notified_once_and_not_again_after_the_answer(
+    wd: Paths, tmp_path: Path
+) -> None:
+    from looop_py.beat.pulse import beat
+
+    ask = held_loop(wd)
+    log = tmp_path / "hook.log"
+    cfg = wd.config.read_text()
+    wd.config.write_text(cfg + f"\n[notify]\ncommand = '''cat >> {log}; echo >> {log}'''\n")
+    for _ in range(3):
+        beat(open_wd(wd), force=True)
+    events = [jsonio.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    held = [e for e in events if e["kind"] == "loop-held"]
+    assert len(held) == 1, events
+    (e,) = held
+    assert e["loop"] == "sweep" and e["id"] == ask.id
+    assert e["text"].startswith("looop: loop sweep held since ")
+    assert f"waiting on ask {ask.id}" in e["text"] and f"looop approve {ask.id}" in e["text"]
+    denied = invoke_looop("-C", str(wd.root), "deny", ask.id, "--reason", "not now")
+    assert denied.returncode == 0, denied.stderr
+    before = len(log.read_text().splitlines())
+    for _ in range(2):
+        beat(open_wd(wd), force=True)
+    after = [jsonio.loads(x) for x in log.read_text().splitlines()[before:] if x.strip()]
+    assert not [x for x in after if x["kind"] == "loop-held"]
