@@ -102,6 +102,23 @@ def _shot(drv: Any, name: str) -> Path:
     return path
 
 
+def _click(drv: Any, element_id: str) -> None:
+    """Click the element with that id; the live feed may swap the page in between finding
+    it and clicking it (a stale element), so find it again until the click lands."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            drv.find_element(By.ID, element_id).click()
+            return
+        except StaleElementReferenceException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # the swap is under way: a DOM write, milliseconds
+
+
 def _world(wd: Paths, marker: Path) -> None:
     write_sensor(wd, "disk", 'echo "{\\"signal\\": \\"ok\\"}"')
     write_sensor(wd, "flaky", "echo broken >&2; exit 3")
@@ -222,23 +239,23 @@ def test_every_view_in_a_real_browser_live_then_answer_and_approve_with_a_confir
     assert run_looop("-C", str(wd.root), "pulse", "--force").returncode == 0
     wait_for(lambda: driver.execute_script("return document.body.dataset.deferred"), 10, "a defer")
     assert driver.find_element(By.ID, "answer-text-human-1").get_attribute("value") == "use staging"
-    driver.find_element(By.ID, "answer-human-1").click()
+    _click(driver, "answer-human-1")
     wait_for((wd.answers / "human-1.json").exists, 10, "the answer on disk")
     assert jsonio.read_json(wd.answers / "human-1.json")["answer"] == "use staging"
     wait_for(lambda: "from the page" in driver.page_source, 10, "the answer's page")
 
     # Approve: the first click only shows what will run; cancel runs nothing.
     driver.get(f"{base}/asks")
-    driver.find_element(By.ID, "approve-decider-1").click()
+    _click(driver, "approve-decider-1")
     assert "/asks/decider-1/confirm" in driver.current_url
     assert "echo approved-by-click" in driver.find_element(By.CSS_SELECTOR, ".would-run").text
     button = driver.find_element(By.ID, "confirm")
     assert "run_shell" in button.text and button.size["height"] >= 44
     _shot(driver, "13-confirm.png")
-    driver.find_element(By.ID, "cancel").click()  # a link back: a GET, it cannot run anything
+    _click(driver, "cancel")  # a link back: a GET, it cannot run anything
     assert driver.current_url == f"{base}/asks" and not marker.exists()
     driver.get(f"{base}/asks/decider-1/confirm")
-    driver.find_element(By.ID, "confirm").click()
+    _click(driver, "confirm")
     wait_for(marker.exists, 15, "the approved move's effect on disk")
     assert marker.read_text() == "approved-by-click\n"
     wait_for(lambda: "ran: exit 0" in driver.page_source, 10, "the result on the ask's page")
@@ -262,7 +279,7 @@ def test_every_view_in_a_real_browser_live_then_answer_and_approve_with_a_confir
     _shot(driver, "16-phone-asks.png")
 
     # Log out: the session ends; the page asks for a login, the old cookie opens nothing.
-    driver.find_element(By.ID, "logout").click()
+    _click(driver, "logout")
     wait_for(lambda: driver.current_url == f"{base}/login", 10, "the login page")
     assert driver.find_element(By.ID, "token")
     driver.get(f"{base}/asks")
