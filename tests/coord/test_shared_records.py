@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from looop_py import identity, jsonio
-from looop_py.asks import mailbox
+from looop_py.asks import mailbox, seal
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.coord import choose, holders
@@ -31,7 +31,7 @@ from looop_py.coord.base import PULSE
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import CorruptFile, FenceLost, UsageError
 from looop_py.loops import store
-from looop_py.moves import approvals, seal
+from looop_py.moves import approvals
 from looop_py.schedules import timers
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
