@@ -338,7 +338,7 @@ def status(wd: WorkDir) -> StatusView:
         shared=shared,
         notify_failing=notify.failing_count(wd.paths),
         degraded=degraded,
-        held_loops=held_loops(wd),
+        held_loops=None if degraded else held_loops(wd),  # rounds live on the shared shelf
     )
 
 

@@ -161,10 +161,16 @@ def confirm(d: dict[str, Any], csrf: str | None) -> str:
             f'<p><a href="/asks/{e(aid)}">what became of it</a></p>'
         )
     body = f"<pre>{e(a['prompt'])}</pre>" + _runs(run, "Approving runs")
+    hold = a.get("hold") or {}
+    # A proposal its checker did not verify needs the second, explicit yes (as --unverified).
+    unverified = "round" in hold and hold.get("verified") is False
+    if unverified:
+        body += '<p class="warn" id="unverified">Its checker did NOT verify this proposal.</p>'
     body += form(
         f"/asks/{aid}/approve",
         csrf,
-        f"yes, run this {run['action']}",
+        f"yes, run this {run['action']}" + (" unverified" if unverified else ""),
+        '<input type="hidden" name="unverified" value="yes">' if unverified else "",
         name="confirm",
         cls="approve",
     )
