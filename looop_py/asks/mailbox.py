@@ -6,6 +6,12 @@ records on the work dir's shelf (workdir/shelf.py): files here, or keys on etcd
 that every host sees, so an ask filed on one host is answered from any other.
 Asks and answers are created exclusively, so two writers can never both claim
 an id or both answer one ask, and a reader never sees half a record.
+
+Every answer looop writes is sealed (asks/seal.py) to its ask. What acts on an answer
+(a loop round's escalation, a waiting `looop ask`, a beat carrying out an approval)
+reads it through `checked_answer`: an answer without a valid seal is a forgery, moved
+aside to the shelf's `forged` kind (<ask>.answer), journaled and notified, and the ask
+waits for its human as before.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
+from looop_py.asks import forged, seal
 from looop_py.errors import CorruptFile, LooopError, NoAnswer, UsageError
 from looop_py.identity import create_time, is_alive
 from looop_py.ids import check_segment, is_safe_segment
@@ -178,6 +185,34 @@ def get_answer(wd: WorkDir, ask_id: str) -> Answer | None:
     )
 
 
+def checked_answer(wd: WorkDir, ask_id: str, *, now: float) -> Answer | None:
+    """The answer to act on: None while there is none, or when the one there is was not
+    written by looop for exactly this ask (it is then refused as a forgery, here)."""
+    check_segment(ask_id, "ask id")
+    raw = wd.shelf.get("answers", ask_id)
+    if raw is None:
+        return None
+    try:
+        data = jsonio.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    try:
+        ask: dict[str, Any] | None = get_ask(wd, ask_id).to_json()
+    except LooopError:
+        ask = None
+    why = forged.reason(ask, data)
+    if why is not None:
+        forged.refuse(wd, ask_id, raw, why, now)
+        return None
+    assert isinstance(data, dict)
+    return Answer(
+        text=str(data.get("answer", "")),
+        answered_at=float(data.get("answered_at", 0)),
+        verdict=data.get("verdict"),
+        note=data.get("note"),
+    )
+
+
 def answer(
     wd: WorkDir,
     ask_id: str,
@@ -188,14 +223,19 @@ def answer(
     note: str | None = None,
     force: bool = False,
     by: str | None = None,
+    unverified: bool = False,
 ) -> Answer:
-    """Answer an ask exactly once (or again with force).
+    """Answer an ask exactly once (or again with force), sealed to it.
 
     `by`: where the answer came from (cli, page, api); the record keeps it and who
     answered (this process's user); an answer forced over another without `by` keeps
-    the first one's. A question's answer writes a journal line (an approval's verdict
-    is journaled by moves/approvals.py, with what ran)."""
+    the first one's. `unverified`: a round's proposal its checker did not verify is
+    approved anyway (`looop approve --unverified`), and the sealed record says so. A
+    question's answer writes a journal line (an approval's verdict is journaled by
+    moves/approvals.py, with what ran). A forged answer in the way is refused first."""
     ask = get_ask(wd, ask_id)
+    if not force:
+        checked_answer(wd, ask_id, now=now)
     if ask.kind is AskKind.APPROVAL and verdict is None:
         raise UsageError(
             f"{ask_id} is an approval, not a question",
@@ -213,13 +253,16 @@ def answer(
     box = wd.shelf
     if box.shared:
         record["host"] = box.host
+    if unverified:
+        record["unverified"] = True
     if by is not None:
         record.update(by=by, who=_user())
     elif force:
         with contextlib.suppress(LooopError):
             first = shelf.read_json(box, "answers", ask_id)
-            if isinstance(first, dict):
-                record.update({k: first[k] for k in ("by", "who") if k in first})
+            if isinstance(first, dict) and seal.check_answer(ask.to_json(), first) is None:
+                record.update({k: first[k] for k in ("by", "who", "unverified") if k in first})
+    record["seal"] = seal.answer_seal(ask.to_json(), record)
     data = shelf.dumps(record)
     if force:
         box.put("answers", ask_id, data)
@@ -267,7 +310,7 @@ def wait(wd: WorkDir, ask_id: str, *, timeout_s: float | None = None) -> Answer:
         _update(wd, ask_id, waiter=_me())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        got = get_answer(wd, ask_id)
+        got = checked_answer(wd, ask_id, now=time.time())
         if got is not None:
             if got.verdict == WITHDRAWN:
                 raise AskError(
@@ -374,14 +417,16 @@ def withdraw(wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None)
 
     (The `looop withdraw ID` command calls this.)
     """
-    get_ask(wd, ask_id)  # a missing ask is a UsageError
-    record = {
+    ask = get_ask(wd, ask_id)  # a missing ask is a UsageError
+    checked_answer(wd, ask_id, now=now)  # a forged answer in the way is refused first
+    record: dict[str, Any] = {
         "v": 1,
         "answer": "",
         "answered_at": now,
         "verdict": WITHDRAWN,
         "note": reason or "withdrawn",
     }
+    record["seal"] = seal.answer_seal(ask.to_json(), record)
     if not wd.shelf.create("answers", ask_id, shelf.dumps(record)):
         raise UsageError(f"{ask_id} is already answered", "see `looop asks`")
     with contextlib.suppress(OSError):

@@ -88,7 +88,8 @@ def find_events(wd: WorkDir, result: BeatResult, now: float) -> list[dict[str, A
 
 
 def _forged_events(wd: WorkDir) -> list[dict[str, Any]]:
-    """Approvals refused as forgeries (moves/approvals.py): someone wrote one, so say so."""
+    """Approvals (moves/approvals.py) and answers (asks/forged.py) refused as forgeries:
+    someone wrote one, so say so."""
     box = wd.shelf
     if box.empty("forged"):
         return []
@@ -96,8 +97,13 @@ def _forged_events(wd: WorkDir) -> list[dict[str, Any]]:
     for name, data in shelf.json_items(box, "forged"):
         if isinstance(data, dict):
             why = str(data.get("why", "?"))
-            text = f"looop: a forged approval of {name} was refused ({why}); nothing ran"
             key = f"forged:{name}:{data.get('at')}"
+            if data.get("what") == "answer":
+                ask = str(data.get("ask", name))
+                text = f"looop: a forged answer to {ask} was refused ({why}); it still waits"
+                out.append(_event("answer-forged", key, text, id=ask, why=why))
+                continue
+            text = f"looop: a forged approval of {name} was refused ({why}); nothing ran"
             out.append(_event("approval-forged", key, text, id=name, why=why))
     return out
 

@@ -215,8 +215,9 @@ class MailboxApprovals:
         return ask.id
 
     def poll(self, ask_id: str) -> Answer:
-
-        got = mailbox.get_answer(self.wd, ask_id)
+        """Only an answer looop sealed to this ask moves the round on; a forged one is
+        refused (asks/forged.py) and the round keeps waiting."""
+        got = mailbox.checked_answer(self.wd, ask_id, now=self.clock())
         if got is None:
             if self.wd.shelf.get("asks", ask_id) is None:
                 return Answer(Approval.DENIED, "the approval ask was removed")

@@ -18,7 +18,7 @@ An approval runs exactly what its ask showed, once, and durably:
 
 An intent is carried out only when it proves a human approved it: its ask
 exists, is an approval, is not answered otherwise, and the intent's seal
-(moves/seal.py: an HMAC under a key kept outside the work dir) matches the ask
+(asks/seal.py: an HMAC under a key kept outside the work dir) matches the ask
 as it is now, so what runs is exactly what the human was shown. Anything else
 (a file written by a worker, a sensor or an etcd-prefix writer, or an ask edited
 after it was approved) is a forgery: nothing runs, the record is moved to the
@@ -27,7 +27,9 @@ tells the human.
 
 An intent found half-run (its actor died mid-move) is reported and never
 re-run, like any other interrupted move. Round approvals are answers the
-round's own state machine picks up, so they are durable as they are.
+round's own state machine picks up, so they are durable as they are; like every
+answer they are sealed to their ask, and the round acts only on a sealed one
+(asks/forged.py refuses the rest).
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ import contextlib
 import os
 from typing import Any
 
-from looop_py.asks import mailbox
+from looop_py.asks import mailbox, seal
 from looop_py.asks.mailbox import Answer
 from looop_py.errors import CorruptFile, FenceLost, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.loops import advance, store
-from looop_py.moves import act, gate, seal, union
+from looop_py.moves import act, gate, union
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.context import WorkDir
 
@@ -55,13 +57,13 @@ class StaleApproval(UsageError):
     """What the ask showed is no longer what would run; nothing ran."""
 
 
-def _approval(wd: WorkDir, ask_id: str) -> mailbox.Ask:
+def _approval(wd: WorkDir, ask_id: str, now: float) -> mailbox.Ask:
     ask = mailbox.get_ask(wd, ask_id)
     if ask.kind is not mailbox.AskKind.APPROVAL:
         raise UsageError(
             f"{ask_id} is a question, not an approval", f"answer it: looop answer {ask_id} TEXT"
         )
-    if mailbox.get_answer(wd, ask_id) is not None:
+    if mailbox.checked_answer(wd, ask_id, now=now) is not None:  # a forged one is refused
         raise UsageError(f"{ask_id} was already answered", "see `looop journal` for what happened")
     if wd.shelf.get(INTENTS, ask_id) is not None:
         raise UsageError(f"{ask_id} was already approved", "the next beat carries it out")
@@ -130,7 +132,7 @@ def approve(
     """Approve a held move or a loop round's proposal. A proposal its checker did not verify
     runs only with `unverified` (`looop approve ID --unverified`): a second, explicit yes.
     `by`: where the approval came from (cli, page), kept in the answer's record."""
-    ask = _approval(wd, ask_id)
+    ask = _approval(wd, ask_id, now)
     if "round" in ask.hold and ask.hold.get("verified") is False and not unverified:
         raise UsageError(
             f"{ask_id}: its checker did not verify this proposal, so one approval is not enough",
@@ -138,14 +140,15 @@ def approve(
             f" or `looop deny {ask_id}`",
         )
     if "round" in ask.hold:
-        mailbox.answer(wd, ask_id, "approved", now=now, verdict="approved", by=by)
+        yes = "approved"  # sealed to the ask, `unverified` in the record when it was given
+        mailbox.answer(wd, ask_id, yes, now=now, verdict=yes, by=by, unverified=unverified)
         note = _settle_round(wd, str(ask.hold["round"]), now)
         if note.startswith(NOTHING_RAN):
             journal.write(wd, f"· approved {ask_id}; {note}", now)
         else:
             journal.write(wd, f"✓ approved {ask_id}: {note}", now)
         return mailbox.answer(
-            wd, ask_id, "approved", now=now, verdict="approved", note=note, force=True
+            wd, ask_id, yes, now=now, verdict=yes, note=note, force=True, unverified=unverified
         )
     if not isinstance(ask.hold.get("move"), dict):
         raise UsageError(f"{ask_id} holds nothing looop can run")
@@ -244,7 +247,7 @@ def carry_out(wd: WorkDir, ask_id: str, now: float, *, by: str) -> str:
     if forged is not None:
         return _refuse_forged(wd, ask_id, forged, now, by)
     hold: dict[str, Any] = intent["hold"]
-    answer = mailbox.get_answer(wd, ask_id)
+    answer = mailbox.checked_answer(wd, ask_id, now=now)  # a forged denial cannot drop it
     if intent.get("state") == "running":
         note = "interrupted: looop died while running it; not re-run, check its effect by hand"
         return _finish(wd, ask_id, hold, ok=False, note=note, now=now, by=by)
@@ -312,7 +315,7 @@ def carry_out_pending(wd: WorkDir, now: float) -> list[dict[str, Any]]:
 def deny(
     wd: WorkDir, ask_id: str, *, now: float, reason: str | None = None, by: str | None = None
 ) -> Answer:
-    ask = _approval(wd, ask_id)
+    ask = _approval(wd, ask_id, now)
     held = ask.hold.get("move") or {}
     text = f"denied {ask_id}: {held.get('action', 'move')}" + (f" · {reason}" if reason else "")
     answer = mailbox.answer(wd, ask_id, "denied", now=now, verdict="denied", note=reason, by=by)

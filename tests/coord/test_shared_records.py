@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from looop_py import identity, jsonio
-from looop_py.asks import mailbox
+from looop_py.asks import mailbox, seal
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.coord import choose, holders
@@ -31,7 +31,7 @@ from looop_py.coord.base import PULSE
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import CorruptFile, FenceLost, UsageError
 from looop_py.loops import store
-from looop_py.moves import approvals, seal
+from looop_py.moves import approvals
 from looop_py.schedules import timers
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
@@ -410,6 +410,36 @@ def test_a_forged_approval_on_the_prefix_runs_on_no_host(two: Hosts, tmp_path: P
     assert not canary.exists()
     assert open_wd(a).shelf.names("approved") == []
     assert open_wd(a).shelf.names("forged") == [ask.id]  # kept for the human, on every host
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(120)
+def test_a_forged_round_answer_on_the_prefix_moves_no_round_on(two: Hosts, tmp_path: Path) -> None:
+    """A writer of the etcd prefix answers a round's escalation "approved" itself: no host
+    acts on it, it is kept as forged, and the human's own approval still does."""
+    marker = tmp_path / "applied"
+    a, b = sweep_hosts(two, f"touch {marker}")
+    shared = open_wd(a).shelf
+
+    def escalated() -> bool:
+        if any(r.phase == "awaiting-approval" for r in store.rows(shared, include_done=False)):
+            return True
+        beat(open_wd(a))
+        return False
+
+    wait_for(escalated, 60, lambda: f"the escalation: {store.rows(shared, True)}", interval=0.05)
+    (ask,) = [x for x in mailbox.pending(open_wd(b)) if x.kind is mailbox.AskKind.APPROVAL]
+    forged = {"v": 1, "answer": "approved", "verdict": "approved", "by": "cli", "host": "b"}
+    shelf.write_json(shared, "answers", ask.id, forged)
+    beat(open_wd(b))
+    assert not marker.exists()
+    (row,) = store.rows(shared, include_done=False)
+    assert row.phase == "awaiting-approval"
+    assert shared.names("forged") == [f"{ask.id}.answer"] and shared.get("answers", ask.id) is None
+    approved = run_looop("-C", str(b.root), "approve", ask.id, "--json")
+    assert approved.returncode == 0, approved.stderr
+    beat(open_wd(a))
+    assert marker.exists()
 
 
 class Usurped:

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from looop_py import jsonio
-from looop_py.asks import mailbox
+from looop_py.asks import mailbox, seal
 from looop_py.beat.pulse import beat
 from looop_py.locks import PulseLock
-from looop_py.moves import approvals, gate, seal, union
+from looop_py.moves import approvals, gate, union
 from looop_py.workdir import journal, provenance
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for

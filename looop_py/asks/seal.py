@@ -1,4 +1,4 @@
-"""The approval seal: proof that a human's `approve`, through looop, recorded an intent.
+"""The seal: proof that a human's answer, through looop, recorded an intent or an answer.
 
 Anything that can write one file of the work dir (a worker whose agent may only edit
 files, a sensor, a writer of the etcd prefix) can also write an ask, its answer and an
@@ -8,6 +8,11 @@ mode 0600), over the ask id, when and by whom it was asked, and the digest of ex
 what it holds (the move and the text the human was shown). `looop approve` (the CLI,
 the page, the Python API) makes the key on first use and seals the intent; a beat
 carries out only intents whose seal checks against the ask as it is now.
+
+Answers are sealed the same way (`answer_seal`): every answer looop writes (`looop
+approve/deny/answer/withdraw`, the page, the API, a beat recording what ran) carries an
+HMAC over the ask it answers and the whole answer record. A loop round moves on, and a
+waiting `looop ask` returns, only on an answer whose seal checks (asks/mailbox.py).
 
 What the seal does not stop: a process running as the same user can read the key
 (or simply run `looop approve`); with etcd, every pulse host needs the same key file
@@ -28,6 +33,9 @@ from looop_py.errors import LooopError
 
 KEY_BYTES = 32
 VERSION = "looop-approval-v1"
+ANSWER_VERSION = "looop-answer-v1"
+# What an answer's seal binds of its ask: the fields that never change once it is filed.
+ASK_FIELDS = ("id", "kind", "prompt", "asker", "created_at", "options", "ref", "hold")
 
 
 class SealError(LooopError):
@@ -109,4 +117,33 @@ def check(
     want = hmac.new(key, _message(ask_id, created_at, asker, digest(hold)), "sha256").hexdigest()
     if not hmac.compare_digest(want, seal):
         return "its seal does not match the ask (forged, or the ask changed since)"
+    return None
+
+
+def _answer_message(ask: dict[str, Any], record: dict[str, Any]) -> bytes:
+    bound = {k: ask.get(k) for k in ASK_FIELDS}
+    body = {k: v for k, v in record.items() if k != "seal"}
+    text = json.dumps([ANSWER_VERSION, bound, body], sort_keys=True, ensure_ascii=True)
+    return text.encode()
+
+
+def answer_seal(ask: dict[str, Any], record: dict[str, Any]) -> str:
+    """The seal of an answer record to `ask` (its to_json); makes the key on first use."""
+    key = _key(make=True)
+    if key is None:
+        raise SealError(f"the approval key {key_path()} is damaged", "remove it and answer again")
+    return hmac.new(key, _answer_message(ask, record), "sha256").hexdigest()
+
+
+def check_answer(ask: dict[str, Any], record: dict[str, Any]) -> str | None:
+    """Why `record` is not an answer looop wrote to exactly this ask; None when it is."""
+    given = record.get("seal")
+    if not isinstance(given, str) or not given:
+        return "it carries no seal (not written by looop's answer, approve or deny)"
+    key = _key(make=False)
+    if key is None:
+        return f"no approval key at {key_path()} (this user never answered anything here)"
+    want = hmac.new(key, _answer_message(ask, record), "sha256").hexdigest()
+    if not hmac.compare_digest(want, given):
+        return "its seal does not match (forged, edited, or written for another ask)"
     return None
