@@ -114,6 +114,7 @@ def _wait_capped(pid: int, log: Path, kind: str, cap: int, grace_s: float) -> tu
     the tool calls counted."""
     counter = streams.TurnCounter(kind)
     offset = 0
+    last_data = time.monotonic()
     while True:
         done, wait_status = os.waitpid(pid, os.WNOHANG)
         try:
@@ -133,8 +134,12 @@ def _wait_capped(pid: int, log: Path, kind: str, cap: int, grace_s: float) -> tu
                 offset += len(data)
                 counter.feed(data)
             return wait_status, counter.turns
-        if not data:
-            time.sleep(0.1)
+        if data:
+            last_data = time.monotonic()
+        else:
+            # While the agent is streaming, a turn can take milliseconds: look often then,
+            # so the cap ends it within a turn; an idle agent is looked at 10 times a second.
+            time.sleep(0.01 if time.monotonic() - last_data < 2.0 else 0.1)
 
 
 def _count_turns(log: Path, kind: str) -> int | None:
