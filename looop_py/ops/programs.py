@@ -68,7 +68,8 @@ def runtime(cfg: Config, name: str, root: Path, job_path: str | None = None) -> 
     except ValueError as exc:
         return Check(f"runtime {name}", Verdict.FAIL, f"its command does not parse: {exc}")
     program = words[0] if words else ""
-    if not program or shutil.which(program, path=job_path) is None:
+    found = shutil.which(program, path=job_path) if program else None
+    if found is None:
         return Check(
             f"runtime {name}",
             Verdict.FAIL,
@@ -91,9 +92,7 @@ def runtime(cfg: Config, name: str, root: Path, job_path: str | None = None) -> 
                 f"`{program}` is on PATH but `{path}` does not exist (from {root})",
                 f"create it, or fix [runtimes.{name}] command in looop.toml",
             )
-    return Check(
-        f"runtime {name}", Verdict.OK, f"`{program}` is {shutil.which(program, path=job_path)}"
-    )
+    return Check(f"runtime {name}", Verdict.OK, f"`{program}` is {found}")
 
 
 def _named_files(program: str, args: list[str]) -> list[str]:

@@ -160,3 +160,18 @@ def short(v: Any) -> str:
 
 def pretty(v: Any) -> str:
     return json.dumps(v, indent=1, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def would_run(run: dict[str, Any], lead: str) -> str:
+    """What approving an ask runs, exactly as it will run, and the whole held move."""
+    body = f"<p>{e(lead)} <b>{e(run['action'])}</b>"
+    if run.get("file"):
+        body += f" and writes exactly this to <b>{e(run['file'])}</b>"
+    if run.get("text") is not None:
+        body += f':</p><pre class="would-run">{e(run["text"])}</pre>'
+    else:
+        body += ' <span class="bad">(the ask does not show what would run)</span></p>'
+    return body + (
+        "<details><summary>the whole held move</summary>"
+        f"<pre>{e(pretty(run['move']))}</pre></details>"
+    )

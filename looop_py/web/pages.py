@@ -24,6 +24,7 @@ from looop_py.web.markup import (
     table,
     when,
     when_iso,
+    would_run,
 )
 
 
@@ -221,17 +222,7 @@ def asks(d: dict[str, Any], csrf: str | None) -> str:
         )
         run = a.get("would_run")
         if run is not None:
-            body += f"<p>Approving runs <b>{e(run['action'])}</b>"
-            if run.get("file"):
-                body += f" and writes exactly this to <b>{e(run['file'])}</b>"
-            if run.get("text") is not None:
-                body += f':</p><pre class="would-run">{e(run["text"])}</pre>'
-            else:
-                body += ' <span class="bad">(the ask does not show what would run)</span></p>'
-            body += (
-                "<details><summary>the whole held move</summary>"
-                f"<pre>{e(pretty(run['move']))}</pre></details>"
-            )
+            body += would_run(run, "Approving runs")
             if csrf is not None:  # approving takes a second step that names what runs
                 body += (
                     f'<a class="button approve" id="approve-{e(aid)}" '

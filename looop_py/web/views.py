@@ -10,7 +10,18 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from looop_py.web import svg
-from looop_py.web.markup import Markup, e, form, link, outcome, pretty, short, table, when
+from looop_py.web.markup import (
+    Markup,
+    e,
+    form,
+    link,
+    outcome,
+    pretty,
+    short,
+    table,
+    when,
+    would_run,
+)
 
 
 def _pager(path: str, page: int, pages: int, **params: Any) -> str:
@@ -108,7 +119,7 @@ def ask(d: dict[str, Any], csrf: str | None) -> str:
     )
     run = d.get("would_run")
     if run is not None:
-        body += _runs(run, "Approving runs" if d["answer"] is None else "It would have run")
+        body += would_run(run, "Approving runs" if d["answer"] is None else "It would have run")
     ans = d.get("answer")
     if ans is None:
         if run is not None and csrf is not None:
@@ -136,20 +147,6 @@ def ask(d: dict[str, Any], csrf: str | None) -> str:
     return body
 
 
-def _runs(run: dict[str, Any], lead: str) -> str:
-    body = f"<p>{e(lead)} <b>{e(run['action'])}</b>"
-    if run.get("file"):
-        body += f" and writes exactly this to <b>{e(run['file'])}</b>"
-    if run.get("text") is not None:
-        body += f':</p><pre class="would-run">{e(run["text"])}</pre>'
-    else:
-        body += ' <span class="bad">(the ask does not show what would run)</span></p>'
-    return body + (
-        '<details id="held-move"><summary>the whole held move</summary>'
-        f"<pre>{e(pretty(run['move']))}</pre></details>"
-    )
-
-
 def confirm(d: dict[str, Any], csrf: str | None) -> str:
     """The second step of approve: what will run, and the one button that runs it."""
     a = d["ask"]
@@ -160,7 +157,7 @@ def confirm(d: dict[str, Any], csrf: str | None) -> str:
             f'<p id="gone">{e(aid)} is no longer waiting for approval ({e(d["state"])}).</p>'
             f'<p><a href="/asks/{e(aid)}">what became of it</a></p>'
         )
-    body = f"<pre>{e(a['prompt'])}</pre>" + _runs(run, "Approving runs")
+    body = f"<pre>{e(a['prompt'])}</pre>" + would_run(run, "Approving runs")
     hold = a.get("hold") or {}
     # A proposal its checker did not verify needs the second, explicit yes (as --unverified).
     unverified = "round" in hold and hold.get("verified") is False

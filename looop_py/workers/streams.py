@@ -18,6 +18,7 @@ from looop_py.workers import aider
 # typing is not imported at run time: the supervisor starts with every worker.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -55,15 +56,8 @@ def read(kind: str, log: Path) -> Stream:
     except FileNotFoundError:
         return out
     with f:
-        for line in f:
-            if not line.startswith(b"{"):
-                continue
-            try:
-                event = jsonio.loads(line)
-            except jsonio.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                _READERS[kind](event, out)
+        for event in _events(f):
+            _READERS[kind](event, out)
     if out.usage is None and out.messages:  # stopped mid-run (an iteration cap): sum them
         out.usage = _claude_usage(list(out.messages.values()), None)
     return out
@@ -215,16 +209,23 @@ class TurnCounter:
         self._rest = lines.pop()
         if len(self._rest) > 1 << 22:  # a line past 4 MiB is no event we count
             self._rest = b""
-        for line in lines:
-            if not line.startswith(b"{"):
-                continue
-            try:
-                event = jsonio.loads(line)
-            except jsonio.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                self.turns += tool_calls(self.kind, event)
+        for event in _events(lines):
+            self.turns += tool_calls(self.kind, event)
         return self.turns
+
+
+def _events(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects among a stream's lines; anything else (a CLI's plain text, a torn
+    line) is skipped, as a stream reader must."""
+    for line in lines:
+        if not line.startswith(b"{"):
+            continue
+        try:
+            event = jsonio.loads(line)
+        except jsonio.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            yield event
 
 
 def _usage(inp: int, outp: int, cost: Any, read: int = 0, written: int = 0) -> dict[str, Any]:

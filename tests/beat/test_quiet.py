@@ -147,12 +147,10 @@ def test_an_unchanged_world_is_skipped_from_the_seal_without_parsing(wd: Paths) 
     assert set(full["sensors"]) == {"fails"}  # type: ignore[arg-type]
 
 
-def test_a_quiet_beat_loads_no_json_no_pathlib_no_subprocess(wd: Paths) -> None:
-    _quiet_wd(wd)
-    _pulse(wd)  # the seal now vouches for the child's own interpreter and argv
-    heavy = ("orjson", "json", "pathlib", "subprocess", "dataclasses", "enum", "typing")
-    heavy += ("looop_py.beat.pulse", "looop_py.sensing.sensors", "looop_py.jsonio", "yaml")
-    code = (
+def _child_pulse(wd: Paths, report: str) -> str:
+    """Code for a child interpreter that runs `looop pulse` through its own door (os._exit
+    turned into SystemExit, so the child lives on) and then prints `report`."""
+    return (
         "import os, sys\n"
         "before = set(sys.modules)  # an editable install's finder loads pathlib at start-up\n"
         "def stay(code):\n"
@@ -164,7 +162,17 @@ def test_a_quiet_beat_loads_no_json_no_pathlib_no_subprocess(wd: Paths) -> None:
         "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
-        f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])\n"
+        f"{report}\n"
+    )
+
+
+def test_a_quiet_beat_loads_no_json_no_pathlib_no_subprocess(wd: Paths) -> None:
+    _quiet_wd(wd)
+    _pulse(wd)  # the seal now vouches for the child's own interpreter and argv
+    heavy = ("orjson", "json", "pathlib", "subprocess", "dataclasses", "enum", "typing")
+    heavy += ("looop_py.beat.pulse", "looop_py.sensing.sensors", "looop_py.jsonio", "yaml")
+    code = _child_pulse(
+        wd, f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])"
     )
     for _ in range(2):  # the first run seals for this interpreter and argv, the second is quiet
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -479,28 +487,21 @@ def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
     TYPE_CHECKING` reads plainer.
     """
     _churning_wd(wd)  # the quiet beat parses a churning sensor's output too
-    lists = (
-        "import os, sys\n"
-        "def stay(code):\n"
-        "    raise SystemExit(code)\n"
-        "os._exit = stay\n"
-        "{run}\n"
+    report = (
         "print('MODS', sorted(m for m in sys.modules if m.startswith('looop_py')))\n"
-        "print('TYPING', 'typing' in sys.modules)\n"
+        "print('TYPING', 'typing' in sys.modules)"
     )
-    quiet_run = (
-        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse']\n"
-        "from looop_py.console import main\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass"
-    )
+    quiet_beat = _child_pulse(wd, report)
     bound: set[str] = set()
     # The first child seals for its own interpreter and argv; the second beat is quiet.
-    subprocess.run([sys.executable, "-c", lists.format(run=quiet_run)], capture_output=True)
-    engine = "import looop_py.engine.rounds, looop_py.engine.loop, looop_py.engine.scheduler"
-    for run in (quiet_run, "import looop_py.workers.supervisor", engine):
-        done = subprocess.run(
-            [sys.executable, "-c", lists.format(run=run)], capture_output=True, text=True
-        )
+    subprocess.run([sys.executable, "-c", quiet_beat], capture_output=True)
+    supervisor = f"import sys, looop_py.workers.supervisor\n{report}\n"
+    engine = (
+        "import sys, looop_py.engine.rounds, looop_py.engine.loop, looop_py.engine.scheduler\n"
+        f"{report}\n"
+    )
+    for code in (quiet_beat, supervisor, engine):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert "TYPING False" in done.stdout, done.stdout + done.stderr
         bound |= set(ast.literal_eval(done.stdout.split("MODS ", 1)[1].splitlines()[0]))
     package = Path(quiet.__file__).parents[1]
@@ -596,19 +597,8 @@ def test_a_churning_quiet_beat_loads_json_only(wd: Paths) -> None:
     _churning_wd(wd)
     heavy = ("orjson", "pathlib", "subprocess", "dataclasses", "enum", "typing")
     heavy += ("looop_py.beat.pulse", "looop_py.sensing.sensors", "looop_py.jsonio", "yaml")
-    code = (
-        "import os, sys\n"
-        "before = set(sys.modules)\n"
-        "def stay(code):\n"
-        "    raise SystemExit(code)\n"
-        "os._exit = stay\n"
-        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse']\n"
-        "from looop_py.console import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])\n"
+    code = _child_pulse(
+        wd, f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])"
     )
     for _ in range(3):  # seal for this interpreter and argv, then churn quietly
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
