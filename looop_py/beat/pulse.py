@@ -46,6 +46,7 @@ from looop_py.world import diff
 if TYPE_CHECKING:
     from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
+    from looop_py.coord.etcdseal import Fingerprint
     from looop_py.workdir.context import WorkDir
 
 Clock = Callable[[], float]
@@ -157,6 +158,7 @@ def _beat_body(
     """
     cfg = wd.config
     now = wd.clock()
+    shared_mark = _shared_mark(fence)  # before anything shared is read: the seal's baseline
     jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
 
@@ -203,8 +205,8 @@ def _beat_body(
     )
     if reason is None:
         wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
-        if fence is None:
-            _seal(wd, world, last, loop_wake)
+        if fence is None or shared_mark is not None:
+            _seal(wd, world, last, loop_wake, fence=fence, shared_mark=shared_mark)
         return _finish(wd, base, started)
 
     if fence is not None and not fence.held():
@@ -255,15 +257,50 @@ def _loop_wake(wd: WorkDir) -> float | None:
     return min(book[name].next_at for name in due)
 
 
+def _shared_mark(fence: Fence | None) -> Fingerprint | None:
+    """On etcd, the shared keys' fingerprint as this beat starts (coord/etcdseal.py); None
+    on files, or when it cannot be taken (then the beat is not sealed)."""
+    if fence is None:
+        return None
+    from looop_py.coord import etcdseal  # a shared backend: its client is loaded already
+    from looop_py.coord.remote import EtcdCoordinator
+
+    coord = fence.coord
+    if not isinstance(coord, EtcdCoordinator):
+        return None
+    try:
+        return etcdseal.mark(coord.client, coord.cfg, coord.prefix)
+    except Unavailable:
+        return None  # the beat meets it again at its next request, and says so
+
+
 def _seal(
     wd: WorkDir,
     world: World,
     committed: Committed,
     loop_wake: float | None,
+    *,
+    fence: Fence | None = None,
+    shared_mark: Fingerprint | None = None,
 ) -> None:
-    """Let the next beat prove from the seal that nothing changed (sensing/seal.py)."""
+    """Let the next beat prove from the seal that nothing changed (sensing/seal.py); on a
+    shared backend, with the fingerprint of its keys taken as the beat started."""
 
     cfg = wd.config
+
+    def shared_now() -> str | None:
+        from looop_py.coord import etcdseal  # a shared backend only
+        from looop_py.coord.remote import EtcdCoordinator
+
+        if fence is None or shared_mark is None:
+            return None
+        coord = fence.coord
+        assert isinstance(coord, EtcdCoordinator)  # _shared_mark made the mark from it
+        try:
+            still = etcdseal.settled(coord.client, shared_mark)
+        except Unavailable:
+            return None
+        return still.line() if still is not None else None
 
     def rounds_signal() -> str:
         snap = probes.rounds(probes.Seen(wd, time.time(), ()))
@@ -303,6 +340,8 @@ def _seal(
         sessions_now=sessions_now,
         claims_now=partial(vouch.claims_now, wd),
         asks_now=partial(vouch.asks_now, wd),
+        shared_now=shared_now if fence is not None else None,
+        host=fence.coord.host if fence is not None else "",
     )
 
 
