@@ -10,20 +10,25 @@ tests/coord/ (the contract suite on etcd).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from looop_py.coord.etcd import Client, LeaseGone
+from looop_py.coord.etcd import Client, LeaseGone, put, value_of
 from looop_py.coord.wire import MAX_BODY, Connection, WireError, split_url
 from looop_py.errors import Unavailable, UsageError
 from tests.conftest import wait_for
-from tests.etcdserver import free_port
+from tests.etcdserver import free_port, need
 
 
 @dataclass(frozen=True)
@@ -364,3 +369,91 @@ def test_a_forked_child_opens_its_own_connection() -> None:
         client.post("/x", {})  # the parent's kept connection still works
         assert len(seen) == 3
         assert server.accepted == 2
+
+
+# -- TLS, against real etcd ----------------------------------------------------------------
+
+
+def _certs(folder: Path) -> dict[str, str]:
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate."""
+
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=looop-test-ca")  # fmt: skip
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1"), ("client", "")):
+        ssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        (folder / f"{name}.ext").write_text(ext + "\n")
+        sign = ["-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2"]
+        extra = ["-extfile", f"{name}.ext"] if ext else []
+        ssl("x509", "-req", "-in", f"{name}.csr", *sign, "-out", f"{name}.pem", *extra)
+    return {n: str(folder / n) for n in ("ca.pem", "server.pem", "server.key", "client.pem",
+                                         "client.key")}  # fmt: skip
+
+
+@pytest.fixture
+def tls_etcd(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    etcd = need()
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    certs = _certs(tmp_path)
+    port, peer = free_port(), free_port()
+    url = f"https://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [etcd, "--name", "tls", "--data-dir", str(tmp_path / "data"),
+         "--listen-client-urls", url, "--advertise-client-urls", url,
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"tls=http://127.0.0.1:{peer}",
+         "--cert-file", certs["server.pem"], "--key-file", certs["server.key"],
+         "--client-cert-auth", "--trusted-ca-file", certs["ca.pem"]],
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "etcd.log").open("wb"),
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        good = Cfg((url,), timeout_s=2, ca_cert=certs["ca.pem"],
+                   cert_cert=certs["client.pem"], cert_key=certs["client.key"])  # fmt: skip
+        wait_for(lambda: _answers(Client(good)), 30, "etcd over TLS to answer")
+        yield url, certs
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _answers(client: Client) -> bool:
+    try:
+        client.post("/maintenance/status", {})
+        return True
+    except Unavailable:
+        return False
+
+
+@pytest.mark.etcd
+def test_tls_refuses_an_unknown_server_and_a_client_without_its_certificate(
+    tls_etcd: tuple[str, dict[str, str]],
+) -> None:
+    url, certs = tls_etcd
+    with pytest.raises(Unavailable, match="CERTIFICATE_VERIFY_FAILED"):
+        Client(Cfg((url,), timeout_s=2)).post("/maintenance/status", {})  # the system's CAs
+    no_cert = Client(Cfg((url,), timeout_s=2, ca_cert=certs["ca.pem"]))
+    with pytest.raises(Unavailable):
+        no_cert.post("/kv/range", {"key": "YQ=="})
+
+
+@pytest.mark.etcd
+def test_tls_with_a_client_certificate_reads_and_writes_on_one_connection(
+    tls_etcd: tuple[str, dict[str, str]],
+) -> None:
+    url, certs = tls_etcd
+    cfg = Cfg((url,), timeout_s=2, ca_cert=certs["ca.pem"], cert_cert=certs["client.pem"],
+              cert_key=certs["client.key"])  # fmt: skip
+    client = Client(cfg)
+    ok, _ = client.txn([], [put("/looop/tls/a", b"x" * 5000)])  # a chunked reply back
+    assert ok
+    [kv] = client.get("/looop/tls/a")
+    assert value_of(kv) == b"x" * 5000
+    assert len(client.get("/looop/tls/", prefix=True)) == 1
+    conn = client._endpoints[0]._idle[0]
+    assert conn._sock is not None and conn._sock.version() is not None  # TLS, kept open
