@@ -129,11 +129,12 @@ def _dropped(sock: socket.socket) -> bool:
     pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
     if pending is not None and pending():
         return True
+    poller = select.poll()  # not select(): a descriptor past 1023 is fine
+    poller.register(sock, select.POLLIN | select.POLLPRI)
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
+        return bool(poller.poll(0))
+    except OSError:
         return True
-    return bool(readable)
 
 
 def _why(exc: BaseException) -> str:
