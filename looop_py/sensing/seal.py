@@ -192,7 +192,8 @@ def seal(
     or None while a session is live or not yet settled.
     `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
     when the first claim expires; None while a claim is not plainly held by a live
-    process (a round's, unreadable, on a shared backend).
+    process (a round's, unreadable). On a shared backend no process is named: a claim
+    there goes with its lease, and the fingerprint sees its key go.
     `asks_now`: the sys-asks signal now and the process waiting on each pending ask;
     None while a record does not fit or the mailbox is shared.
     `shared_now`: on a shared backend, the fingerprint of its keys taken before the beat
@@ -210,7 +211,8 @@ def seal(
     records = [ln.split(" ")[1] for ln in lines if ln.startswith(("f claims/", "f ask", "f ans"))]
     if any(not rel.endswith(".json") or "/." in rel for rel in records):
         return "a records folder holds a file that is no record"
-    claims = claims_now() if CLAIMS in held else ("[]", [], float("inf"))  # after the survey
+    shared = cfg.coordination.backend != "files"  # claims kept there: CLAIMS is empty here
+    claims = claims_now() if CLAIMS in held or shared else ("[]", [], float("inf"))
     if claims is None:
         return "a claim is not plainly held by a live process"
     if len(claims[1]) != sum(rel.startswith(f"{CLAIMS}/") for rel in records):
@@ -256,12 +258,12 @@ def seal(
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
     until = min(until, claims[2])  # an expired claim is reaped by a full beat
-    shared = "-"
-    if cfg.coordination.backend != "files":
+    fingerprint = "-"
+    if shared:
         found = shared_now() if shared_now is not None else None
         if found is None:
             return "the shared keys changed while the beat ran, or cannot be fingerprinted"
-        shared = found
+        fingerprint = found
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -273,7 +275,7 @@ def seal(
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
             "holders " + " ".join(f"{pid}:{t!r}" for pid, t in [*claims[1], *asks[1]]),
-            f"shared {shared}",
+            f"shared {fingerprint}",
             *sensor_lines,
             "survey",
             *lines,

@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,12 @@ def _sealed(wd: Paths) -> Paths:
         if (wd.state / "quiet-seal").exists():
             return wd
     raise AssertionError(f"never sealed: {_beats(wd)[-1]}")
+
+
+def _changed(beat: dict[str, object]) -> list[object]:
+    changed = beat.get("changed")
+    assert isinstance(changed, list), beat
+    return [c["item"] for c in changed if isinstance(c, dict)]
 
 
 def _host(two: Hosts, name: str = "a") -> Paths:
@@ -182,14 +189,32 @@ def test_a_damaged_shared_line_is_refused(line: str) -> None:
 # -- the quiet beat on etcd, through `looop pulse` -------------------------------------------
 
 
-def test_another_hosts_claim_breaks_the_seal_and_the_beat_sees_it(two: Hosts) -> None:
+def test_another_hosts_claim_breaks_the_seal_and_then_stays_quiet_while_held(
+    two: Hosts,
+) -> None:
+    """A claim is work in play: seen by one full beat, then quiet while it is held (its
+    lease kept by b's keeper), and its release seen at once."""
     a, b = _sealed(_host(two, "a")), _host(two, "b")
     assert _pulse(a).get("sealed") is True
     held = run_looop("-C", str(b.root), "claim", "repo", "--session", "s1", "--ttl", "600")
     assert held.returncode == 0, held.stderr
     seen = _pulse(a)
     assert seen.get("sealed") is None and seen["outcome"] != "skipped", seen
-    assert "probe claims" in json.dumps(seen["changed"]) or seen["changed"], seen
+    assert "snap:sys-claims" in _changed(seen), seen
+    assert _sealed(a) and _pulse(a).get("sealed") is True  # the claim still held: quiet
+    gone = run_looop("-C", str(b.root), "unclaim", "repo", "--session", "s1")
+    assert gone.returncode == 0, gone.stderr
+    seen = _pulse(a)
+    assert seen.get("sealed") is None and "snap:sys-claims" in _changed(seen), seen
+
+
+def test_a_claims_own_ttl_ends_the_seal_when_it_runs_out(two: Hosts) -> None:
+    a, b = _sealed(_host(two, "a")), _host(two, "b")
+    held = run_looop("-C", str(b.root), "claim", "ci", "--session", "s2", "--ttl", "3")
+    assert held.returncode == 0, held.stderr
+    _sealed(a)
+    until = float((a.state / "quiet-seal").read_text().split("\n")[2].split(" ")[1])
+    assert until <= time.time() + 3  # the seal lasts no longer than the claim
 
 
 def test_a_record_rewritten_with_the_same_bytes_breaks_the_seal(two: Hosts) -> None:
