@@ -9,6 +9,8 @@ RUNS rounds (the first 3 dropped):
 
 - `looop pulse` on files (the sealed quiet beat),
 - `looop pulse` on etcd (sealed: one transaction proves the shared keys unchanged),
+- `looop pulse` on a second etcd work dir (its own prefix) while a claim is held there
+  by this script (`looop claim`, its lease kept by a keeper): work in play,
 - `looop pulse` on etcd with its seal removed first: the full beat that skips (takes
   the pulse, reads the shared records and the committed world, lets the pulse go),
   which is what every quiet beat on etcd was before the seal reached etcd,
@@ -77,12 +79,13 @@ def main() -> None:
         looop = [sys.executable, "-m", "looop_py"]
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="looop-bench-etcd-", dir=shm))).start()
-    files_root, etcd_root = workdir("files"), workdir("etcd")
+    files_root, etcd_root, claim_root = workdir("files"), workdir("etcd"), workdir("claim")
     use_etcd(etcd_root / "looop.toml", cluster.endpoints, "/looop/bench", 10)
+    use_etcd(claim_root / "looop.toml", cluster.endpoints, "/looop/bench-claim", 10)
     try:
         pulses = {
             name: [*looop, "-C", str(root), "pulse", "-q"]
-            for name, root in (("files", files_root), ("etcd", etcd_root))
+            for name, root in (("files", files_root), ("etcd", etcd_root), ("claim", claim_root))
         }
         for argv in pulses.values():
             for _ in range(4):  # commit the world, then skip and seal
@@ -97,6 +100,12 @@ def main() -> None:
         before = requests_served(endpoint)
         subprocess.run(pulses["etcd"], check=True, env=env, cwd="/", stdout=subprocess.DEVNULL)
         full_requests = requests_served(endpoint) - before
+        # Now a claim, held while this script runs (a keeper keeps its lease: it sends
+        # requests of its own from here on, so the counts above come first).
+        claim = [*looop, "-C", str(claim_root), "claim", "repo", "--session", "bench"]
+        subprocess.run(
+            [*claim, "--ttl", "3600"], check=True, env=env, cwd="/", stdout=subprocess.DEVNULL
+        )
 
         def unsealed_etcd() -> list[str]:
             seal.unlink(missing_ok=True)
@@ -105,33 +114,35 @@ def main() -> None:
         commands = {
             "files: quiet beat": lambda: pulses["files"],
             "etcd: quiet beat": lambda: pulses["etcd"],
+            "etcd: quiet beat, a claim held": lambda: pulses["claim"],
             "etcd: full skipped beat": unsealed_etcd,
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
-        sealed = {"files": 0, "etcd": 0}
+        sealed = {"files": 0, "etcd": 0, "claim": 0}
         for i in range(3 + args.runs):
             for name, argv_of in commands.items():
                 argv = argv_of()
                 start = time.perf_counter()
                 subprocess.run(argv, check=True, env=env, cwd="/", stdout=subprocess.DEVNULL)
                 times[name].append(time.perf_counter() - start)
-                backend = name.split(":")[0]
+                kind = "claim" if "claim" in name else name.split(":")[0]
                 if i >= 3 and "quiet" in name and last_beat(Path(argv[-3])).get("sealed"):
-                    sealed[backend] += 1
+                    sealed[kind] += 1
         median = {name: statistics.median(s[3:]) * 1000 for name, s in times.items()}
         print(f"{os.cpu_count()} CPUs; code: {args.code or 'this checkout'}; {args.runs} rounds")
         print("8 sensors + 100 goals; etcd 1 member on loopback, data on", shm or "disk")
         for name, samples in times.items():
             ms = sorted(s * 1000 for s in samples[3:])
-            print(f"  {name:26} median {median[name]:7.1f} ms   min {ms[0]:7.1f} ms")
+            print(f"  {name:31} median {median[name]:7.1f} ms   min {ms[0]:7.1f} ms")
         files = median["files: quiet beat"]
         print(
             f"  etcd quiet / files quiet {median['etcd: quiet beat'] / files:.2f}   "
+            f"with a claim {median['etcd: quiet beat, a claim held'] / files:.2f}   "
             f"etcd full skipped / files quiet {median['etcd: full skipped beat'] / files:.2f}"
         )
         print(
             f"  sealed quiet beats: files {sealed['files']}/{args.runs}, "
-            f"etcd {sealed['etcd']}/{args.runs}"
+            f"etcd {sealed['etcd']}/{args.runs}, etcd with a claim {sealed['claim']}/{args.runs}"
         )
         print(
             f"  requests etcd served: quiet beat {quiet_requests} (sealed: {quiet_sealed}), "
@@ -140,8 +151,8 @@ def main() -> None:
     finally:
         cluster.stop()
         shutil.rmtree(cluster.root, ignore_errors=True)
-        cleanup(files_root)
-        cleanup(etcd_root)
+        for root in (files_root, etcd_root, claim_root):
+            cleanup(root)
 
 
 if __name__ == "__main__":
