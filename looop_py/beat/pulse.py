@@ -158,7 +158,7 @@ def _beat_body(
     """
     cfg = wd.config
     now = wd.clock()
-    shared_mark = _shared_mark(fence)  # before anything shared is read: the seal's baseline
+    shared_mark = fence.mark() if fence else None  # before anything shared is read: the seal's
     jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
 
@@ -257,23 +257,6 @@ def _loop_wake(wd: WorkDir) -> float | None:
     return min(book[name].next_at for name in due)
 
 
-def _shared_mark(fence: Fence | None) -> Fingerprint | None:
-    """On etcd, the shared keys' fingerprint as this beat starts (coord/etcdseal.py); None
-    on files, or when it cannot be taken (then the beat is not sealed)."""
-    if fence is None:
-        return None
-    from looop_py.coord import etcdseal  # a shared backend: its client is loaded already
-    from looop_py.coord.remote import EtcdCoordinator
-
-    coord = fence.coord
-    if not isinstance(coord, EtcdCoordinator):
-        return None
-    try:
-        return etcdseal.mark(coord.client, coord.cfg, coord.prefix)
-    except Unavailable:
-        return None  # the beat meets it again at its next request, and says so
-
-
 def _seal(
     wd: WorkDir,
     world: World,
@@ -287,20 +270,6 @@ def _seal(
     shared backend, with the fingerprint of its keys taken as the beat started."""
 
     cfg = wd.config
-
-    def shared_now() -> str | None:
-        from looop_py.coord import etcdseal  # a shared backend only
-        from looop_py.coord.remote import EtcdCoordinator
-
-        if fence is None or shared_mark is None:
-            return None
-        coord = fence.coord
-        assert isinstance(coord, EtcdCoordinator)  # _shared_mark made the mark from it
-        try:
-            still = etcdseal.settled(coord.client, shared_mark)
-        except Unavailable:
-            return None
-        return still.line() if still is not None else None
 
     def rounds_signal() -> str:
         snap = probes.rounds(probes.Seen(wd, time.time(), ()))
@@ -340,8 +309,8 @@ def _seal(
         sessions_now=sessions_now,
         claims_now=partial(vouch.claims_now, wd),
         asks_now=partial(vouch.asks_now, wd),
-        shared_now=shared_now if fence is not None else None,
-        host=fence.coord.host if fence is not None else "",
+        shared_now=partial(fence.settled, shared_mark) if fence else lambda: None,
+        sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",
     )
 
 

@@ -45,8 +45,9 @@ def open_shelf(paths: Paths, cfg: config_mod.Config) -> Shelf:
     """The shelf `cfg` names: local files, or etcd (never quietly files for what is shared)."""
     if cfg.coordination.backend == "files":
         return FilesShelf(paths)
+    # The etcd shelf, its coordinator and client: only when looop.toml says etcd.
     from looop_py.coord.etcdshelf import EtcdShelf
-    from looop_py.coord.remote import EtcdCoordinator  # the etcd client, only when configured
+    from looop_py.coord.remote import EtcdCoordinator
 
     c = cfg.coordination
     return EtcdShelf(EtcdCoordinator(paths, c, host_id(c.host_id, paths.state)))

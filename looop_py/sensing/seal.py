@@ -180,8 +180,8 @@ def seal(
     sessions_now: Callable[[], tuple[str, float] | None],
     claims_now: Callable[[], Holders | None] = lambda: None,
     asks_now: Callable[[], Holders | None] = lambda: None,
-    shared_now: Callable[[], str | None] | None = None,
-    host: str = "",
+    shared_now: Callable[[], str | None] = lambda: None,
+    sessions_key: str = "snap:sys-sessions",
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
@@ -192,14 +192,11 @@ def seal(
     or None while a session is live or not yet settled.
     `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
     when the first claim expires; None while a claim is not plainly held by a live
-    process (a round's, unreadable). On a shared backend no process is named: a claim
-    there goes with its lease, and the fingerprint sees its key go.
+    process (a round's, unreadable); on a shared backend a claim goes with its lease.
     `asks_now`: the sys-asks signal now and the process waiting on each pending ask;
     None while a record does not fit or the mailbox is shared.
-    `shared_now`: on a shared backend, the fingerprint of its keys taken before the beat
-    read them, if still unchanged now (coord/etcdseal.py: one line); None if they changed.
-    `host`: on a shared backend, the host this beat's own worker sessions are scoped to
-    (its world holds them as `snap:sys-sessions@HOST`: beat/shared.py).
+    `shared_now`: a shared backend's fingerprint line if its keys did not change while the
+    beat ran (coord/etcdseal.py). `sessions_key`: this host's sessions item (NAME@HOST there).
     """
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
@@ -234,7 +231,6 @@ def seal(
     sessions = sessions_now()  # after the survey too
     if sessions is None:
         return "a worker session is live or not settled yet"
-    sessions_key = f"snap:sys-sessions@{host}" if host else "snap:sys-sessions"
     if world.items.get(sessions_key) != sessions[0]:
         return "the workers changed while the beat ran"
     why = _verify_texts(root, world, stats)
@@ -258,12 +254,9 @@ def seal(
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
     until = min(until, claims[2])  # an expired claim is reaped by a full beat
-    fingerprint = "-"
-    if shared:
-        found = shared_now() if shared_now is not None else None
-        if found is None:
-            return "the shared keys changed while the beat ran, or cannot be fingerprinted"
-        fingerprint = found
+    fingerprint = shared_now() if shared else "-"
+    if fingerprint is None:
+        return "the shared keys changed while the beat ran, or cannot be fingerprinted"
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -307,8 +300,7 @@ def _unsealable(
         return "a [notify] command is configured"
     if not world.hash or " " in world.hash:
         return "no world hash"
-    for scoped, value in world.items.items():
-        key = scoped.partition("@")[0]  # a shared backend's host-local reading: NAME@host
+    for key, value in ((k.split("@")[0], v) for k, v in world.items.items()):  # NAME@host
         if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims", "snap:sys-asks"):
             continue  # rounds, ended workers, live claims and asks are files: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
@@ -317,8 +309,7 @@ def _unsealable(
             continue
         if key not in QUIET_PROBES:
             return f"an item the seal does not know: {key}"
-    probes_seen = {k.partition("@")[0] for k in world.items if k.startswith("snap:sys-")}
-    if len(probes_seen) != len(QUIET_PROBES):
+    if len({k.split("@")[0] for k in world.items if k[:9] == "snap:sys-"}) != len(QUIET_PROBES):
         return "a probe is missing"
     return None
 
@@ -396,11 +387,9 @@ class Sealed:
             raise ValueError("not a holders line")
         pairs = (h.split(":") for h in held.split(" ") if h)
         self.holders = [(int(pid), float(created)) for pid, created in pairs]
-        word, _, shared = lines[7].partition(" ")
-        if word != "shared" or not shared:
+        if not lines[7].startswith("shared "):
             raise ValueError("not a shared line")
-        # The shared backend's fingerprint (coord/etcdseal.py), or None on files.
-        self.shared = None if shared == "-" else shared
+        self.shared = None if lines[7] == "shared -" else lines[7][7:]  # coord/etcdseal.py's
         self.sensors: list[tuple[str, float, float, str, str]] = []
         self.signals: dict[str, str] = {}  # sensor name → digest of its world item
         scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
