@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
-from dataclasses import MISSING, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ def commands_markdown(root: click.Group) -> str:
         command = root.get_command(top, name)
         if command is not None and not command.hidden:
             _command(out, command, name, top)
-    return "\n".join(out)
+    return "\n".join(out).strip("\n")
 
 
 def _command(out: list[str], command: click.Command, name: str, parent: click.Context) -> None:
@@ -62,25 +62,21 @@ def config_keys() -> dict[str, Any]:
     from looop_py.workdir.config import Config, RuntimeConfig
 
     keys: dict[str, Any] = {}
+    defaults = Config()
     for section in fields(Config):
         if section.name == "runtimes":
-            keys.update(_defaults(RuntimeConfig, "runtimes.NAME"))
+            keys.update(_defaults(RuntimeConfig(), "runtimes.NAME"))
         elif section.name == "actions":
             keys.update({f"actions.KIND.{k}": v for k, v in ACTION_KEYS.items()})
         else:
-            assert section.default_factory is not MISSING
-            sample = section.default_factory()
-            assert is_dataclass(sample)
-            keys.update(_defaults(type(sample), section.name))
+            keys.update(_defaults(getattr(defaults, section.name), section.name))
     return keys
 
 
-def _defaults(cls: type[Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in fields(cls):
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-        out[f"{where}.{f.name}"] = default
-    return out
+def _defaults(record: Any, where: str) -> dict[str, Any]:
+    """Each field of a config record (a dataclass with every default set) and its value."""
+    assert is_dataclass(record)
+    return {f"{where}.{f.name}": getattr(record, f.name) for f in fields(record)}
 
 
 def key_range(key: str) -> str:
