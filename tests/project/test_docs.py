@@ -121,6 +121,24 @@ def test_a_starter_line_that_disagrees_is_caught() -> None:
     assert not comment.startswith(reference.key_range("sensors.timeout_s") + ";")
 
 
+def test_every_loop_frontmatter_key_is_in_the_loops_table() -> None:
+    from dataclasses import fields
+
+    from looop_py.engine.budget import TokenBudget
+    from looop_py.engine.spec import SPEC_KEYS
+
+    text = (DOCS / "loops.md").read_text(encoding="utf-8")
+    rows = {
+        k
+        for row in re.findall(r"^\| (`[^|]+) \|", text, re.M)
+        for k in re.findall(r"`(\w+):`", row)
+    }
+    assert rows == SPEC_KEYS | {"intent", "on"}
+    budget_row = next(line for line in text.splitlines() if line.startswith("| `budget:`"))
+    for f in fields(TokenBudget):
+        assert f"`{f.name}" in budget_row, f.name
+
+
 def test_help_topics_are_the_pages() -> None:
     assert set(TOPICS) == {p.stem for p in DOCS.glob("*.md")}
     for topic in TOPICS:
