@@ -78,13 +78,15 @@ def test_every_page_has_examples_and_few_are_not_run() -> None:
     assert len(readme) >= 5, "the README's tour lost its outputs"
 
 
+def _shell(page: Path) -> list[Block]:
+    return [b for b in blocks(page) if b.lang in ("sh", "bash") and not b.not_run]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [p for p in PAGES if _shell(p)], ids=lambda p: p.name)
 def test_the_shell_examples_run(page: Path, tmp_path: Path) -> None:
-    shell = [b for b in blocks(page) if b.lang in ("sh", "bash") and not b.not_run]
-    if not shell:
-        pytest.skip(f"{page.name} has no shell example")
+    shell = _shell(page)
     script = "set -e\n" + "".join(f"{b.body}printf '\\n{MARK}\\n'\n" for b in shell)
     done = subprocess.run(
         ["bash", "-c", script],
