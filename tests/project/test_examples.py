@@ -82,30 +82,45 @@ def _shell(page: Path) -> list[Block]:
     return [b for b in blocks(page) if b.lang in ("sh", "bash") and not b.not_run]
 
 
+def run_session(shell: list[Block], tmp: Path) -> tuple[Block | None, list[str], str]:
+    """Run the blocks in one bash session: the block that failed (None: all ran), what each
+    printed, and the tail of stdout and stderr (to say why)."""
+    script = "set -e\n" + "".join(f"{b.body}printf '\\n{MARK}\\n'\n" for b in shell)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp,
+        env=offline_dir(tmp),
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    outputs = [out.lstrip("\n") for out in done.stdout.split(f"\n{MARK}\n")]
+    ran = len(outputs) - 1
+    if done.returncode != 0 and ran >= len(shell):  # every marker printed, then bash failed
+        raise AssertionError(f"exit {done.returncode} after every block: {done.stderr}")
+    failed = shell[ran] if done.returncode != 0 else None
+    return failed, outputs[:ran], f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
+def test_a_failing_block_is_named_and_stops_the_session(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("```sh\necho one\n```\n\n```sh\nls no-such-file\necho two\n```\n")
+    (tmp_path / "run").mkdir()
+    failed, outputs, why = run_session(_shell(page), tmp_path / "run")
+    assert failed is not None and failed.line == 5
+    assert outputs == ["one\n"] and "two" not in why and "no-such-file" in why
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("page", [p for p in PAGES if _shell(p)], ids=lambda p: p.name)
 def test_the_shell_examples_run(page: Path, tmp_path: Path) -> None:
     shell = _shell(page)
-    script = "set -e\n" + "".join(f"{b.body}printf '\\n{MARK}\\n'\n" for b in shell)
-    done = subprocess.run(
-        ["bash", "-c", script],
-        cwd=tmp_path,
-        env=offline_dir(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-    outputs = done.stdout.split(f"\n{MARK}\n")
-    ran = len(outputs) - 1
-    failed = shell[ran] if ran < len(shell) else None
-    assert done.returncode == 0, (
-        f"{failed.where if failed else page.name}: exit {done.returncode}\n"
-        f"{failed.body if failed else ''}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    )
-    for block, out in zip(shell, outputs, strict=False):
+    failed, outputs, why = run_session(shell, tmp_path)
+    assert failed is None, f"{failed.where} failed:\n{failed.body}\n{why}"
+    for block, out in zip(shell, outputs, strict=True):
         if block.output is not None:
-            assert matches(block.output, out.lstrip("\n")), (
+            assert matches(block.output, out), (
                 f"{block.where} printed:\n{out}\nthe page says:\n{block.output}"
             )
 
