@@ -30,7 +30,17 @@ WIDTH = 100  # the --help width the page is rendered at, whatever the terminal
 def commands_markdown(root: click.Group) -> str:
     """Every command and sub-command as its --help, one `### looop …` heading each."""
     out: list[str] = []
-    top = click.Context(root, info_name="looop", terminal_width=WIDTH, max_content_width=WIDTH)
+    # The help option names as `looop X --help` has them (click caches each command's help
+    # option the first time it is asked for, so a context without them would render -h only
+    # when some earlier call in this process happened to create it).
+    names = root.context_settings.get("help_option_names", ["--help"])
+    top = click.Context(
+        root,
+        info_name="looop",
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+        help_option_names=names,
+    )
     for name in root.list_commands(top):
         command = root.get_command(top, name)
         if command is not None and not command.hidden:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from looop_py.cli import reference
 from looop_py.cli.app import cli
@@ -26,6 +27,8 @@ def _generated(name: str) -> str:
 
 @pytest.mark.parametrize("name", reference.GENERATED_PAGES)
 def test_each_generated_part_is_up_to_date(name: str) -> None:
+    # As a user would have run a command first: click caches each help option as first made.
+    assert "-h, --help" in CliRunner().invoke(cli, ["pulse", "--help"]).output
     assert _generated(name) == reference.generated(name), (
         f"looop_py/docs/{name} is stale: run `python -m looop_py.cli.reference`"
     )
