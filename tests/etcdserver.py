@@ -1,7 +1,7 @@
 """Real etcd for tests: Debian's `etcd` on free loopback ports in a temp dir, stopped by PID.
 
-`need()` skips a test of the etcd tier with the reason when etcd or etcd3gw is
-missing, unless CI=true, where that is a failure (.ci/run installs both).
+`need()` skips a test of the etcd tier with the reason when etcd is missing,
+unless CI=true, where that is a failure (.ci/run installs it).
 """
 
 from __future__ import annotations
@@ -25,15 +25,8 @@ ETCD = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd
 
 
 def need() -> str:
-    why = None
     if ETCD is None:
         why = "etcd is not installed (.ci/run installs Debian's etcd-server)"
-    else:
-        try:
-            import etcd3gw  # noqa: F401
-        except ImportError:
-            why = "etcd3gw is not installed (pip install '.[etcd]')"
-    if why is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true: {why}")
         pytest.skip(why)

@@ -46,6 +46,7 @@ from looop_py.world import diff
 if TYPE_CHECKING:
     from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
+    from looop_py.coord.etcdseal import Fingerprint
     from looop_py.workdir.context import WorkDir
 
 Clock = Callable[[], float]
@@ -157,6 +158,7 @@ def _beat_body(
     """
     cfg = wd.config
     now = wd.clock()
+    shared_mark = fence.mark() if fence else None  # before anything shared is read: the seal's
     jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
 
@@ -203,8 +205,8 @@ def _beat_body(
     )
     if reason is None:
         wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
-        if fence is None:
-            _seal(wd, world, last, loop_wake)
+        if fence is None or shared_mark is not None:
+            _seal(wd, world, last, loop_wake, fence=fence, shared_mark=shared_mark)
         return _finish(wd, base, started)
 
     if fence is not None and not fence.held():
@@ -260,8 +262,12 @@ def _seal(
     world: World,
     committed: Committed,
     loop_wake: float | None,
+    *,
+    fence: Fence | None = None,
+    shared_mark: Fingerprint | None = None,
 ) -> None:
-    """Let the next beat prove from the seal that nothing changed (sensing/seal.py)."""
+    """Let the next beat prove from the seal that nothing changed (sensing/seal.py); on a
+    shared backend, with the fingerprint of its keys taken as the beat started."""
 
     cfg = wd.config
 
@@ -303,6 +309,8 @@ def _seal(
         sessions_now=sessions_now,
         claims_now=partial(vouch.claims_now, wd),
         asks_now=partial(vouch.asks_now, wd),
+        shared_now=partial(fence.settled, shared_mark) if fence else lambda: None,
+        sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",
     )
 
 

@@ -14,8 +14,13 @@ changed while its signal held (a churning detail) is not a change: its one
 output is parsed (sensing/steady.py, the json module: loaded only then), its
 snapshot rewritten and the seal updated, and the beat stays quiet.
 
+On etcd the seal also holds the fingerprint of the loop's shared keys, and
+one transaction proves them unchanged (coord/etcdseal.py); the quiet beat
+there neither takes the pulse nor reads a record.
+
 At import it loads nothing a quiet beat does not use: os, time, select, fcntl
-and xxhash (through seal, procs, locks and world).
+and xxhash (through seal, procs, locks and world); the etcd client only when
+the seal says etcd.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
         if survey.survey(root) != sealed.survey or not _holders_alive(sealed):
             lock.release()
             return None
+        if sealed.shared is not None and not _shared_holds(sealed.shared):
+            return Handover(lock, {})  # the full beat reads what changed (or says why not)
         runs, ran, cached = _run_sensors(root, sealed, now)
     except BaseException:
         procs.kill_running()
@@ -90,6 +97,18 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not quiet and sys.stdout.isatty():
         sys.stdout.write(_line(sealed, started) + "\n")
     return 0
+
+
+def _shared_holds(line: str) -> bool:
+    """On etcd: the loop's shared keys are as the sealed beat read them, asked in one
+    transaction (coord/etcdseal.py); False when they changed or etcd cannot be asked."""
+    from looop_py.coord import etcdseal  # a seal on etcd only: socket and json
+    from looop_py.errors import LooopError
+
+    try:
+        return etcdseal.holds(etcdseal.Fingerprint.from_line(line))
+    except (LooopError, ValueError, KeyError, TypeError):
+        return False  # unreachable, no password, a damaged line: the full beat says which
 
 
 def _holders_alive(sealed: Sealed) -> bool:

@@ -34,6 +34,7 @@ from looop_py.world import world_hash
 
 if TYPE_CHECKING:
     from looop_py.coord.base import Coordinator
+    from looop_py.coord.etcdseal import Fingerprint
     from looop_py.workdir.context import WorkDir
 
 WORLD = "world/committed"  # the committed world's key on the backend
@@ -87,6 +88,30 @@ class Fence:
             return False
         jsonio.atomic_write(self.paths.last_world, data)
         return True
+
+    def mark(self) -> Fingerprint | None:
+        """The shared keys' fingerprint as the beat starts, before it reads any (the seal's
+        baseline: coord/etcdseal.py); None when it cannot be taken (no seal then)."""
+        from looop_py.coord import etcdseal  # the seal on etcd: its client is loaded already
+        from looop_py.coord.remote import EtcdCoordinator
+
+        if not isinstance(self.coord, EtcdCoordinator):
+            return None
+        with contextlib.suppress(Unavailable):  # the beat meets it again, and says so
+            return etcdseal.mark(self.coord.client, self.coord.cfg, self.coord.prefix)
+        return None
+
+    def settled(self, mark: Fingerprint | None) -> str | None:
+        """The seal's `shared` line: `mark`, if nothing in the cluster was written since."""
+        from looop_py.coord import etcdseal  # loaded by mark already
+        from looop_py.coord.remote import EtcdCoordinator
+
+        if mark is None or not isinstance(self.coord, EtcdCoordinator):
+            return None
+        with contextlib.suppress(Unavailable):
+            still = etcdseal.settled(self.coord.client, mark)
+            return still.line() if still is not None else None
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 
 def claims_now(wd: WorkDir) -> Holders | None:
     """None while a claim is not plainly held by a live process (a round's claim,
-    an unreadable one, a shared backend): housekeeping may have work to do on it."""
+    an unreadable one): housekeeping may have work to do on it."""
     if wd.shelf.shared:
-        return None
+        return _shared_claims_now(wd)
     from looop_py.coord import reaper  # loaded already: the probe listed claims
 
     now = time.time()
@@ -38,6 +38,31 @@ def claims_now(wd: WorkDir) -> Holders | None:
         holders.append((held.pid, held.create_time))
         first = min(first, held.expires_at if held.expires_at is not None else first)
     return signal.decode(), holders, first
+
+
+def _shared_claims_now(wd: WorkDir) -> Holders | None:
+    """On etcd a claim lives while its holder's lease does, and the seal's fingerprint
+    sees its key go with the lease (coord/etcdseal.py): no process for the quiet beat to
+    look at, only when the first claim's own ttl runs out. None while a claim is a round's
+    (the beat reaps it when the round ends) or unreadable, or etcd does not answer."""
+    from looop_py.coord import base, choose  # a shared backend: loaded by the beat already
+    from looop_py.errors import LooopError
+
+    now = time.time()
+    try:
+        signal = jsonio.canonical(probes.claims(probes.Seen(wd, now, ())).get("signal"))
+        views = choose.coordinator(wd).list_claims(now)
+    except LooopError:
+        return None
+    first = float("inf")
+    for view in views:
+        held = view.claim
+        if view.name == base.PULSE:
+            continue  # never in the world (sensing/probes.py), nor in the seal's ranges
+        if not view.live or held is None or held.pid is None:
+            return None
+        first = min(first, held.expires_at if held.expires_at is not None else first)
+    return signal.decode(), [], first
 
 
 def asks_now(wd: WorkDir) -> Holders | None:

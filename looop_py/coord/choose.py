@@ -2,8 +2,8 @@
 
 Every door opens its work dir here, once: `open_workdir` loads looop.toml and
 opens the shelf the backend names. `files` needs nothing beyond the base install;
-`etcd` loads coord/remote.py (and with it etcd3gw) only here, only when
-configured, so a beat on files never pays for it. The etcd shelf holds the one
+`etcd` loads coord/remote.py (and with it the etcd client, coord/etcd.py) only
+here, only when configured, so a beat on files never pays for it. The etcd shelf holds the one
 coordinator of its WorkDir: this process's lease and the thread that keeps it
 alive, let go by `WorkDir.close`.
 """
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from looop_py import jsonio
 from looop_py.coord.base import host_id
-from looop_py.errors import ConfigError
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.context import Clock, WorkDir
 from looop_py.workdir.paths import Paths
@@ -24,7 +23,6 @@ from looop_py.workdir.shelf import FilesShelf
 
 if TYPE_CHECKING:
     from looop_py.coord.base import Coordinator
-    from looop_py.coord.remote import EtcdCoordinator
     from looop_py.workdir.shelf import Shelf
 
 
@@ -47,22 +45,12 @@ def open_shelf(paths: Paths, cfg: config_mod.Config) -> Shelf:
     """The shelf `cfg` names: local files, or etcd (never quietly files for what is shared)."""
     if cfg.coordination.backend == "files":
         return FilesShelf(paths)
-    coord = _etcd(paths, cfg)  # first: it says what to install when etcd3gw is absent
+    # The etcd shelf, its coordinator and client: only when looop.toml says etcd.
     from looop_py.coord.etcdshelf import EtcdShelf
+    from looop_py.coord.remote import EtcdCoordinator
 
-    return EtcdShelf(coord)
-
-
-def _etcd(paths: Paths, cfg: config_mod.Config) -> EtcdCoordinator:
-    try:
-        from looop_py.coord.remote import EtcdCoordinator  # etcd3gw, only when configured
-    except ImportError as exc:
-        raise ConfigError(
-            f"{paths.config}: coordination.backend: etcd needs etcd3gw ({exc})",
-            "pip install 'looop-py[etcd]'",
-        ) from None
     c = cfg.coordination
-    return EtcdCoordinator(paths, c, host_id(c.host_id, paths.state))
+    return EtcdShelf(EtcdCoordinator(paths, c, host_id(c.host_id, paths.state)))
 
 
 def coordinator(wd: WorkDir) -> Coordinator:

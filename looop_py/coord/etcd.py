@@ -1,6 +1,8 @@
-"""etcd v3 over its HTTP gateway: the one module that imports etcd3gw (the `etcd` extra).
+"""etcd v3 over its JSON gateway (`/v3/...`), on coord/wire.py's kept-alive connections.
 
-Loaded only when looop.toml says backend = "etcd" (coord/choose.py). A Client
+Loaded only when looop.toml says backend = "etcd" (coord/choose.py), and by a
+quiet beat on etcd (coord/etcdseal.py), so it imports little: no JSON library
+beyond the standard one, no HTTP library (coord/wire.py says why). A Client
 sends each request to the configured endpoints in turn until one answers (a
 member without a leader or quorum counts as not answering), authenticates when
 `username` is set, and raises Unavailable when none answers; the helpers below
@@ -25,18 +27,39 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
+import threading
 import time
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-import etcd3gw
-from etcd3gw import exceptions as etcd_errors
-
+from looop_py.coord.wire import Connection, WireError
 from looop_py.errors import Unavailable, UsageError
 
+# typing is not imported at run time: the quiet beat on etcd loads this module.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from looop_py.workdir.config import CoordinationConfig
+    from typing import Any, Protocol
+
+    class Settings(Protocol):
+        """What a Client reads of `[coordination]` (workdir/config.CoordinationConfig)."""
+
+        @property
+        def endpoints(self) -> tuple[str, ...]: ...
+        @property
+        def timeout_s(self) -> float: ...
+        @property
+        def ca_cert(self) -> str: ...
+        @property
+        def cert_cert(self) -> str: ...
+        @property
+        def cert_key(self) -> str: ...
+        @property
+        def username(self) -> str: ...
+        @property
+        def password_env(self) -> str: ...
+
+
+API = "/v3"
 
 
 def _b64(data: str | bytes) -> str:
@@ -51,27 +74,77 @@ class LeaseGone(Exception):
     """A put named a lease etcd no longer has (it expired): grant a new one and retry."""
 
 
-class Client:
-    """etcd3gw clients for each endpoint; a request goes to the first that answers."""
+class _Refused(Exception):
+    """The endpoint answered, but not with a result (an error body); the text says what."""
 
-    def __init__(self, cfg: CoordinationConfig) -> None:
+
+class Endpoint:
+    """One endpoint's idle connections (a thread takes one, or opens one, per request)
+    and its auth token."""
+
+    def __init__(self, url: str, cfg: Settings) -> None:
+        self.url = url
+        self.cfg = cfg
+        self.token: str | None = None
+        self._idle: list[Connection] = []
+        self._lock = threading.Lock()
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The endpoint's JSON answer; WireError if it did not answer, _Refused if it
+        answered with an error."""
+        data = json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Authorization": self.token} if self.token else None
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            c = self.cfg
+            conn = Connection(
+                self.url,
+                timeout_s=c.timeout_s,
+                ca_cert=c.ca_cert,
+                cert_cert=c.cert_cert,
+                cert_key=c.cert_key,
+            )
+        status, reply = conn.post(API + path, data, headers)  # a WireError closed it
+        with self._lock:
+            self._idle.append(conn)
+        text = reply.decode("utf-8", "replace")
+        if status != 200:
+            raise _Refused(_error_text(status, text))
+        try:
+            found = json.loads(text)
+        except ValueError:
+            raise _Refused(f"HTTP 200 with a body that is not JSON: {text[:80]!r}") from None
+        if not isinstance(found, dict):
+            raise _Refused(f"HTTP 200 with a body that is not an object: {text[:80]!r}")
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _error_text(status: int, text: str) -> str:
+    """The gateway's `{"error"/"message": …}` as one line, with the HTTP status."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if isinstance(found, dict):
+        text = str(found.get("message") or found.get("error") or text)
+    return f"HTTP {status}: {text}".replace("\n", " ")[:200]
+
+
+class Client:
+    """A kept-alive connection per endpoint; a request goes to the first that answers."""
+
+    def __init__(self, cfg: Settings) -> None:
         self.cfg = cfg
         self._pid = os.getpid()
-        self._clients = [self._client(url) for url in cfg.endpoints]
+        self._endpoints = [Endpoint(url, cfg) for url in cfg.endpoints]
         self._at = 0
-
-    def _client(self, url: str) -> etcd3gw.Etcd3Client:
-        parts = urlsplit(url)
-        return etcd3gw.client(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 2379,
-            protocol=parts.scheme,
-            ca_cert=self.cfg.ca_cert or None,
-            cert_cert=self.cfg.cert_cert or None,
-            cert_key=self.cfg.cert_key or None,
-            timeout=self.cfg.timeout_s,
-            api_path="/v3/",
-        )
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One request, to each endpoint in turn until one answers; Unavailable if none does."""
@@ -81,37 +154,40 @@ class Client:
         """`post`, and when (time.monotonic()) the attempt that was answered was sent: a
         lease renewed by it lives at least TTL from then (coord/remote.py's renew deadline)."""
         if self._pid != os.getpid():  # a forked child: never share the parent's connections
-            self.__init__(self.cfg)  # type: ignore[misc]
-        n = len(self._clients)
+            self._pid = os.getpid()
+            self._endpoints = [Endpoint(url, self.cfg) for url in self.cfg.endpoints]
+        n = len(self._endpoints)
         why = "no endpoint"
         for step in range(n):
             i = (self._at + step) % n
-            client = self._clients[i]
-            sent = time.monotonic()
-            try:
-                self._authenticate(client)
-                found: dict[str, Any] = client.post(client.get_url(path), json=body)
-            except (etcd_errors.ConnectionFailedError, etcd_errors.ConnectionTimeoutError) as exc:
-                why = f"{self.cfg.endpoints[i]}: {_short(exc)}"
-                continue
-            except etcd_errors.Etcd3Exception as exc:
-                text = _short(exc)
-                if "lease not found" in text:
-                    raise LeaseGone(text) from exc
-                if "invalid auth token" in text:
-                    client.session.headers.pop("Authorization", None)
-                why = f"{self.cfg.endpoints[i]}: {text}"  # no leader, timed out …: try another
-                continue
-            self._at = i
-            return found, sent
+            endpoint = self._endpoints[i]
+            for _ in range(2):  # twice only when its auth token had expired
+                sent = time.monotonic()
+                try:
+                    self._authenticate(endpoint)
+                    found = endpoint.post(path, body)
+                except WireError as exc:
+                    why = f"{endpoint.url}: {exc}"
+                    break
+                except _Refused as exc:
+                    text = str(exc)
+                    if "lease not found" in text:
+                        raise LeaseGone(text) from exc
+                    why = f"{endpoint.url}: {text}"  # no leader, timed out …: try another
+                    if "invalid auth token" in text and endpoint.token:
+                        endpoint.token = None  # authenticate again, here
+                        continue
+                    break
+                self._at = i
+                return found, sent
         raise Unavailable(
             f"etcd cannot be reached or has no quorum ({why})",
             "nothing was decided; this runs again once etcd answers (looop never falls back to"
             " files)",
         )
 
-    def _authenticate(self, client: etcd3gw.Etcd3Client) -> None:
-        if not self.cfg.username or "Authorization" in client.session.headers:
+    def _authenticate(self, endpoint: Endpoint) -> None:
+        if not self.cfg.username or endpoint.token:
             return
         password = os.environ.get(self.cfg.password_env)
         if password is None:
@@ -119,25 +195,29 @@ class Client:
                 f"coordination.password_env: ${self.cfg.password_env} is not set",
                 "export the etcd password in that variable",
             )
-        found = client.post(
-            client.get_url("/auth/authenticate"),
-            json={"name": self.cfg.username, "password": password},
+        found = endpoint.post(
+            "/auth/authenticate", {"name": self.cfg.username, "password": password}
         )
-        client.session.headers["Authorization"] = str(found["token"])
+        endpoint.token = str(found.get("token", "")) or None
 
     def endpoints(self) -> list[tuple[str, str | None, dict[str, Any]]]:
         """Each endpoint asked on its own (`looop doctor`): (url, why it did not answer or
         None, its /maintenance/status: leader, revision, dbSize …)."""
         found: list[tuple[str, str | None, dict[str, Any]]] = []
-        for url, client in zip(self.cfg.endpoints, self._clients, strict=True):
+        for endpoint in self._endpoints:
             try:
-                self._authenticate(client)
-                status = client.post(client.get_url("/maintenance/status"), json={})
-            except (etcd_errors.Etcd3Exception, OSError) as exc:
-                found.append((url, _short(exc), {}))
+                self._authenticate(endpoint)
+                status = endpoint.post("/maintenance/status", {})
+            except (WireError, _Refused) as exc:
+                found.append((endpoint.url, str(exc), {}))
                 continue
-            found.append((url, None, status if isinstance(status, dict) else {}))
+            found.append((endpoint.url, None, status))
         return found
+
+    def close(self) -> None:
+        """Close the kept connections (a later request opens new ones)."""
+        for endpoint in self._endpoints:
+            endpoint.close()
 
     def never_compacted(self, key: str) -> bool:
         """Whether revision 1 is still kept (the cluster was never compacted), read at `key`."""
@@ -194,11 +274,6 @@ class Client:
     def revoke(self, lease: int) -> None:
         with contextlib.suppress(LeaseGone):
             self.post("/kv/lease/revoke", {"ID": lease})
-
-
-def _short(exc: BaseException) -> str:
-    text = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
-    return str(text).replace("\n", " ")[:200]
 
 
 # -- transaction parts ---------------------------------------------------------------------

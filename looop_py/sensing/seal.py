@@ -83,7 +83,7 @@ if TYPE_CHECKING:
 
 
 SEAL = "state/quiet-seal"
-FORMAT = f"looop-quiet-seal 2 {__version__}"
+FORMAT = f"looop-quiet-seal 3 {__version__}"
 HEADER_LINES = 20
 
 
@@ -180,6 +180,8 @@ def seal(
     sessions_now: Callable[[], tuple[str, float] | None],
     claims_now: Callable[[], Holders | None] = lambda: None,
     asks_now: Callable[[], Holders | None] = lambda: None,
+    shared_now: Callable[[], str | None] = lambda: None,
+    sessions_key: str = "snap:sys-sessions",
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
@@ -190,9 +192,11 @@ def seal(
     or None while a session is live or not yet settled.
     `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
     when the first claim expires; None while a claim is not plainly held by a live
-    process (a round's, unreadable, on a shared backend).
+    process (a round's, unreadable); on a shared backend a claim goes with its lease.
     `asks_now`: the sys-asks signal now and the process waiting on each pending ask;
     None while a record does not fit or the mailbox is shared.
+    `shared_now`: a shared backend's fingerprint line if its keys did not change while the
+    beat ran (coord/etcdseal.py). `sessions_key`: this host's sessions item (NAME@HOST there).
     """
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
@@ -204,7 +208,8 @@ def seal(
     records = [ln.split(" ")[1] for ln in lines if ln.startswith(("f claims/", "f ask", "f ans"))]
     if any(not rel.endswith(".json") or "/." in rel for rel in records):
         return "a records folder holds a file that is no record"
-    claims = claims_now() if CLAIMS in held else ("[]", [], float("inf"))  # after the survey
+    shared = cfg.coordination.backend != "files"  # claims kept there: CLAIMS is empty here
+    claims = claims_now() if CLAIMS in held or shared else ("[]", [], float("inf"))
     if claims is None:
         return "a claim is not plainly held by a live process"
     if len(claims[1]) != sum(rel.startswith(f"{CLAIMS}/") for rel in records):
@@ -226,7 +231,7 @@ def seal(
     sessions = sessions_now()  # after the survey too
     if sessions is None:
         return "a worker session is live or not settled yet"
-    if world.items.get("snap:sys-sessions") != sessions[0]:
+    if world.items.get(sessions_key) != sessions[0]:
         return "the workers changed while the beat ran"
     why = _verify_texts(root, world, stats)
     if why:
@@ -249,6 +254,9 @@ def seal(
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
     until = min(until, claims[2])  # an expired claim is reaped by a full beat
+    fingerprint = shared_now() if shared else "-"
+    if fingerprint is None:
+        return "the shared keys changed while the beat ran, or cannot be fingerprinted"
     env = dict(os.environ)
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
@@ -260,6 +268,7 @@ def seal(
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
             "holders " + " ".join(f"{pid}:{t!r}" for pid, t in [*claims[1], *asks[1]]),
+            f"shared {fingerprint}",
             *sensor_lines,
             "survey",
             *lines,
@@ -291,7 +300,7 @@ def _unsealable(
         return "a [notify] command is configured"
     if not world.hash or " " in world.hash:
         return "no world hash"
-    for key, value in world.items.items():
+    for key, value in ((k.split("@")[0], v) for k, v in world.items.items()):  # NAME@host
         if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims", "snap:sys-asks"):
             continue  # rounds, ended workers, live claims and asks are files: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
@@ -300,7 +309,7 @@ def _unsealable(
             continue
         if key not in QUIET_PROBES:
             return f"an item the seal does not know: {key}"
-    if len([k for k in world.items if k.startswith("snap:sys-")]) != len(QUIET_PROBES):
+    if len({k.split("@")[0] for k in world.items if k[:9] == "snap:sys-"}) != len(QUIET_PROBES):
         return "a probe is missing"
     return None
 
@@ -364,7 +373,7 @@ class Sealed:
     def __init__(self, text: str) -> None:
         head, sep, rest = text.partition("\nsurvey\n")
         lines = head.split("\n")
-        if not sep or lines[0] != FORMAT or len(lines) < 7:
+        if not sep or lines[0] != FORMAT or len(lines) < 8:
             raise ValueError("not a seal of this looop")
         self.survey = rest.rstrip("\n").split("\n")
         self.hash = lines[1].removeprefix("hash ")
@@ -378,10 +387,13 @@ class Sealed:
             raise ValueError("not a holders line")
         pairs = (h.split(":") for h in held.split(" ") if h)
         self.holders = [(int(pid), float(created)) for pid, created in pairs]
+        if not lines[7].startswith("shared "):
+            raise ValueError("not a shared line")
+        self.shared = None if lines[7] == "shared -" else lines[7][7:]  # coord/etcdseal.py's
         self.sensors: list[tuple[str, float, float, str, str]] = []
         self.signals: dict[str, str] = {}  # sensor name → digest of its world item
         scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
-        for line in lines[7:]:
+        for line in lines[8:]:
             word, name, timeout, interval, raw, signal, error = line.split(" ", 6)
             if word != "sensor":
                 raise ValueError("not a sensor line")
@@ -398,7 +410,7 @@ class Sealed:
         for the snapshots folder they were renamed into (`folder`: its stat text)."""
         head, _, _ = self.text.partition("\nsurvey\n")
         lines = head.split("\n")
-        for i, line in enumerate(lines[7:], 7):
+        for i, line in enumerate(lines[8:], 8):
             word, name, rest = line.split(" ", 2)
             if name in digests:
                 timeout, interval, _, more = rest.split(" ", 3)

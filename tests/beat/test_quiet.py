@@ -30,6 +30,7 @@ from looop_py.sensing import probes, seal, survey
 from looop_py.sensing.sense import Committed
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
+from tests.coord.test_etcdseal import ETCD_QUIET_MODULES
 
 
 def _events(wd: Paths) -> list[dict[str, object]]:
@@ -500,6 +501,7 @@ def test_the_typing_free_idiom_stays_where_start_up_pays(wd: Paths) -> None:
         "import sys, looop_py.engine.rounds, looop_py.engine.loop, looop_py.engine.scheduler\n"
         f"{report}\n"
     )
+    bound |= ETCD_QUIET_MODULES  # the quiet beat on etcd: tests/coord/test_etcdseal.py
     for code in (quiet_beat, supervisor, engine):
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert "TYPING False" in done.stdout, done.stdout + done.stderr

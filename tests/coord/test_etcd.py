@@ -1,5 +1,6 @@
 """etcd beyond the contract: a 3-member cluster losing its leader, quorum loss, the CLI with
-its lease keepers, the `[coordination]` checks, and a files work dir never loading etcd3gw."""
+its lease keepers, the `[coordination]` checks, and a files work dir never loading the etcd
+client."""
 
 from __future__ import annotations
 
@@ -210,9 +211,9 @@ def sessions_bin() -> str:
     return looop_bin()
 
 
-def test_a_quiet_beat_and_a_claim_on_files_never_load_etcd3gw(wd: Paths) -> None:
+def test_a_quiet_beat_and_a_claim_on_files_never_load_the_etcd_client(wd: Paths) -> None:
     write_sensor(wd, "s", "echo 1")
-    heavy = ("etcd3gw", "requests", "looop_py.coord.etcd", "looop_py.coord.remote")
+    heavy = ("looop_py.coord.wire", "looop_py.coord.etcd", "looop_py.coord.remote")
     for args in (["pulse"], ["pulse", "--force"], ["claim", "x"], ["unclaim", "x"]):
         out = _loaded_after_plain_pulse(wd, args, heavy)
         assert "HEAVY []" in out, (args, out)

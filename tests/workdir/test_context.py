@@ -8,8 +8,6 @@ never falls back to local files; and no module keeps state of its own.
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,13 +18,14 @@ from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.cli.app import cli
 from looop_py.coord.choose import Reopening, open_workdir
-from looop_py.errors import ConfigError
+from looop_py.errors import ConfigError, Unavailable
 from looop_py.spend import ledger
 from looop_py.workdir import config as config_mod
 from looop_py.workdir import journal
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import Memo, WorkDir
 from looop_py.workdir.paths import Paths
+from tests.etcdserver import free_port
 from tests.memshelf import MemoryShelf
 
 PACKAGE = Path(__file__).resolve().parents[2] / "looop_py"
@@ -123,25 +122,21 @@ def test_a_long_lived_door_follows_edits_to_looop_toml(wd: Paths) -> None:
 
 
 def test_a_workdir_configured_to_share_never_falls_back_to_files(wd: Paths) -> None:
-    """etcd named in looop.toml but its client missing: a config error naming the fix, and
-    not one record read or written locally."""
+    """etcd named in looop.toml but nothing answering there: the shelf is etcd's, a read
+    is Unavailable naming the endpoint, and not one record is read or written locally."""
     wd.config.write_text(
         '[decider]\nbackend = "noop"\n\n[coordination]\nbackend = "etcd"\n'
-        'endpoints = ["http://127.0.0.1:9"]\nprefix = "/looop/t"\n'
+        f'endpoints = ["http://127.0.0.1:{free_port()}"]\nprefix = "/looop/t"\ntimeout_s = 1\n'
     )
-    code = (
-        "import sys; sys.modules['etcd3gw'] = None\n"
-        "from pathlib import Path\n"
-        "from looop_py.coord.choose import open_workdir\n"
-        "from looop_py.errors import ConfigError\n"
-        "from looop_py.workdir.paths import Paths\n"
-        "try:\n"
-        f"    open_workdir(Paths(Path({str(wd.root)!r})))\n"
-        "except ConfigError as exc:\n"
-        "    print(exc.message, '|', exc.hint)\n"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "etcd needs etcd3gw" in run.stdout and "pip install" in run.stdout, run.stderr
+    opened = open_workdir(wd)
+    try:
+        assert opened.shelf.backend == "etcd"
+        with pytest.raises(Unavailable, match=r"127\.0\.0\.1"):
+            opened.shelf.names("asks")
+        with pytest.raises(Unavailable):
+            opened.shelf.put("asks", "a1", b"{}")
+    finally:
+        opened.close()
     assert not any(wd.asks.iterdir())
 
 

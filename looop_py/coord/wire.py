@@ -1,0 +1,231 @@
+"""HTTP/1.1 POSTs on kept-alive connections: how looop speaks to etcd's v3 JSON gateway.
+
+The standard library's socket (and ssl, only for an https endpoint), not
+http.client: importing http.client loads the email package, ~21 ms, more than
+the rest of a quiet beat's own imports, and etcd3gw (requests, urllib3,
+futurist) cost ~114 ms. One connection is kept per endpoint and reused while
+the server keeps it open; one found closed (readable before a request is sent:
+the server hung up while it was idle) is replaced before sending, so a request
+is written at most once per `post`. A reply is read by its Content-Length, or
+chunk by chunk (Go's server chunks a reply past 2 KB), within MAX_BODY and with
+`timeout_s` for the connect and for every read and write. Whatever goes wrong
+below HTTP (refused, reset, timed out, TLS, not HTTP) is a WireError, and the
+connection is dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+
+# typing is not imported at run time: the quiet beat on etcd loads this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ssl
+
+MAX_LINE = 8192  # a status or header line
+MAX_HEADERS = 100
+MAX_BODY = 64 << 20  # a reply larger than this is not etcd's
+
+
+class WireError(Exception):
+    """The endpoint could not be reached or did not answer in HTTP; the text says why."""
+
+
+def split_url(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of `http[s]://host[:port][/]`; ValueError for anything else."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise ValueError(f"not an http or https URL: {url!r}")
+    hostport = rest.split("/", 1)[0]
+    if hostport.startswith("["):  # [::1]:2379
+        host, _, tail = hostport[1:].partition("]")
+        port = tail.removeprefix(":")
+    else:
+        host, _, port = hostport.partition(":")
+    if not host or (port and not port.isdigit()):
+        raise ValueError(f"no host or a bad port in {url!r}")
+    return scheme, host, int(port) if port else 2379
+
+
+class Connection:
+    """One endpoint: a socket opened on first use and kept while the server keeps it."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        ca_cert: str = "",
+        cert_cert: str = "",
+        cert_key: str = "",
+    ) -> None:
+        self.url = url
+        self.scheme, self.host, self.port = split_url(url)
+        self.timeout_s = timeout_s
+        self._tls = (ca_cert, cert_cert, cert_key)
+        self._sock: socket.socket | None = None
+        self._file: _Reader | None = None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self._host_header = f"{host}:{self.port}"
+
+    def post(
+        self, path: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """(HTTP status, reply body) of one POST; WireError when no reply was read."""
+        try:
+            sock, reader = self._open()
+            head = [
+                f"POST {path} HTTP/1.1",
+                f"Host: {self._host_header}",
+                "Content-Type: application/json",
+                f"Content-Length: {len(body)}",
+                *(f"{k}: {v}" for k, v in (headers or {}).items()),
+            ]
+            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+            status, reply, keep = reader.response()
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise WireError(_why(exc)) from exc
+        if not keep:
+            self.close()
+        return status, reply
+
+    def _open(self) -> tuple[socket.socket, _Reader]:
+        if self._sock is not None and self._file is not None:
+            if not _dropped(self._sock):
+                return self._sock, self._file
+            self.close()
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.scheme == "https":
+                sock = self._context().wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock, self._file = sock, _Reader(sock)
+        return sock, self._file
+
+    def _context(self) -> ssl.SSLContext:
+        import ssl  # an https endpoint only
+
+        ca_cert, cert_cert, cert_key = self._tls
+        context = ssl.create_default_context(cafile=ca_cert or None)
+        if cert_cert:
+            context.load_cert_chain(cert_cert, cert_key or None)
+        return context
+
+    def close(self) -> None:
+        sock, self._sock, self._file = self._sock, None, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Readable while idle: the server closed it (or sent what nobody asked for)."""
+    pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
+    if pending is not None and pending():
+        return True
+    poller = select.poll()  # not select(): a descriptor past 1023 is fine
+    poller.register(sock, select.POLLIN | select.POLLPRI)
+    try:
+        return bool(poller.poll(0))
+    except OSError:
+        return True
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc) or type(exc).__name__
+    return text.replace("\n", " ")[:200]
+
+
+class _Reader:
+    """An HTTP/1.1 response off a socket, buffered (one recv per arriving segment)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def _more(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionResetError("the server closed the connection")
+        self.buf += data
+
+    def line(self) -> bytes:
+        while True:
+            end = self.buf.find(b"\r\n")
+            if end >= 0:
+                found, self.buf = self.buf[:end], self.buf[end + 2 :]
+                return found
+            if len(self.buf) > MAX_LINE:
+                raise ValueError("a header line past 8 KB: not an etcd reply")
+            self._more()
+
+    def exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            self._more()
+        found, self.buf = self.buf[:n], self.buf[n:]
+        return found
+
+    def response(self) -> tuple[int, bytes, bool]:
+        """(status, body, whether the connection stays open)."""
+        version, _, rest = self.line().decode("latin-1").partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise ValueError(f"not an HTTP reply: {version[:40]!r}")
+        fields: dict[str, str] = {}
+        for _ in range(MAX_HEADERS + 1):
+            raw = self.line()
+            if not raw:
+                break
+            name, colon, value = raw.decode("latin-1").partition(":")
+            if not colon:
+                raise ValueError("a header line without a colon")
+            fields[name.strip().lower()] = value.strip()
+        else:
+            raise ValueError(f"more than {MAX_HEADERS} header lines")
+        keep = version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            return int(code), self._chunks(), keep
+        length = fields.get("content-length")
+        if length is None:  # delimited by the close (HTTP/1.0 style)
+            return int(code), self._until_closed(), False
+        if not length.isdigit() or int(length) > MAX_BODY:
+            raise ValueError(f"a Content-Length that is not a size: {length[:20]!r}")
+        return int(code), self.exactly(int(length)), keep
+
+    def _chunks(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            size_text = self.line().split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise ValueError(f"a chunk size that is not hex: {size_text[:20]!r}") from None
+            if size < 0 or total + size > MAX_BODY:
+                raise ValueError("a chunked reply past 64 MB")
+            if size == 0:
+                while self.line():  # trailers, up to the blank line
+                    pass
+                return b"".join(parts)
+            parts.append(self.exactly(size))
+            total += size
+            if self.exactly(2) != b"\r\n":
+                raise ValueError("a chunk not ended by CRLF")
+
+    def _until_closed(self) -> bytes:
+        while True:
+            if len(self.buf) > MAX_BODY:
+                raise ValueError("a reply past 64 MB")
+            data = self.sock.recv(65536)
+            if not data:
+                found, self.buf = self.buf, b""
+                return found
+            self.buf += data
