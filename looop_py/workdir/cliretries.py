@@ -11,14 +11,22 @@ and pi 0.73.1 against tests/fakemodel.py, both give 3 requests a call here:
   `[model_providers.<id>]` (codex refuses overrides of its built-in providers) and
   neither the command nor that table sets either retry key (the user's own wins).
   The outer stream loop retries a 5xx and a dropped stream alike, with backoff.
-- pi: `{"retry": {"maxRetries": 2, "provider": {"maxRetries": 0}}}` in the project
-  settings pi reads from the directory it runs in (`<cwd>/.pi/settings.json`, merged
-  over the global `settings.json`), written only when that file is absent and the
-  user's global settings say nothing about `retry`.
+- pi: `{"retry": {"maxRetries": 2, "provider": {"maxRetries": 0}}}` in the global
+  settings of an agent dir looop owns, `state/pi-agent/`, which pi is pointed at
+  through PI_CODING_AGENT_DIR (pi 0.73.1 has no settings flag or retry variable; it
+  reads `<agent dir>/settings.json`, then the project's `.pi/settings.json` over it).
+  Its settings.json is the user's own (`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`)
+  with `retry` added, rewritten when theirs changes; every other entry of the user's
+  agent dir (auth.json, models.json, extensions/, sessions/ …) is a symlink to it, so
+  credentials are never copied and what pi writes there lands in the user's files.
+  Nothing is written into the directory pi runs in (a worker's workspace may be
+  committed), and nothing at all when the user's settings set `retry` (theirs wins)
+  or cannot be read. Deciders and workers use it alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,8 +35,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from looop_py import jsonio
+
 CODEX_RETRIES = {"request_max_retries": 0, "stream_max_retries": 2}
 PI_RETRY = {"maxRetries": 2, "provider": {"maxRetries": 0}}
+PI_AGENT_ENV = "PI_CODING_AGENT_DIR"
+PI_AGENT = "pi-agent"  # under state/: the agent dir looop runs pi with
+# Not linked: the settings looop writes itself; pi's lock dirs beside a file it writes.
+_NOT_LINKED = frozenset(("settings.json", "settings.json.lock", "auth.json.lock"))
 _CODEX_EXEC = re.compile(r"^(\s*(?:\S*/)?codex\s+exec)(?=\s|$)")
 _PI = re.compile(r"^\s*(?:\S*/)?pi(?=\s|$)")
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -85,32 +99,58 @@ def bound_codex(command: str, env: Mapping[str, str]) -> str:
     return f"{head.group(1)} {flags}{command[head.end() :]}"
 
 
-def _pi_global(env: Mapping[str, str]) -> Path:
-    agent = env.get("PI_CODING_AGENT_DIR") or os.path.join(env.get("HOME", ""), ".pi", "agent")
-    return Path(agent).expanduser() / "settings.json"
+def _pi_agent_dir(env: Mapping[str, str]) -> Path:
+    agent = env.get(PI_AGENT_ENV) or os.path.join(env.get("HOME", ""), ".pi", "agent")
+    return Path(os.path.expanduser(agent))
 
 
-def bound_pi(command: str, cwd: Path, env: Mapping[str, str]) -> Path | None:
-    """For a command running pi in `cwd`: write `<cwd>/.pi/settings.json` with PI_RETRY
-    unless it exists or the user's global settings set `retry`; the file written, or None."""
+def bound_pi(command: str, env: Mapping[str, str], state: Path) -> dict[str, str]:
+    """`env` for `command`: a command running pi gets PI_CODING_AGENT_DIR set to a
+    looop-owned agent dir under `state` (see the module doc), unless the user's own
+    settings set `retry`, cannot be read, or the dir cannot be made; else `env` as it is."""
     if _PI.match(command) is None:
-        return None
-    project = cwd / ".pi" / "settings.json"
-    if project.exists():
-        return None
+        return dict(env)
+    user = _pi_agent_dir(env)
     try:
-        user = json.loads(_pi_global(env).read_text())
+        settings = json.loads((user / "settings.json").read_text())
     except FileNotFoundError:
-        user = {}
+        settings = {}
     except (OSError, ValueError):
-        return None  # unreadable: pi will say so; looop does not guess around it
-    if not isinstance(user, dict) or "retry" in user:
-        return None
+        return dict(env)  # unreadable: pi will say so; looop does not guess around it
+    if not isinstance(settings, dict) or "retry" in settings:
+        return dict(env)  # the user bounded them (or pi will name the broken file)
+    ours = state / PI_AGENT
     try:
-        project.parent.mkdir(exist_ok=True)
-        fd = os.open(project, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError:  # written meanwhile, or not writable: pi runs at its own settings
-        return None
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps({"retry": PI_RETRY}, indent=2) + "\n")
-    return project
+        ours.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _link_entries(user, ours)
+        wanted = (json.dumps({**settings, "retry": PI_RETRY}, indent=2) + "\n").encode()
+        mine = ours / "settings.json"
+        if mine.is_symlink() or not mine.exists() or mine.read_bytes() != wanted:
+            jsonio.atomic_write(mine, wanted, mode=0o600, durable=False)
+    except OSError:
+        return dict(env)  # pi runs at its own settings rather than not at all
+    return {**env, PI_AGENT_ENV: str(ours)}
+
+
+def _link_entries(user: Path, ours: Path) -> None:
+    """Every entry of the user's agent dir but settings.json, as a symlink in `ours`; a
+    link whose entry the user no longer has is removed. What pi made in `ours` itself (a
+    sessions/ dir, an empty auth.json) gives way to the user's entry once there is one."""
+    try:
+        names = {e.name for e in os.scandir(user) if e.name not in _NOT_LINKED}
+    except FileNotFoundError:
+        names = set()
+    for entry in os.scandir(ours):
+        if entry.is_symlink() and entry.name not in names:
+            os.unlink(entry.path)
+    for name in names:
+        link, target = ours / name, user / name
+        if link.is_symlink() and os.readlink(link) == str(target):
+            continue
+        if link.is_dir() and not link.is_symlink():
+            continue  # pi's own directory here: left alone rather than removed
+        tmp = ours / f".{name}.{os.getpid()}.link"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, link)

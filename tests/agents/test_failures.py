@@ -121,19 +121,23 @@ def test_the_user_s_own_retry_settings_win_over_looop_s(
     assert out["outcome"] == "failed", out
     assert len(model.posts) == 2, len(model.posts)
     assert not (wd.root / ".pi").exists()  # nothing written over the user's retry
+    assert not (wd.state / "pi-agent").exists()
 
 
-def test_a_pi_decider_leaves_its_retry_settings_for_the_next_beat_and_the_user(
+def test_a_pi_decider_runs_on_looop_s_agent_dir_with_the_user_s_model_and_nothing_in_the_wd(
     wd: Paths, tmp_path: Path
 ) -> None:
-    """The file looop writes for pi is the work dir's `.pi/settings.json` and only `retry`:
-    the user's provider and model (global settings) still apply, and a later beat reuses it."""
+    """pi runs with PI_CODING_AGENT_DIR = state/pi-agent: the user's settings plus `retry`,
+    their models.json a symlink (so their provider and model apply), nothing written in the
+    work dir; a later beat against a failing provider makes 3 requests."""
     with FakeModel(script=[Turn(text=json.dumps(MOVE))]) as model:
         out, _ = forced_pulse(wd, "pi", model, tmp_path / "home")
     assert out["outcome"] == "decided", out
-    assert model.posts[0].body["model"] == "gpt-fake"  # the user's defaultModel, from global
-    written = json.loads((wd.root / ".pi" / "settings.json").read_text())
-    assert written == {"retry": PI_RETRY}
+    assert model.posts[0].body["model"] == "gpt-fake"  # the user's defaultModel
+    assert not (wd.root / ".pi").exists()
+    ours = wd.state / "pi-agent"
+    assert json.loads((ours / "settings.json").read_text()) == PI_SETTINGS | {"retry": PI_RETRY}
+    assert (ours / "models.json").is_symlink()
     with FakeModel(script=[Turn(status=529)]) as model:
         out, _ = forced_pulse(wd, "pi", model, tmp_path / "home2")
     assert out["outcome"] == "failed", out
