@@ -8,9 +8,14 @@ and pi 0.73.1 against tests/fakemodel.py, both give 3 requests a call here:
 
 - codex: `-c model_providers.<id>.request_max_retries=0 -c …stream_max_retries=2`,
   added to a command that starts `codex exec` when its provider is a custom
-  `[model_providers.<id>]` (codex refuses overrides of its built-in providers) and
-  neither the command nor that table sets either retry key (the user's own wins).
-  The outer stream loop retries a 5xx and a dropped stream alike, with backoff.
+  `[model_providers.<id>]` and neither the command nor that table sets either retry
+  key (the user's own wins). The outer stream loop retries a 5xx and a dropped stream
+  alike, with backoff. codex refuses any override of its built-in `openai` provider
+  and reads no retry variable, so a command on it runs on MIRROR instead: the same
+  provider as a table of looop's (below), retries bounded — unless codex is logged in
+  with ChatGPT (auth.json holds tokens: not verifiable here, left at codex's 30), a
+  profile is in effect (its provider outranks `-c`), the config cannot be read, or
+  `--oss`. Its base URL is the user's `openai_base_url` if set, else codex's default.
 - pi: `{"retry": {"maxRetries": 2, "provider": {"maxRetries": 0}}}` in the global
   settings of an agent dir looop owns, `state/pi-agent/`, which pi is pointed at
   through PI_CODING_AGENT_DIR (pi 0.73.1 has no settings flag or retry variable; it
@@ -43,6 +48,18 @@ PI_AGENT_ENV = "PI_CODING_AGENT_DIR"
 PI_AGENT = "pi-agent"  # under state/: the agent dir looop runs pi with
 # Not linked: the settings looop writes itself; pi's lock dirs beside a file it writes.
 _NOT_LINKED = frozenset(("settings.json", "settings.json.lock", "auth.json.lock"))
+# codex 0.169.0's built-in `openai` provider (model_provider_info.rs create_openai_provider)
+# as a table: the same name, wire API, auth (OPENAI_API_KEY or auth.json's key) and base
+# URL (unset: codex's default for the auth mode), its organization/project headers. Not
+# copied: `supports_websockets`, so it speaks HTTPS+SSE, the transport codex falls back to.
+MIRROR = "looop-openai"
+_OPENAI = {
+    "name": "OpenAI",
+    "wire_api": "responses",
+    "requires_openai_auth": "true",
+    "env_http_headers": '{OpenAI-Organization="OPENAI_ORGANIZATION",'
+    'OpenAI-Project="OPENAI_PROJECT"}',
+}
 _CODEX_EXEC = re.compile(r"^(\s*(?:\S*/)?codex\s+exec)(?=\s|$)")
 _PI = re.compile(r"^\s*(?:\S*/)?pi(?=\s|$)")
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -50,15 +67,18 @@ _SET_PROVIDER = re.compile(r"""(?:^|\s)model_provider\s*=\s*["']?([A-Za-z0-9_-]+
 _PROFILE = re.compile(r"""(?:^|\s)(?:--profile|-p)(?:\s+|=)["']?([A-Za-z0-9_-]+)""")
 
 
-def _codex_config(env: Mapping[str, str]) -> dict[str, Any]:
+def _codex_config(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """The user's codex config.toml; {} when there is none, None when it cannot be read."""
     home = env.get("CODEX_HOME") or os.path.join(env.get("HOME", ""), ".codex")
     try:
         import tomllib  # only when a codex command is about to run
 
         with open(os.path.join(home, "config.toml"), "rb") as f:
             return tomllib.load(f)
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError):
+        return None
 
 
 def codex_provider(command: str, config: Mapping[str, Any]) -> str:
@@ -84,19 +104,57 @@ def bound_codex(command: str, env: Mapping[str, str]) -> str:
     if head is None or any(key in command for key in CODEX_RETRIES):
         return command
     config = _codex_config(env)
+    if config is None:
+        return command  # codex will name what is wrong with it
     provider = codex_provider(command, config)
     tables = config.get("model_providers")
     table = tables.get(provider) if isinstance(tables, dict) else None
     custom = isinstance(table, dict) or f"model_providers.{provider}." in command
+    if provider == "openai" and not custom:
+        return _mirror_openai(command, head, config, env)
     if not _ID.match(provider) or not custom:
-        return command  # a built-in provider: codex refuses `-c model_providers.openai.…`
+        return command  # ollama, lmstudio: built in, and codex refuses overrides of them
     if isinstance(table, dict) and any(key in table for key in CODEX_RETRIES):
         return command  # the user bounded them
-    flags = " ".join(
-        f"-c {shlex.quote(f'model_providers.{provider}.{key}={n}')}"
-        for key, n in CODEX_RETRIES.items()
-    )
+    return _insert(command, head, _retry_flags(provider))
+
+
+def _retry_flags(provider: str) -> list[str]:
+    return [f"model_providers.{provider}.{key}={n}" for key, n in CODEX_RETRIES.items()]
+
+
+def _insert(command: str, head: re.Match[str], settings: list[str]) -> str:
+    flags = " ".join(f"-c {shlex.quote(setting)}" for setting in settings)
     return f"{head.group(1)} {flags}{command[head.end() :]}"
+
+
+def _mirror_openai(
+    command: str, head: re.Match[str], config: Mapping[str, Any], env: Mapping[str, str]
+) -> str:
+    """`command` on MIRROR, codex's built-in `openai` provider as a table of looop's with
+    the retries bounded; as it is where that would not be the same provider: a ChatGPT
+    login (auth.json holding tokens), a profile (its provider outranks `-c`), `--oss`."""
+    if _PROFILE.search(command) or config.get("profile") is not None or "--oss" in command:
+        return command
+    if "CODEX_ACCESS_TOKEN" in env or _chatgpt_login(env):
+        return command
+    settings = [f"model_provider={MIRROR}"]
+    settings += [f"model_providers.{MIRROR}.{key}={value}" for key, value in _OPENAI.items()]
+    base = config.get("openai_base_url")  # the built-in's own base URL setting, kept
+    if isinstance(base, str) and base.strip():
+        settings.append(f"model_providers.{MIRROR}.base_url={json.dumps(base)}")
+    return _insert(command, head, settings + _retry_flags(MIRROR))
+
+
+def _chatgpt_login(env: Mapping[str, str]) -> bool:
+    home = env.get("CODEX_HOME") or os.path.join(env.get("HOME", ""), ".codex")
+    try:
+        auth = json.loads(Path(home, "auth.json").read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True  # unknown: codex's own provider, as the user runs it
+    return not isinstance(auth, dict) or bool(auth.get("tokens"))
 
 
 def _pi_agent_dir(env: Mapping[str, str]) -> Path:

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from looop_py.spend import ledger
 from looop_py.workdir.cliretries import PI_RETRY
 from looop_py.workdir.paths import Paths
-from tests.agentclis import PI_SETTINGS, env_for
+from tests.agentclis import KEY, PI_SETTINGS, env_for
 from tests.agents.test_deciders import MOVE, preset_command
-from tests.conftest import run_looop
+from tests.conftest import open_wd, run_looop
 from tests.fakemodel import FakeModel, Turn
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -142,6 +143,41 @@ def test_a_pi_decider_runs_on_looop_s_agent_dir_with_the_user_s_model_and_nothin
         out, _ = forced_pulse(wd, "pi", model, tmp_path / "home2")
     assert out["outcome"] == "failed", out
     assert len(model.posts) == 3, len(model.posts)
+
+
+def codex_on_openai(model: FakeModel, home: Path) -> dict[str, str]:
+    """codex as most users run it: its built-in `openai` provider and an OPENAI_API_KEY,
+    pointed at the fake server by codex's own `openai_base_url` setting."""
+    env = env_for("codex", model, home)
+    (home / ".codex" / "config.toml").write_text(
+        f'model = "gpt-fake"\nopenai_base_url = "{model.base}/v1"\n'
+    )
+    del env["FAKE_API_KEY"]
+    return env | {"OPENAI_API_KEY": KEY}
+
+
+def test_codex_on_its_built_in_openai_provider_makes_3_requests_a_failing_beat(
+    wd: Paths, tmp_path: Path
+) -> None:
+    """codex refuses overrides of its `openai` provider and reads no retry variable (30
+    requests a failing beat): looop runs it on a mirror table with the retries bounded.
+    The same provider answers a good beat, charged what the server billed."""
+    with FakeModel(script=[Turn(text=json.dumps(MOVE), cached_tokens=100)]) as model:
+        env = codex_on_openai(model, tmp_path / "home")
+        out, _ = forced_pulse(wd, "codex", model, tmp_path / "home", env=env)
+    assert out["outcome"] == "decided", out
+    assert len(model.posts) == 1 and model.posts[0].body["model"] == "gpt-fake"
+    spend = ledger.load(open_wd(wd))
+    assert spend.tokens == model.input_tokens + model.output_tokens
+    assert spend.input_tokens == model.input_tokens
+    assert spend.cache_read_tokens == model.cached_tokens == 100
+    with FakeModel(script=[Turn(status=500)]) as model:
+        env = codex_on_openai(model, tmp_path / "home2")
+        out, took = forced_pulse(wd, "codex", model, tmp_path / "home2", env=env)
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) == 3, len(model.posts)  # 30 on codex's own openai provider
+    assert took <= 30, took
+    user_sees(wd, out, SAYS_5XX[500]["codex"])
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])

@@ -31,12 +31,46 @@ def codex_home(tmp_path: Path, config: str) -> dict[str, str]:
 CUSTOM = 'model_provider = "fake"\n[model_providers.fake]\nbase_url = "http://x/v1"\n'
 
 
-def test_codex_s_built_in_provider_is_left_alone_for_codex_refuses_overrides(
+def test_codex_s_own_openai_is_left_alone_where_a_mirror_would_not_be_the_same(
     tmp_path: Path,
 ) -> None:
-    assert bound_codex(CODEX, {"HOME": str(tmp_path)}) == CODEX  # no config: openai
-    env = codex_home(tmp_path, 'model_provider = "openai"\n')
-    assert bound_codex(CODEX, env) == CODEX
+    chatgpt = codex_home(tmp_path, "")
+    Path(chatgpt["CODEX_HOME"], "auth.json").write_text('{"tokens": {"id_token": "x"}}')
+    assert bound_codex(CODEX, chatgpt) == CODEX  # a ChatGPT login: not verifiable here
+    garbled = codex_home(tmp_path / "g", "")
+    Path(garbled["CODEX_HOME"], "auth.json").write_text("{not json")
+    assert bound_codex(CODEX, garbled) == CODEX
+    profiled = codex_home(tmp_path / "p", 'profile = "work"\n[profiles.work]\nmodel = "m"\n')
+    assert bound_codex(CODEX, profiled) == CODEX  # a profile's provider outranks -c
+    plain = {"HOME": str(tmp_path / "h")}
+    for other in ("codex exec --profile work -", "codex exec --oss -"):
+        assert bound_codex(other, plain) == other
+    assert bound_codex(CODEX, {**plain, "CODEX_ACCESS_TOKEN": "t"}) == CODEX
+    ollama = codex_home(tmp_path / "o", 'model_provider = "ollama"\n')
+    assert bound_codex(CODEX, ollama) == CODEX  # built in, and codex refuses overrides
+
+
+def test_codex_s_own_openai_runs_as_looop_s_mirror_with_its_retries_bounded(
+    tmp_path: Path,
+) -> None:
+    m = "model_providers.looop-openai"
+    mirror = (
+        f"-c model_provider=looop-openai -c {m}.name=OpenAI -c {m}.wire_api=responses"
+        f" -c {m}.requires_openai_auth=true -c '{m}.env_http_headers="
+        '{OpenAI-Organization="OPENAI_ORGANIZATION",OpenAI-Project="OPENAI_PROJECT"}\''
+    )
+    bounded = f"-c {m}.request_max_retries=0 -c {m}.stream_max_retries=2"
+    rest = CODEX[len("codex exec") :]
+    for env in (
+        {"HOME": str(tmp_path)},  # no config: codex's openai
+        codex_home(tmp_path / "a", 'model_provider = "openai"\n'),
+        codex_home(tmp_path / "k", ""),  # a key in auth.json, no ChatGPT tokens
+    ):
+        Path(env.get("CODEX_HOME", tmp_path), "auth.json").write_text('{"OPENAI_API_KEY": "k"}')
+        assert bound_codex(CODEX, env) == f"codex exec {mirror} {bounded}{rest}"
+    based = codex_home(tmp_path / "b", 'openai_base_url = "http://proxy:8/v1"\n')
+    url = f"-c '{m}.base_url=\"http://proxy:8/v1\"'"
+    assert bound_codex(CODEX, based) == f"codex exec {mirror} {url} {bounded}{rest}"
 
 
 def test_the_user_s_own_codex_retries_win(tmp_path: Path) -> None:
