@@ -57,12 +57,14 @@ def forced_pulse(
     *,
     timeout_s: float = 60,
     env: dict[str, str] | None = None,
+    limits: str = "",
 ) -> tuple[dict[str, Any], float]:
     """One `looop pulse --force` with the CLI's preset; (its JSON, the seconds it took)."""
     env = env or env_for(cli, model, home)
     command = json.dumps(preset_command(cli))
     wd.config.write_text(
         f'[decider]\nbackend = "command"\ncommand = {command}\ntimeout_s = {timeout_s}\n'
+        + (f"[limits]\n{limits}\n" if limits else "")
     )
     started = time.monotonic()
     p = run_looop("-C", str(wd.root), "pulse", "--force", "--json", env=env, timeout=150)
@@ -228,3 +230,25 @@ def test_an_invalid_reply_is_asked_once_and_named(cli: str, wd: Paths, tmp_path:
     assert len(model.posts) == 1, len(model.posts)
     assert took <= 30, took
     user_sees(wd, out, "no JSON object in the reply")
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_day_s_budget_crossed_by_one_decide_is_overspent_by_that_call_only(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    """The budget is checked before every decide: the decide that crossed `daily_usd` is
+    charged what the server billed (claude and pi price it themselves, codex and llm at
+    looop's built-in price), and the next beat is held without a request."""
+    big = Turn(text=json.dumps(MOVE), input_tokens=10000, output_tokens=100)
+    with FakeModel(script=[big]) as model:
+        home = tmp_path / "home"
+        first, _ = forced_pulse(wd, cli, model, home, limits="daily_usd = 0.001")
+        assert first["outcome"] == "decided", first
+        spend = ledger.load(open_wd(wd))
+        assert spend.tokens == model.input_tokens + model.output_tokens == 10100
+        assert spend.usd >= 0.001, spend.usd
+        second, _ = forced_pulse(wd, cli, model, home, limits="daily_usd = 0.001")
+    assert second["outcome"] == "held", second
+    assert "daily USD budget spent" in second["reason"], second
+    assert len(model.posts) == 1, len(model.posts)  # over by the one call, never more
+    assert ledger.load(open_wd(wd)).tokens == 10100

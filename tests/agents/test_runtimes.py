@@ -128,13 +128,13 @@ def test_looop_run_counts_the_tokens_the_cli_reported(cli: str, wd: Paths, tmp_p
     assert report["total_tokens"] == model.input_tokens + model.output_tokens == 600  # 2 workers
 
 
-@pytest.mark.parametrize("cli", ("codex", "pi"))
+@pytest.mark.parametrize("cli", ("claude", "codex", "pi"))
 def test_a_daily_budget_crossed_by_the_maker_starts_no_checker(
     cli: str, wd: Paths, tmp_path: Path
 ) -> None:
     """The ledger's dollars are the server's own token sums priced (codex reports no cost:
-    its built-in default-model price; pi prices them itself), and the budget is checked
-    before the checker starts. Before: codex was $0 forever, so `daily_usd = 0.001` never
+    its built-in default-model price; claude and pi price them themselves), and the budget is
+    checked before the checker starts. Before: codex was $0 forever, so `daily_usd = 0.001` never
     held, and the checker ran (600 tokens, $0)."""
     from looop_py.spend import ledger, prices
 
@@ -153,7 +153,9 @@ def test_a_daily_budget_crossed_by_the_maker_starts_no_checker(
     assert "checker not started: daily USD budget spent" in r.stdout
     spend = ledger.load(open_wd(wd))
     assert spend.tokens == model.input_tokens + model.output_tokens == 300  # the maker only
-    price = prices.BUILTIN["codex"] if cli == "codex" else prices.Price(3.0, 15.0)
+    # claude prices a model it does not know ("claude-fake") at its Opus rate, pi at models.json's
+    own = {"claude": prices.Price(5.0, 25.0), "pi": prices.Price(3.0, 15.0)}
+    price = own.get(cli, prices.BUILTIN["codex"])
     expected = price.cost(model.input_tokens, model.output_tokens)
     assert spend.usd == pytest.approx(expected, abs=1e-6) and spend.usd >= 0.001
     assert spend.by_runtime[cli]["tokens"] == 300
