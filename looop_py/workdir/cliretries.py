@@ -47,6 +47,7 @@ PI_RETRY = {"maxRetries": 2, "provider": {"maxRetries": 0}}
 PI_AGENT_ENV = "PI_CODING_AGENT_DIR"
 PI_AGENT = "pi-agent"  # under state/: the agent dir looop runs pi with
 # Not linked: the settings looop writes itself; pi's lock dirs beside a file it writes.
+_LINKING = ".looop-link"  # a link being made, renamed over its name once made
 _NOT_LINKED = frozenset(("settings.json", "settings.json.lock", "auth.json.lock"))
 # codex 0.169.0's built-in `openai` provider (model_provider_info.rs create_openai_provider)
 # as a table: the same name, wire API, auth (OPENAI_API_KEY or auth.json's key) and base
@@ -199,15 +200,18 @@ def _link_entries(user: Path, ours: Path) -> None:
     except FileNotFoundError:
         names = set()
     for entry in os.scandir(ours):
+        if entry.name.endswith(_LINKING):
+            continue  # another start's link on its way in
         if entry.is_symlink() and entry.name not in names:
-            os.unlink(entry.path)
+            with contextlib.suppress(FileNotFoundError):  # another start removed it first
+                os.unlink(entry.path)
     for name in names:
         link, target = ours / name, user / name
         if link.is_symlink() and os.readlink(link) == str(target):
             continue
         if link.is_dir() and not link.is_symlink():
             continue  # pi's own directory here: left alone rather than removed
-        tmp = ours / f".{name}.{os.getpid()}.link"
+        tmp = ours / f".{name}.{os.getpid()}{_LINKING}"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         os.symlink(target, tmp)

@@ -186,3 +186,24 @@ def test_without_any_pi_settings_of_the_user_s_only_the_bound_is_set(tmp_path: P
     ours = Path(got["PI_CODING_AGENT_DIR"])
     assert json.loads((ours / "settings.json").read_text()) == {"retry": PI_RETRY}
     assert sorted(p.name for p in ours.iterdir()) == ["settings.json"]
+
+
+def test_pi_starts_at_once_all_get_the_bound_and_one_consistent_agent_dir(
+    tmp_path: Path,
+) -> None:
+    """A decider and several workers starting together: no start falls back to pi's own
+    retries because another was linking the same entries."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    env = pi_env(tmp_path, {"defaultModel": "m"})
+    user = Path(env["PI_CODING_AGENT_DIR"])
+    for name in ("auth.json", "models.json", "AGENTS.md"):
+        (user / name).write_text("{}")
+    state = tmp_path / "state"
+    spawn = multiprocessing.get_context("spawn")  # fresh processes, as separate starts are
+    with ProcessPoolExecutor(max_workers=6, mp_context=spawn) as pool:
+        got = list(pool.map(bound_pi, [PI] * 24, [env] * 24, [state] * 24))
+    assert all(g["PI_CODING_AGENT_DIR"] == str(state / PI_AGENT) for g in got)
+    ours = sorted(p.name for p in (state / PI_AGENT).iterdir())
+    assert ours == ["AGENTS.md", "auth.json", "models.json", "settings.json"]
