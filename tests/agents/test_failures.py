@@ -73,6 +73,14 @@ def forced_pulse(
     return json.loads(p.stdout), took
 
 
+def charged_what_the_server_billed(wd: Paths, model: FakeModel) -> None:
+    """The ledger equals the model server's own usage sums: tokens, prompt tokens, cached
+    (of the replies whose usage it sent: a cut one's never reaches any client)."""
+    spend = ledger.load(open_wd(wd))
+    assert spend.tokens == model.input_tokens + model.output_tokens, (spend, len(model.posts))
+    assert spend.cache_read_tokens == model.cached_tokens, spend
+
+
 def user_sees(wd: Paths, out: dict[str, Any], said: str) -> None:
     """`said` in the pulse's reason, the journal and `looop status`, within that beat."""
     assert said in out.get("reason", ""), out
@@ -88,6 +96,7 @@ def test_a_bad_key_is_reported_in_the_provider_s_words_within_30s(
     with FakeModel(script=[Turn(status=401)]) as model:
         out, took = forced_pulse(wd, cli, model, tmp_path / "home")
     user_sees(wd, out, SAYS_401[cli])
+    charged_what_the_server_billed(wd, model)
     assert took <= 30, took  # claude's default retried it ~3 minutes
     assert len(model.posts) <= 3, len(model.posts)
 
@@ -103,6 +112,7 @@ def test_a_provider_failing_every_request_costs_a_bounded_beat(
     assert len(model.posts) == PERSISTENT[cli], len(model.posts)  # was 5× for codex, llm
     assert took <= SLOW_S.get(cli, 30), took
     user_sees(wd, out, SAYS_5XX[status].get(cli, f"{status} - "))
+    charged_what_the_server_billed(wd, model)
 
 
 @pytest.mark.parametrize("cli", ["codex", "pi"])
@@ -192,6 +202,7 @@ def test_a_429_with_retry_after_is_waited_out_within_the_beat(
     assert out["outcome"] == "decided", out
     assert "the fake model says noop" in wd.journal.read_text()
     assert len(model.posts) == 2, len(model.posts)  # one refused, one answered: no looop retry
+    charged_what_the_server_billed(wd, model)
     assert took <= 20, took
 
 
@@ -205,10 +216,13 @@ def test_a_stream_cut_every_time_fails_the_beat_in_the_cli_s_words(
     if cli == "claude":  # claude falls back to a whole (unstreamed) reply, which arrives
         assert out["outcome"] == "decided", out
         assert len(model.posts) == 2
+        charged_what_the_server_billed(wd, model)
         return
     assert out["outcome"] == "failed", out
     assert len(model.posts) <= 3, len(model.posts)  # codex 6, pi 4 at their defaults
     user_sees(wd, out, SAYS_CUT[cli])
+    charged_what_the_server_billed(wd, model)
+    assert model.cut_tokens > 0  # billed, perhaps, and told to nobody: see cut_tokens
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
@@ -220,6 +234,7 @@ def test_a_hanging_provider_costs_timeout_s_and_says_so(
     assert HANG_S <= took <= HANG_S + 10, took
     assert len(model.posts) <= 2, len(model.posts)
     user_sees(wd, out, f"no answer within {HANG_S}s")
+    charged_what_the_server_billed(wd, model)
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
@@ -230,6 +245,7 @@ def test_an_invalid_reply_is_asked_once_and_named(cli: str, wd: Paths, tmp_path:
     assert len(model.posts) == 1, len(model.posts)
     assert took <= 30, took
     user_sees(wd, out, "no JSON object in the reply")
+    charged_what_the_server_billed(wd, model)
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
