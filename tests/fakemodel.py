@@ -67,9 +67,12 @@ class FakeModel:
     sequential: bool = False  # the Nth request gets the Nth turn (a CLI that sends no tools)
     requests: list[Seen] = field(default_factory=list)
     proxied: list[str] = field(default_factory=list)  # hosts a CLI tried to reach through us
-    input_tokens: int = 0
+    input_tokens: int = 0  # the usage of every reply sent whole, as it reported it
     output_tokens: int = 0
     cached_tokens: int = 0
+    # The usage of replies cut before their usage was sent: a real provider may bill what it
+    # generated, but no client is told, so no ledger can hold it.
+    cut_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -167,10 +170,15 @@ class FakeModel:
             self.stopping.wait()
             h.close_connection = True
             return
+        # claude's fallback to a whole (unstreamed) reply is sent whole: only streams are cut
+        cut = turn.cut and not (wire == "anthropic" and not body.get("stream"))
         with self.lock:
-            self.input_tokens += turn.input_tokens
-            self.output_tokens += turn.output_tokens
-            self.cached_tokens += turn.cached_tokens
+            if cut:
+                self.cut_tokens += turn.input_tokens + turn.output_tokens
+            else:
+                self.input_tokens += turn.input_tokens
+                self.output_tokens += turn.output_tokens
+                self.cached_tokens += turn.cached_tokens
         call = _shell_call(wire, body, turn.shell, n) if turn.shell else None
         if wire == "anthropic":
             events = _anthropic(turn, call, msg_id)

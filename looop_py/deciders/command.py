@@ -19,7 +19,7 @@ A decide is ONE run of the CLI, whatever the failure. The CLI already retries
 a 429/5xx/dropped stream itself, honouring Retry-After, and looop bounds those
 retries through its environment (workdir/environ.py AGENT_CLI_ENV: claude 2
 retries, so ≤ 3 requests a beat) and, for codex and pi, which read them only from
-their own config, through codex's `-c` flags and pi's project settings
+their own config, through codex's `-c` flags and a looop-owned pi agent dir
 (workdir/cliretries.py: 3 requests a beat each, down from 30 and 12); retrying
 the CLI as well multiplied them (5 × codex's 30 = 150 requests a beat). A
 failure types the beat's backoff; a later beat tries again, and the pulse lock
@@ -97,13 +97,13 @@ class CommandDecider:
             uses_file = PLACEHOLDER in self.cfg.command
             script = render(self.cfg.command, prompt_file) if uses_file else self.cfg.command
             script = cliretries.bound_codex(script, request.env)
-            cliretries.bound_pi(script, request.workdir, request.env)
+            env = cliretries.bound_pi(script, request.env, request.state_dir)
             stdin = None if uses_file else prompt_file
             started = time.monotonic()
             result = procs.run(
                 ["bash", "-c", script],
                 cwd=request.workdir,
-                env={**request.env, "LOOOP_DECIDE": "1"},
+                env={**env, "LOOOP_DECIDE": "1"},
                 timeout_s=self.cfg.timeout_s,
                 cap=STDOUT_CAP,
                 stdin=stdin,

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from looop_py.engine.rounds import RoundState
     from looop_py.engine.spec import LoopSpec
     from looop_py.workdir.context import WorkDir
-    from looop_py.workdir.shelf import Shelf
 
 
 def engine_for(wd: WorkDir, spec: LoopSpec, clock: Callable[[], float] = time.time) -> LoopEngine:
@@ -128,7 +127,7 @@ def start_round(
         _refuse_if_live(engine, loop)
         state = engine.start_round(trigger=trigger, now=now)
     settled = engine.settle(state, now)
-    _journal_end(wd, settled, now)  # a round that could not get going ends here, and says why
+    round_ended(wd, settled, now)  # a round that could not get going ends here, and says why
     return settled
 
 
@@ -169,10 +168,8 @@ def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
         except Exception as exc:  # one broken round must not stop the beat
             events.append({"event": "round_error", "round": state.id, "message": repr(exc)})
             continue
-        if new.phase != state.phase:
+        if new.phase != state.phase and not round_ended(wd, new, now):
             events.append(_round_event(new))
-            _note_if_reported(rounds.shelf, new)
-            _journal_end(wd, new, now)
     store.archive_done(rounds.shelf, now)
     cadenced = cadences(index(wd))
     if cadenced:
@@ -192,13 +189,12 @@ def advance(wd: WorkDir, now: float) -> list[dict[str, Any]]:
             except FenceLost:
                 raise  # as above
             except LooopError as exc:
-                events.append({"event": "round_not_started", "loop": loop, "message": str(exc)})
-                journal.write(wd, f"✗ loop {loop}: no round started: {exc}", now)
+                _not_started(wd, loop, exc, now)
                 continue
             events.append(
                 {"event": "round_started", "loop": loop, "round": state.id, "by": "cadence"}
             )
-            if state.phase.value != "recall":
+            if state.live and state.phase.value != "recall":  # an end was told by start_round
                 events.append(_round_event(state))
     return events
 
@@ -221,14 +217,6 @@ def _worker_elsewhere(wd: WorkDir, rounds: store.RoundFiles, state: RoundState, 
     return bool(view and view.live)
 
 
-def _note_if_reported(shelf: Shelf, state: RoundState) -> None:
-    """A round that just ended with something to report is the one change that wakes the
-    decider (sys-rounds); its progress up to then never does."""
-    outcome = state.outcome.value if state.outcome else None
-    if not state.live and outcome in store.REPORTED:
-        store.note_report(shelf, state.loop, state.id)
-
-
 def _round_event(state: RoundState) -> dict[str, Any]:
     event: dict[str, Any] = {"event": "round_step", "round": state.id, "phase": state.phase.value}
     if state.outcome is not None:
@@ -238,23 +226,49 @@ def _round_event(state: RoundState) -> dict[str, Any]:
     return event
 
 
-def _journal_end(wd: WorkDir, state: RoundState, now: float) -> None:
-    """One journal line when a round ends, whichever way: its outcome and why."""
+def round_ended(wd: WorkDir, state: RoundState, now: float) -> bool:
+    """When `state` has just ended, whichever way and whoever drove it (a beat, `looop run`,
+    an approval): its journal line (so `looop report` and the page show it), its
+    `round_step` event, and the one change that wakes the decider (sys-rounds). Told once:
+    a round already told is not told again. False while the round is live."""
     if state.live or state.outcome is None:
-        return
+        return False
+    shelf = wd.shelf
+    if store.reports(shelf).get(state.loop) == state.id:
+        return False  # told already (another door drove it to the same end)
     outcome = state.outcome.value
+    if outcome in store.REPORTED:
+        store.note_report(shelf, state.loop, state.id)
     mark = "" if outcome in ("reported", "proceeded") else "✗ "
     why = f": {state.error}" if state.error else ""
     journal.write(wd, f"{mark}round {state.id} of {state.loop} ended {outcome}{why}", now)
+    event = _round_event(state)
+    journal.emit(wd, str(event.pop("event")), now, **event)
+    return True
+
+
+def _not_started(wd: WorkDir, loop: str, exc: LooopError, now: float) -> None:
+    journal.emit(wd, "round_not_started", now, loop=loop, message=str(exc))
+    journal.write(wd, f"✗ loop {loop}: no round started: {exc}", now)
 
 
 def run(wd: WorkDir, loop: str, *, wait_for_human: bool = False) -> RoundReport:
-    """`looop run`: one round in the foreground, driven to its end (or to a human); refused
-    (BudgetHeld) while the daily budget is spent."""
-    _refuse_if_held(wd, loop, time.time())
-    spec = load_spec(wd, loop)
-    engine = engine_for(wd, spec)
-    with _one_start(wd):
-        _refuse_if_live(engine, loop)
-        state = engine.start_round(trigger="manual")
-    return engine.resume(state.id, wait_for_human=wait_for_human)
+    """`looop run`: one round in the foreground, driven to its end (or to a human), which is
+    told like any other (`round_ended`); refused (BudgetHeld) while the daily budget is
+    spent, and a round that cannot start is journaled with why."""
+    try:
+        _refuse_if_held(wd, loop, time.time())
+        spec = load_spec(wd, loop)
+        engine = engine_for(wd, spec)
+        with _one_start(wd):
+            _refuse_if_live(engine, loop)
+            state = engine.start_round(trigger="manual")
+    except RoundLive:
+        raise  # the loop's round runs: nothing to tell but the refusal itself
+    except LooopError as exc:
+        _not_started(wd, loop, exc, time.time())
+        raise
+    report = engine.resume(state.id, wait_for_human=wait_for_human)
+    with contextlib.suppress(LooopError, OSError):  # unreadable now: the printed report stands
+        round_ended(wd, engine.load(state.id), time.time())
+    return report

@@ -120,6 +120,7 @@ def _settle_round(wd: WorkDir, round_id: str, now: float) -> str:
         state = advance.engine_for(wd, state.spec, clock=lambda: now).settle(state, now)
     finally:
         lock.release()
+    advance.round_ended(wd, state, now)  # the end it reached is told like any other
     if state.action is not None and not state.action.ran:
         return f"{state.action.summary} (round {round_id})"  # "nothing ran: …": never "proceeded"
     outcome = state.outcome.value if state.outcome else state.phase.value

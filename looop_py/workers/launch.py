@@ -163,6 +163,7 @@ def start(
             command = runtimes.launch_command(
                 rt, prompt_file, read_only=read_only, max_iters=max_iters
             )
+            env = cliretries.bound_pi(command, env, wd.paths.state)  # not in the workspace
             meta: dict[str, Any] = {
                 "id": session_id,
                 "pid": None,

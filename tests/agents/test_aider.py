@@ -162,3 +162,31 @@ def test_looop_run_counts_the_tokens_aider_reported(wd: Paths, tmp_path: Path) -
         report,
         time.monotonic() - started,
     )
+
+
+def test_a_daily_budget_crossed_by_an_aider_maker_starts_no_checker(
+    wd: Paths, tmp_path: Path
+) -> None:
+    """The budget is checked before every worker: the maker crossed it, so no checker ran
+    (over by that one worker at most), and the ledger's dollars are aider's own cost."""
+    from looop_py.spend import ledger
+    from tests.conftest import open_wd
+
+    (wd.goals / "welcome.md").unlink()
+    toml = wd.config.read_text() + runtime_toml("aider") + "\n[limits]\ndaily_usd = 0.0005\n"
+    wd.config.write_text(toml)
+    (wd.goals / "triage.md").write_text(
+        "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
+        "runtime: aider\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
+    )
+    with FakeModel(script=[Turn(text=STATUS)] * 2, sequential=True) as model:
+        env = env_for("aider", model, tmp_path / "home")
+        r = run_looop("-C", str(wd.root), "run", "triage", "--json", env=env, timeout=200)
+    report = json.loads(r.stdout)
+    assert report["outcome"] == "budget-exhausted", report
+    assert len(model.posts) == 1  # the maker's one request; the checker never started
+    spend = ledger.load(open_wd(wd))
+    assert spend.tokens == model.input_tokens + model.output_tokens == 150
+    per_token = (AIDER_INFO["input_cost_per_token"], AIDER_INFO["output_cost_per_token"])
+    cost = model.input_tokens * per_token[0] + model.output_tokens * per_token[1]
+    assert spend.usd == pytest.approx(cost, abs=1e-6) and spend.usd >= 0.0005

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from looop_py.spend import ledger
 from looop_py.workdir.cliretries import PI_RETRY
 from looop_py.workdir.paths import Paths
-from tests.agentclis import PI_SETTINGS, env_for
+from tests.agentclis import KEY, PI_SETTINGS, env_for
 from tests.agents.test_deciders import MOVE, preset_command
-from tests.conftest import run_looop
+from tests.conftest import open_wd, run_looop
 from tests.fakemodel import FakeModel, Turn
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -56,18 +57,28 @@ def forced_pulse(
     *,
     timeout_s: float = 60,
     env: dict[str, str] | None = None,
+    limits: str = "",
 ) -> tuple[dict[str, Any], float]:
     """One `looop pulse --force` with the CLI's preset; (its JSON, the seconds it took)."""
     env = env or env_for(cli, model, home)
     command = json.dumps(preset_command(cli))
     wd.config.write_text(
         f'[decider]\nbackend = "command"\ncommand = {command}\ntimeout_s = {timeout_s}\n'
+        + (f"[limits]\n{limits}\n" if limits else "")
     )
     started = time.monotonic()
     p = run_looop("-C", str(wd.root), "pulse", "--force", "--json", env=env, timeout=150)
     took = time.monotonic() - started
     assert p.stdout, p.stderr
     return json.loads(p.stdout), took
+
+
+def charged_what_the_server_billed(wd: Paths, model: FakeModel) -> None:
+    """The ledger equals the model server's own usage sums: tokens, prompt tokens, cached
+    (of the replies whose usage it sent: a cut one's never reaches any client)."""
+    spend = ledger.load(open_wd(wd))
+    assert spend.tokens == model.input_tokens + model.output_tokens, (spend, len(model.posts))
+    assert spend.cache_read_tokens == model.cached_tokens, spend
 
 
 def user_sees(wd: Paths, out: dict[str, Any], said: str) -> None:
@@ -85,6 +96,7 @@ def test_a_bad_key_is_reported_in_the_provider_s_words_within_30s(
     with FakeModel(script=[Turn(status=401)]) as model:
         out, took = forced_pulse(wd, cli, model, tmp_path / "home")
     user_sees(wd, out, SAYS_401[cli])
+    charged_what_the_server_billed(wd, model)
     assert took <= 30, took  # claude's default retried it ~3 minutes
     assert len(model.posts) <= 3, len(model.posts)
 
@@ -100,6 +112,7 @@ def test_a_provider_failing_every_request_costs_a_bounded_beat(
     assert len(model.posts) == PERSISTENT[cli], len(model.posts)  # was 5× for codex, llm
     assert took <= SLOW_S.get(cli, 30), took
     user_sees(wd, out, SAYS_5XX[status].get(cli, f"{status} - "))
+    charged_what_the_server_billed(wd, model)
 
 
 @pytest.mark.parametrize("cli", ["codex", "pi"])
@@ -121,23 +134,62 @@ def test_the_user_s_own_retry_settings_win_over_looop_s(
     assert out["outcome"] == "failed", out
     assert len(model.posts) == 2, len(model.posts)
     assert not (wd.root / ".pi").exists()  # nothing written over the user's retry
+    assert not (wd.state / "pi-agent").exists()
 
 
-def test_a_pi_decider_leaves_its_retry_settings_for_the_next_beat_and_the_user(
+def test_a_pi_decider_runs_on_looop_s_agent_dir_with_the_user_s_model_and_nothing_in_the_wd(
     wd: Paths, tmp_path: Path
 ) -> None:
-    """The file looop writes for pi is the work dir's `.pi/settings.json` and only `retry`:
-    the user's provider and model (global settings) still apply, and a later beat reuses it."""
+    """pi runs with PI_CODING_AGENT_DIR = state/pi-agent: the user's settings plus `retry`,
+    their models.json a symlink (so their provider and model apply), nothing written in the
+    work dir; a later beat against a failing provider makes 3 requests."""
     with FakeModel(script=[Turn(text=json.dumps(MOVE))]) as model:
         out, _ = forced_pulse(wd, "pi", model, tmp_path / "home")
     assert out["outcome"] == "decided", out
-    assert model.posts[0].body["model"] == "gpt-fake"  # the user's defaultModel, from global
-    written = json.loads((wd.root / ".pi" / "settings.json").read_text())
-    assert written == {"retry": PI_RETRY}
+    assert model.posts[0].body["model"] == "gpt-fake"  # the user's defaultModel
+    assert not (wd.root / ".pi").exists()
+    ours = wd.state / "pi-agent"
+    assert json.loads((ours / "settings.json").read_text()) == PI_SETTINGS | {"retry": PI_RETRY}
+    assert (ours / "models.json").is_symlink()
     with FakeModel(script=[Turn(status=529)]) as model:
         out, _ = forced_pulse(wd, "pi", model, tmp_path / "home2")
     assert out["outcome"] == "failed", out
     assert len(model.posts) == 3, len(model.posts)
+
+
+def codex_on_openai(model: FakeModel, home: Path) -> dict[str, str]:
+    """codex as most users run it: its built-in `openai` provider and an OPENAI_API_KEY,
+    pointed at the fake server by codex's own `openai_base_url` setting."""
+    env = env_for("codex", model, home)
+    (home / ".codex" / "config.toml").write_text(
+        f'model = "gpt-fake"\nopenai_base_url = "{model.base}/v1"\n'
+    )
+    del env["FAKE_API_KEY"]
+    return env | {"OPENAI_API_KEY": KEY}
+
+
+def test_codex_on_its_built_in_openai_provider_makes_3_requests_a_failing_beat(
+    wd: Paths, tmp_path: Path
+) -> None:
+    """codex refuses overrides of its `openai` provider and reads no retry variable (30
+    requests a failing beat): looop runs it on a mirror table with the retries bounded.
+    The same provider answers a good beat, charged what the server billed."""
+    with FakeModel(script=[Turn(text=json.dumps(MOVE), cached_tokens=100)]) as model:
+        env = codex_on_openai(model, tmp_path / "home")
+        out, _ = forced_pulse(wd, "codex", model, tmp_path / "home", env=env)
+    assert out["outcome"] == "decided", out
+    assert len(model.posts) == 1 and model.posts[0].body["model"] == "gpt-fake"
+    spend = ledger.load(open_wd(wd))
+    assert spend.tokens == model.input_tokens + model.output_tokens
+    assert spend.input_tokens == model.input_tokens
+    assert spend.cache_read_tokens == model.cached_tokens == 100
+    with FakeModel(script=[Turn(status=500)]) as model:
+        env = codex_on_openai(model, tmp_path / "home2")
+        out, took = forced_pulse(wd, "codex", model, tmp_path / "home2", env=env)
+    assert out["outcome"] == "failed", out
+    assert len(model.posts) == 3, len(model.posts)  # 30 on codex's own openai provider
+    assert took <= 30, took
+    user_sees(wd, out, SAYS_5XX[500]["codex"])
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
@@ -150,6 +202,7 @@ def test_a_429_with_retry_after_is_waited_out_within_the_beat(
     assert out["outcome"] == "decided", out
     assert "the fake model says noop" in wd.journal.read_text()
     assert len(model.posts) == 2, len(model.posts)  # one refused, one answered: no looop retry
+    charged_what_the_server_billed(wd, model)
     assert took <= 20, took
 
 
@@ -163,10 +216,13 @@ def test_a_stream_cut_every_time_fails_the_beat_in_the_cli_s_words(
     if cli == "claude":  # claude falls back to a whole (unstreamed) reply, which arrives
         assert out["outcome"] == "decided", out
         assert len(model.posts) == 2
+        charged_what_the_server_billed(wd, model)
         return
     assert out["outcome"] == "failed", out
     assert len(model.posts) <= 3, len(model.posts)  # codex 6, pi 4 at their defaults
     user_sees(wd, out, SAYS_CUT[cli])
+    charged_what_the_server_billed(wd, model)
+    assert model.cut_tokens > 0  # billed, perhaps, and told to nobody: see cut_tokens
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
@@ -178,6 +234,7 @@ def test_a_hanging_provider_costs_timeout_s_and_says_so(
     assert HANG_S <= took <= HANG_S + 10, took
     assert len(model.posts) <= 2, len(model.posts)
     user_sees(wd, out, f"no answer within {HANG_S}s")
+    charged_what_the_server_billed(wd, model)
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
@@ -188,3 +245,26 @@ def test_an_invalid_reply_is_asked_once_and_named(cli: str, wd: Paths, tmp_path:
     assert len(model.posts) == 1, len(model.posts)
     assert took <= 30, took
     user_sees(wd, out, "no JSON object in the reply")
+    charged_what_the_server_billed(wd, model)
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex", "pi", "llm"])
+def test_a_day_s_budget_crossed_by_one_decide_is_overspent_by_that_call_only(
+    cli: str, wd: Paths, tmp_path: Path
+) -> None:
+    """The budget is checked before every decide: the decide that crossed `daily_usd` is
+    charged what the server billed (claude and pi price it themselves, codex and llm at
+    looop's built-in price), and the next beat is held without a request."""
+    big = Turn(text=json.dumps(MOVE), input_tokens=10000, output_tokens=100)
+    with FakeModel(script=[big]) as model:
+        home = tmp_path / "home"
+        first, _ = forced_pulse(wd, cli, model, home, limits="daily_usd = 0.001")
+        assert first["outcome"] == "decided", first
+        spend = ledger.load(open_wd(wd))
+        assert spend.tokens == model.input_tokens + model.output_tokens == 10100
+        assert spend.usd >= 0.001, spend.usd
+        second, _ = forced_pulse(wd, cli, model, home, limits="daily_usd = 0.001")
+    assert second["outcome"] == "held", second
+    assert "daily USD budget spent" in second["reason"], second
+    assert len(model.posts) == 1, len(model.posts)  # over by the one call, never more
+    assert ledger.load(open_wd(wd)).tokens == 10100

@@ -121,6 +121,7 @@ def test_a_cut_reply_stops_halfway_and_a_hang_never_answers() -> None:
     cut = FakeModel(script=[Turn(text="a whole reply", cut=True)])
     with cut, pytest.raises((http.client.IncompleteRead, ConnectionError)):
         post(cut, "/v1/chat/completions", {"messages": []})
+    assert (cut.input_tokens, cut.output_tokens, cut.cut_tokens) == (0, 0, 150)  # never sent
     m = FakeModel(script=[Turn(hang=True)])
     with m, pytest.raises((TimeoutError, urllib.error.URLError)):
         post(m, "/v1/chat/completions", {"messages": []}, timeout=1)

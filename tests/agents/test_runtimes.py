@@ -128,13 +128,13 @@ def test_looop_run_counts_the_tokens_the_cli_reported(cli: str, wd: Paths, tmp_p
     assert report["total_tokens"] == model.input_tokens + model.output_tokens == 600  # 2 workers
 
 
-@pytest.mark.parametrize("cli", ("codex", "pi"))
+@pytest.mark.parametrize("cli", ("claude", "codex", "pi"))
 def test_a_daily_budget_crossed_by_the_maker_starts_no_checker(
     cli: str, wd: Paths, tmp_path: Path
 ) -> None:
     """The ledger's dollars are the server's own token sums priced (codex reports no cost:
-    its built-in default-model price; pi prices them itself), and the budget is checked
-    before the checker starts. Before: codex was $0 forever, so `daily_usd = 0.001` never
+    its built-in default-model price; claude and pi price them themselves), and the budget is
+    checked before the checker starts. Before: codex was $0 forever, so `daily_usd = 0.001` never
     held, and the checker ran (600 tokens, $0)."""
     from looop_py.spend import ledger, prices
 
@@ -153,20 +153,30 @@ def test_a_daily_budget_crossed_by_the_maker_starts_no_checker(
     assert "checker not started: daily USD budget spent" in r.stdout
     spend = ledger.load(open_wd(wd))
     assert spend.tokens == model.input_tokens + model.output_tokens == 300  # the maker only
-    price = prices.BUILTIN["codex"] if cli == "codex" else prices.Price(3.0, 15.0)
+    # claude prices a model it does not know ("claude-fake") at its Opus rate, pi at models.json's
+    own = {"claude": prices.Price(5.0, 25.0), "pi": prices.Price(3.0, 15.0)}
+    price = own.get(cli, prices.BUILTIN["codex"])
     expected = price.cost(model.input_tokens, model.output_tokens)
     assert spend.usd == pytest.approx(expected, abs=1e-6) and spend.usd >= 0.001
     assert spend.by_runtime[cli]["tokens"] == 300
 
 
-def test_a_codex_worker_against_a_provider_failing_every_request_makes_3_requests(
-    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("cli", ("codex", "pi"))
+def test_a_worker_against_a_provider_failing_every_request_makes_3_requests(
+    cli: str, wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """codex reads its retries only from its provider's table: looop bounds them with `-c`
-    flags on the worker's command line too (30 requests at codex's defaults)."""
+    """codex and pi read their retries only from their own config (30 and 12 requests at
+    their defaults): codex gets `-c` flags on the worker's command line; pi an agent dir
+    of looop's (state/pi-agent) linking the user's, and nothing in the workspace."""
     with FakeModel(script=[Turn(status=500)]) as model:
-        status, _ = run_worker(wd, "codex", model, tmp_path / "home", monkeypatch, exit_ok=False)
-    assert status.get("exit_code") != 0, status
+        status, _ = run_worker(wd, cli, model, tmp_path / "home", monkeypatch, exit_ok=False)
     assert len(model.posts) == 3, len(model.posts)
-    command = records.read_record(wd.sessions / "w1" / records.META)["command"]
-    assert "model_providers.fake.request_max_retries=0" in command
+    assert all(post.body["model"] == "gpt-fake" for post in model.posts)  # the user's model
+    if cli == "codex":
+        assert status.get("exit_code") != 0, status  # pi exits 0 having printed its error
+        command = records.read_record(wd.sessions / "w1" / records.META)["command"]
+        assert "model_providers.fake.request_max_retries=0" in command
+        return
+    assert not (wd.root / ".pi").exists()  # the workspace: nothing of looop's to commit
+    user = tmp_path / "home" / ".pi" / "agent"
+    assert (wd.state / "pi-agent" / "models.json").resolve() == user / "models.json"

@@ -30,7 +30,6 @@ def test_the_starter_gitignore_lists_every_output_looop_writes(tmp_path: Path) -
     for out in (p.asks, p.answers, p.reports, p.root / "corrupt"):
         assert f"{out.name}/" in ignored, out
     assert {"journal.md", "journal.md.1", "events.jsonl*"} <= ignored
-    assert ".pi/settings.json" in ignored  # a pi decider's retries (workdir/cliretries.py)
     for policy in ("looop.toml", "PLAYBOOK.md", "goals/", "sensors/"):
         assert policy not in ignored
 
