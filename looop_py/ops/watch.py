@@ -176,12 +176,13 @@ class Events(Watch):
         for folder in folders:
             self._watch_session(folder)
 
-    def _watch_session(self, folder: Path) -> bool:
-        """Watch a worker's folder unless it has ended; True when it has (and wasn't known)."""
+    def _watch_session(self, folder: Path, *, new: bool = False) -> bool:
+        """Watch a worker's folder unless it has ended; True when a `new` one has ended
+        already (a short worker may end before its folder's event is read)."""
         if folder in self._watched:
             return False
         if _ended(folder):
-            return False
+            return new
         if self._add(Role.SESSION, folder) and _ended(folder):  # it ended as we added the watch
             self._forget(self._watched[folder])
             return True
@@ -231,7 +232,7 @@ class Events(Watch):
             return bool(mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM))
         if role is Role.SESSIONS:
             if mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO) and mask & inotify.IN_ISDIR:
-                return self._watch_session(path / name)
+                return self._watch_session(path / name, new=True)
             return False
         # Role.SESSION: a worker's exit record
         written = mask & (inotify.IN_MOVED_TO | inotify.IN_CLOSE_WRITE)

@@ -205,3 +205,15 @@ def test_closing_releases_its_descriptors(wd: Paths) -> None:
     for _ in range(20):
         watch.Events(wd).close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_worker_that_ended_before_its_folder_was_seen_wakes_it(
+    wd: Paths, events: watch.Events
+) -> None:
+    staging = wd.root / "staging"
+    staging.mkdir()
+    status(staging, "exited")
+    wd.sessions.mkdir(exist_ok=True)
+    staging.rename(wd.sessions / "quick")  # appears with its exit record already written
+    assert events.wait(HIT_S)
+    assert wd.sessions / "quick" not in events.watched
