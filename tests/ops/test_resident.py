@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from looop_py import jsonio
 from looop_py.asks import mailbox
+from looop_py.coord.choose import Reopening
 from looop_py.ops import resident
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
@@ -121,3 +124,21 @@ def test_up_beats_at_once_on_each_edit_and_a_worker_ending(wd: Paths) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_scheduled_beats_keep_their_interval_with_nothing_edited(wd: Paths) -> None:
+    opened = Reopening(wd)
+    stop = threading.Event()
+    times: list[float] = []
+
+    def on_beat(result: object) -> None:
+        times.append(time.monotonic())
+        if len(times) == 3:
+            stop.set()
+
+    try:
+        assert resident.run(opened, interval_s=0.3, stop=stop, on_beat=on_beat) == 3
+    finally:
+        opened.close()
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(g >= 0.3 for g in gaps), gaps  # the timer, not an event, started them
