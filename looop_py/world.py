@@ -1,4 +1,4 @@
-"""The world as the loop sees it (README, step DIFF): the item map, its hash, the diff. Pure.
+"""The world as the loop sees it (docs/internals.md, DIFF): the item map, its hash, the diff. Pure.
 
 Items, in this fixed order:
   playbook        → xxh3 of PLAYBOOK.md

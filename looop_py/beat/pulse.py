@@ -357,7 +357,7 @@ def housekeep(wd: WorkDir, now: float) -> list[str]:
 
 
 def advance_loops(wd: WorkDir, now: float) -> list[str]:
-    """Step live loop rounds and start the due ones; no model is asked (README "Loops")."""
+    """Step live loop rounds and start the due ones; no model is asked (docs/loops.md)."""
     if not loopindex.index(wd) and wd.shelf.empty("rounds"):
         return []  # no loops and no rounds: nothing heavy to import
     from looop_py.loops import advance  # the engine loads only when loops exist

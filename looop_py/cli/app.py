@@ -1,6 +1,6 @@
 """The `looop` click group: global options, error mapping, and every verb module's commands.
 
-How a command ends (exit codes: see cli/output.py or `looop help exit-codes`):
+How a command ends (exit codes: see cli/output.py or `looop help cli`, "Exit codes"):
 a LooopError prints its message and hint and exits with its code; a bug is
 logged to state/errors.log and exits 70; a closed pipe (`looop status |
 head -1`) ends quietly with 0; a usage error exits 2. Under --json each of
@@ -108,7 +108,7 @@ def cli(ctx: click.Context, workdir: str | None) -> None:
       looop cron install     # run it every minute from your crontab
       looop doctor --offline # check that the pieces work together
       looop status
-      looop help             # the manual: sensors, goals, loops, deciders, exit codes …
+      looop help             # the reference: sensors, goals, loops, the CLI, exit codes …
     """
     ctx.obj = State(workdir)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from looop_py.cli import render
-from looop_py.cli.manual import PAGES
+from looop_py.cli.manual import TOPICS, page
 from looop_py.cli.options import json_option
 from looop_py.cli.output import json_out, raw_out, show
 
@@ -14,37 +14,39 @@ from looop_py.cli.output import json_out, raw_out, show
 @click.argument(
     "topic",
     required=False,
-    shell_complete=lambda _ctx, _param, incomplete: [t for t in PAGES if t.startswith(incomplete)],
+    shell_complete=lambda _ctx, _param, incomplete: [t for t in TOPICS if t.startswith(incomplete)],
 )
 @json_option
 @click.pass_context
 def help_command(ctx: click.Context, topic: str | None, as_json: bool) -> None:
-    """Read a page of the manual; with no TOPIC, list the topics.
+    """Read a reference page (Markdown); with no TOPIC, list the topics.
 
-    A command's name as TOPIC shows that command's --help.
+    The pages are the files in looop_py/docs/ that README.md links to. A
+    command's name as TOPIC shows that command's --help.
 
     \b
     Example:
       looop help
       looop help sensors
-      looop help exit-codes
+      looop help cli | less      # every command, its options, the exit codes
       looop help --json | jq -r '.topics | keys[]'
     """
     root = ctx.find_root()
     group = root.command
     if topic is None:
+        pages = {name: page(name) for name in TOPICS}
         if as_json:
-            json_out({"topics": {name: render.topic_summary(text) for name, text in PAGES.items()}})
+            json_out({"topics": {name: render.topic_summary(text) for name, text in pages.items()}})
         else:
-            show(render.topics_lines(PAGES))
-    elif topic in PAGES:
-        _page(topic, PAGES[topic], as_json)
+            show(render.topics_lines(pages))
+    elif topic in TOPICS:
+        _page(topic, page(topic), as_json)
     elif isinstance(group, click.Group) and (command := group.get_command(root, topic)):
         text = command.get_help(click.Context(command, info_name=topic, parent=root))
         _page(topic, text, as_json)
     else:
         raise click.BadParameter(
-            f"no such topic; one of: {', '.join(PAGES)} (or a command's name)",
+            f"no such topic; one of: {', '.join(TOPICS)} (or a command's name)",
             param_hint="TOPIC",
         )
 

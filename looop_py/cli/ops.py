@@ -150,7 +150,7 @@ def cron_remove(paths: Paths, yes: bool, as_json: bool) -> None:
 @json_option
 @pass_paths
 def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool, as_json: bool) -> None:
-    """Run beats in this process: every --interval, and at once after an edit.
+    """Run beats in this process: every --interval, and within a second of an edit.
 
     An answer, an approval, an edited goal, PLAYBOOK.md or sensor script is
     acted on at once instead of at the next cron minute. Cron and `up` never

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # Outcomes that say nothing happened: silent on a non-terminal stdout, so cron
 # mails only when the loop acted (or a beat failed).
 QUIET = frozenset({BeatOutcome.SKIPPED, BeatOutcome.LOCKED, BeatOutcome.HELD})
-CUT_OFF = 3  # a shared backend stopped the beat (README "Exit codes")
+CUT_OFF = 3  # a shared backend stopped the beat (docs/cli.md "Exit codes")
 
 
 def pulse_command(

@@ -375,14 +375,14 @@ def new_goal_lines(spec: LoopSpec) -> Lines:
 
 
 def topic_summary(page: str) -> str:
-    """A manual page's first line, after its `topic: ` lead."""
+    """A reference page's first line, after its `# Topic: ` lead."""
     return page.splitlines()[0].partition(": ")[2]
 
 
 def topics_lines(pages: dict[str, str]) -> Lines:
     """`looop help`: each topic with the first line of its page."""
     lines = ["looop help TOPIC: the manual. Topics:"]
-    lines += [f"  {name:<12} {topic_summary(text)}" for name, text in pages.items()]
+    lines += [f"  {name:<14} {topic_summary(text)}" for name, text in pages.items()]
     return [*lines, "", "Every command also has --help with an example: looop COMMAND --help"]
 
 

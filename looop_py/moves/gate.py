@@ -59,7 +59,7 @@ class Power(enum.StrEnum):
 @dataclass(frozen=True)
 class Row:
     power: Power  # the most this action can cause to run
-    what: str  # what it does, for the README's table
+    what: str  # what it does, for docs/safety.md's table
     unasked: str  # when it runs without a human
 
 

@@ -1,4 +1,4 @@
-"""The move union (README "Deciding and acting"), strictly validated. Pure: values in, moves out.
+"""The move union (docs/moves.md), strictly validated. Pure: values in, moves out.
 
 A decider proposes a JSON object tagged by `action`; nothing runs until it
 parses into one of the dataclasses below. Every field is declared once, with

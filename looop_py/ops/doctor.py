@@ -323,6 +323,6 @@ def coordination(wd: WorkDir, now: float) -> Check:
             Verdict.WARN,
             said + ", never compacted",
             "run etcd with --auto-compaction-mode=periodic --auto-compaction-retention=1h"
-            " (README: Compaction)",
+            " (looop help coordination: Compaction)",
         )
     return Check("coordination", Verdict.OK, said)

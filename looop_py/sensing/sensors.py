@@ -113,7 +113,7 @@ def _error(exit_code: int, message: str, stderr: bytes) -> dict[str, Any]:
 
 
 def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
-    """Turn what a sensor did into `{signal, detail}` (the table in README "Writing a sensor")."""
+    """Turn what a sensor did into `{signal, detail}` (the table in docs/sensors.md)."""
     rc = raw.exit_code
     if raw.returncode is None:
         message = (

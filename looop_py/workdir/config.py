@@ -54,7 +54,7 @@ class GatesConfig:
     shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
     shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
     allow_dangerous: bool = False  # True switches the deny-list tripwire off
-    # -- what a model may run unasked (moves/gate.py; README "Safety") --
+    # -- what a model may run unasked (moves/gate.py; docs/safety.md) --
     allow_runtimes: tuple[str, ...] = ()  # runtimes whose prompt may run as code unasked
     allow_sensors: tuple[str, ...] = ()  # sensor names (fnmatch) a model may write unasked
     allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
@@ -97,7 +97,7 @@ class RuntimeConfig:
     command: str = ""  # must hold {{prompt_file}}; "" keeps a built-in's command
     usage: str = ""  # where usage is read from: "claude" | "codex" | "pi" | "aider" | "" (worker)
     read_only: str = ""  # the command in the CLI's read-only mode, for L1 loops ("" = none)
-    # -- safety (README "Safety") --
+    # -- safety (docs/safety.md) --
     executes_prompt: bool | None = None  # the prompt runs as code (None: built-ins know; new: yes)
     env: tuple[str, ...] = ()  # scrubbed variables this runtime still gets, e.g. its own API key
     # -- prices per million tokens, for a CLI that reports tokens but no cost (spend/prices.py;
@@ -108,7 +108,7 @@ class RuntimeConfig:
     usd_per_mtok_cache_write: float | None = None  # None: _in
 
 
-# -- safety: what children inherit (workdir/environ.py; README "Safety") --------------------
+# -- safety: what children inherit (workdir/environ.py; docs/safety.md) --------------------
 
 # Anchored name patterns of the secrets tools commonly read (*_KEY does not match *_KEY_ID,
 # *_TOKEN not *_TOKENS); workdir/environ.py also scrubs any variable whose value is a URL
@@ -139,8 +139,8 @@ class NotifyConfig:
 
 @dataclass(frozen=True, slots=True)
 class CoordinationConfig:
-    """`[coordination]`: where claims, the pulse and the committed world are kept (README
-    "More than one machine")."""
+    """`[coordination]`: where claims, the pulse and the committed world are kept
+    (docs/coordination.md)."""
 
     backend: str = "files"  # files: this machine only | etcd: shared by every host on the prefix
     endpoints: tuple[str, ...] = ("http://127.0.0.1:2379",)  # etcd client URLs, tried in turn

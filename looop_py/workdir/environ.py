@@ -57,7 +57,7 @@ def _url_with_password(value: str) -> bool:
     return bool(at) and "/" not in auth and ":" in auth and len(auth.split(":", 1)[1]) > 0
 
 
-# Read from each pinned CLI's source (README "Agent CLIs"): claude 2.1 retries any API error,
+# Read from each pinned CLI's source (docs/deciders.md): claude 2.1 retries any API error,
 # a 401 too, 10 times by default with backoff (~3 minutes for a bad key); 2 keeps its
 # Retry-After-aware backoff to 3 requests a call. pi's startup network checks and telemetry.
 AGENT_CLI_ENV = {

@@ -1,4 +1,4 @@
-"""Every file and directory of a work dir, named once (README "A work dir")."""
+"""Every file and directory of a work dir, named once (docs/internals.md "Files on disk")."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ class Paths:
         return self.sensors / f"{check_segment(name, 'sensor name')}.sh"
 
     def layout_dirs(self) -> tuple[Path, ...]:
-        """The directories `looop init` creates (README "A work dir")."""
+        """The directories `looop init` creates (docs/internals.md "Files on disk")."""
         return (
             self.goals,
             self.goals_archive,

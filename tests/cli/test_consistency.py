@@ -150,9 +150,9 @@ def test_worker_logs_json_is_the_output_as_text(wd: Paths) -> None:
 
 def test_help_and_completion_answer_in_json() -> None:
     listing = jsonio.loads(invoke_looop("help", "--json").stdout)
-    assert "exit-codes" in listing["topics"] and listing["topics"]["sensors"]
-    page = jsonio.loads(invoke_looop("help", "exit-codes", "--json").stdout)
-    assert page["topic"] == "exit-codes" and "\n  70 " in page["text"]
+    assert "cli" in listing["topics"] and listing["topics"]["sensors"]
+    page = jsonio.loads(invoke_looop("help", "cli", "--json").stdout)
+    assert page["topic"] == "cli" and "\n| 70 | " in page["text"]
     command = jsonio.loads(invoke_looop("help", "status", "--json").stdout)
     assert "status [OPTIONS]" in command["text"]
     script = jsonio.loads(invoke_looop("completion", "bash", "--json").stdout)

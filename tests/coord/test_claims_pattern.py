@@ -1,4 +1,4 @@
-"""The README's claim pattern, run exactly as documented from a script, never double-grants."""
+"""The claim pattern in docs/coordination.md, run verbatim from a script, never double-grants."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ ROUNDS = 5
 
 
 def readme_pattern() -> str:
-    """The shell block of the README's Claims section, verbatim."""
-    section = (ROOT / "README.md").read_text().split("## Claims", 1)[1].split("\n## ", 1)[0]
+    """The shell block of the coordination page's Claims section, verbatim."""
+    page = ROOT / "looop_py" / "docs" / "coordination.md"
+    section = page.read_text().split("## Claims", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block is not None
     return block.group(1)

@@ -1,4 +1,4 @@
-"""The tree stays legible: every package shipped, every module small and in the README."""
+"""The tree stays legible: every package shipped, every module small and in the Layout."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def test_no_module_outgrows_the_limit() -> None:
 
 
 def _readme_tree() -> set[str]:
-    """Module paths the README's Layout tree names (`beat/` then `    pulse.py` → beat/pulse.py)."""
-    readme = (ROOT / "README.md").read_text()
-    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    """Module paths docs/internals.md's Layout names (`beat/`, `    pulse.py`: beat/pulse.py)."""
+    page = (PACKAGE / "docs" / "internals.md").read_text()
+    layout = page.split("## Layout", 1)[1].split("\n## ", 1)[0]
     named: set[str] = set()
     package = ""
     for line in layout.splitlines():
@@ -45,13 +45,14 @@ def _readme_tree() -> set[str]:
     return named
 
 
-def test_the_readme_layout_names_every_module() -> None:
+def test_the_layout_names_every_module() -> None:
     named = _readme_tree()
     every = {str(p.relative_to(PACKAGE)) for p in _modules()}
     # A subpackage's __init__.py needs a line only when it holds code.
     required = {m for m in every if not (m.endswith("/__init__.py") and "/" in m)}
-    assert not required - named, f"the README's Layout does not name: {sorted(required - named)}"
-    assert not named - every, f"the README's Layout names what is gone: {sorted(named - every)}"
+    page = "docs/internals.md's Layout"
+    assert not required - named, f"{page} does not name: {sorted(required - named)}"
+    assert not named - every, f"{page} names what is gone: {sorted(named - every)}"
 
 
 def _says_why(lines: list[str], i: int) -> bool:

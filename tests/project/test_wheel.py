@@ -74,6 +74,12 @@ def test_wheel_install_can_init_and_pulse(tmp_path: Path) -> None:
     )
     assert pulse.returncode == 0, pulse.stderr
     assert '"outcome": "decided"' in pulse.stdout
+    # The reference pages ship inside the wheel: `looop help TOPIC` prints each one.
+    for topic in ("sensors", "configuration", "cli"):
+        page = subprocess.run(
+            [str(looop), "help", topic], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert page.returncode == 0 and page.stdout.startswith("# "), page.stderr
 
     # The installed `looop` is the lean launcher: a quiet beat through it never imports
     # `re` (the console-script wrapper pip < 24 writes imports it before looop starts).
