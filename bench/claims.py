@@ -1,11 +1,13 @@
 """Claims under contention, and how fast a dead worker's claim is reaped.
 
-    python bench/claims.py [PROCS] [ROUNDS] [--dir DIR]
+    python bench/claims.py [PROCS] [ROUNDS] [--dir DIR] [--no-reap]
 
 1. PROCS processes (default 32) each claim and release 4 names ROUNDS times
    (default 100), retrying with backoff when a name is taken, all through
-   the in-process API (`looop_py.coord.lease`). Prints acquisitions per second and
-   how many attempts were refused along the way.
+   the in-process API (`looop_py.coord.lease`), interleaved REPEATS times with the
+   floor: the same processes running a minimal flock loop (create the claim file
+   under a per-name flock, unlink it under the same lock). Prints cycles per second
+   for both, their ratio, and the same for one process without contention.
 2. A shell worker claims a name through `looop claim` and sleeps; it is
    SIGKILLed, then `looop pulse` runs back to back until the claim is gone.
    Prints the time from the kill to the claim being reaped, and how long that
@@ -17,14 +19,18 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import multiprocessing
 import os
 import random
+import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,6 +43,7 @@ from looop_py.errors import ClaimHeld
 from looop_py.workdir.paths import Paths
 
 NAMES = ("alpha", "beta", "gamma", "delta")
+REPEATS = 5
 
 
 def contender(root: str, rounds: int, seed: int, refused: multiprocessing.Value) -> None:  # type: ignore[valid-type]
@@ -62,36 +69,133 @@ def contender(root: str, rounds: int, seed: int, refused: multiprocessing.Value)
         refused.value += misses
 
 
-def contention(root: Path, procs: int, rounds: int) -> None:
-    # Warm up here, so forked children share the imports (filelock, psutil) rather than redo them.
-    warm = holders.own_holder("warm-up")
-    claims.claim(Paths(root), "warm-up", warm, now=time.time())
-    claims.unclaim(Paths(root), "warm-up", warm, now=time.time())
+def floor_contender(root: str, rounds: int, seed: int, refused: multiprocessing.Value) -> None:  # type: ignore[valid-type]
+    """The floor: a minimal flock loop doing what a claim must — under a per-name flock,
+    create the claim file if absent (refused if present); to release, unlink it under the
+    same lock. No epoch, no holder check, no JSON: the least a lock-file protocol costs."""
+    rng = random.Random(seed)
+    body = b'{"name": "x", "session": "p", "pid": 1, "create_time": 1.0, "epoch": 1}\n' * 3
+    locks, order, misses = f"{root}/claims/.floor", list(NAMES), 0
+    os.makedirs(locks, exist_ok=True)
+
+    def under_lock(name: str, act: Callable[[], None]) -> None:
+        fd = os.open(f"{locks}/{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            act()
+        finally:
+            os.close(fd)
+
+    def create(path: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        os.write(fd, body)
+        os.close(fd)
+
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            path, tries = f"{locks}/{name}.claim", 0
+            while True:
+                try:
+                    under_lock(name, lambda p=path: create(p))
+                    break
+                except FileExistsError:
+                    tries += 1
+                    time.sleep(rng.uniform(0, min(0.02, 0.0005 * 2**tries)))
+            misses += tries
+            under_lock(name, lambda p=path: os.unlink(p))
+    with refused.get_lock():
+        refused.value += misses
+
+
+def children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def race(
+    target: Callable[..., None], root: Path, procs: int, rounds: int
+) -> tuple[float, int, float]:
+    """(seconds, refused attempts, CPU seconds) for PROCS forked processes running `target`."""
+    cpu = children_cpu()
     ctx = multiprocessing.get_context("fork")
     refused = ctx.Value("q", 0)
     workers = [
-        ctx.Process(target=contender, args=(str(root), rounds, i, refused)) for i in range(procs)
+        ctx.Process(target=target, args=(str(root), rounds, i, refused)) for i in range(procs)
     ]
     start = time.perf_counter()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    elapsed = time.perf_counter() - start
+    return time.perf_counter() - start, refused.value, children_cpu() - cpu
+
+
+def contention(root: Path, procs: int, rounds: int) -> None:
+    # Warm up here, so forked children share the imports (filelock, psutil) rather than redo them.
+    warm = holders.own_holder("warm-up")
+    claims.claim(Paths(root), "warm-up", warm, now=time.time())
+    claims.unclaim(Paths(root), "warm-up", warm, now=time.time())
     total = procs * rounds * len(NAMES)
+    wall: dict[str, list[float]] = {"looop": [], "floor": []}
+    cpu: dict[str, list[float]] = {"looop": [], "floor": []}
+    refused = {"looop": 0, "floor": 0}
+    for _ in range(REPEATS):  # interleaved: a loaded machine slows both alike
+        for kind, target in (("looop", contender), ("floor", floor_contender)):
+            took, missed, used = race(target, root, procs, rounds)
+            wall[kind].append(took)
+            cpu[kind].append(used)
+            refused[kind] += missed
+    a, b = total / statistics.median(wall["looop"]), total / statistics.median(wall["floor"])
     print(
         f"contention: {procs} processes x {len(NAMES)} names x {rounds} rounds = {total} "
-        f"claim+release cycles in {elapsed:.2f} s -> {total / elapsed:,.0f} cycles/s "
-        f"({refused.value:,} refused attempts retried)"
+        f"claim+release cycles: looop {a:,.0f}/s, flock floor {b:,.0f}/s -> {a / b:.2f}x "
+        f"(median of {REPEATS})"
     )
+    ca, cb = (statistics.median(cpu[k]) / total * 1e6 for k in ("looop", "floor"))
+    print(
+        f"  CPU per cycle (all processes): looop {ca:.0f} us, floor {cb:.0f} us -> {cb / ca:.2f}x;"
+        f" refused attempts retried per run: looop {refused['looop'] // REPEATS:,},"
+        f" floor {refused['floor'] // REPEATS:,}"
+    )
+
     single = Paths(root)
     me = holders.own_holder("solo")
     n = 2000
-    start = time.perf_counter()
-    for _ in range(n):
+
+    def solo_looop() -> None:
         claims.claim(single, "solo", me, now=time.time())
         claims.unclaim(single, "solo", me, now=time.time())
-    print(f"uncontended: {n / (time.perf_counter() - start):,.0f} claim+release cycles/s")
+
+    path = f"{root}/claims/.floor/solo.claim"
+    lock = f"{root}/claims/.floor/solo.lock"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def solo_floor() -> None:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        c = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        os.write(c, b"{}" * 100)
+        os.close(c)
+        os.close(fd)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.unlink(path)
+        os.close(fd)
+
+    rates: dict[str, list[float]] = {"looop": [], "floor": []}
+    cpu_rates: dict[str, list[float]] = {"looop": [], "floor": []}
+    for _ in range(REPEATS):
+        for kind, cycle in (("looop", solo_looop), ("floor", solo_floor)):
+            start, cpu0 = time.perf_counter(), time.process_time()
+            for _ in range(n):
+                cycle()
+            rates[kind].append(n / (time.perf_counter() - start))
+            cpu_rates[kind].append(n / (time.process_time() - cpu0))
+    a, b = statistics.median(rates["looop"]), statistics.median(rates["floor"])
+    ca, cb = statistics.median(cpu_rates["looop"]), statistics.median(cpu_rates["floor"])
+    print(f"uncontended: looop {a:,.0f}/s, flock floor {b:,.0f}/s -> {a / b:.2f}x", end="")
+    print(f"; per CPU second: looop {ca:,.0f}, floor {cb:,.0f} -> {ca / cb:.2f}x")
 
 
 def reap_latency(root: Path, runs: int) -> None:
@@ -131,6 +235,7 @@ def main() -> None:
     ap.add_argument("rounds", nargs="?", type=int, default=100)
     ap.add_argument("--dir", default=None, help="parent dir of the work dir")
     ap.add_argument("--reap-runs", type=int, default=5)
+    ap.add_argument("--no-reap", action="store_true", help="the contention figures only")
     args = ap.parse_args()
     parent = Path(tempfile.mkdtemp(prefix="looop-bench-claims-", dir=args.dir))
     root = parent / "wd"
@@ -140,7 +245,8 @@ def main() -> None:
     print(f"work dir on {args.dir or tempfile.gettempdir()}, {os.cpu_count()} CPUs")
     try:
         contention(root, args.procs, args.rounds)
-        reap_latency(root, args.reap_runs)
+        if not args.no_reap:
+            reap_latency(root, args.reap_runs)
     finally:
         cleanup(root)
 

@@ -1,17 +1,17 @@
 """`looop up`: beats in one long-lived process, at once when a human-edited file changes.
 
 Cron bounds reaction time to a minute. The resident pulse beats every
-`interval_s` and, between beats, watches what a human changes — goals/,
-PLAYBOOK.md, sensors/, answers/ and asks/ — by polling their stat signature a
-few times a second (a few dozen stat calls: well under 1 % of a core), so an
-answer or an edited goal is acted on in under a second. On a shared backend
+`interval_s` and, between beats, sleeps on what a human changes or a worker
+ending — goals/, PLAYBOOK.md, looop.toml, sensors/, answers/, asks/, approvals,
+a released claim, a worker's exit record — through inotify on Linux (ops/watch.py:
+no CPU while idle, at any number of goals; a polling fallback elsewhere), so an
+answer or an edited goal starts a beat within milliseconds. On a shared backend
 (etcd) the asks, answers and approvals are records every host writes: their
 names are polled there too, once a second (three keys-only reads), so an answer
 given on another host is acted on within about a second. The pulse lock stays
 the single-instance guard for beats, so cron and `up` never beat at once; a
 second `up` for the same work dir is refused by its own lock. `looop down`
-sends SIGTERM and waits: the beat in progress ends cleanly.
-"""
+sends SIGTERM and waits: the beat in progress ends cleanly."""
 
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ from looop_py.beat.result import BeatResult
 from looop_py.coord.choose import Reopening
 from looop_py.errors import Busy, LooopError, UsageError
 from looop_py.locks import PulseLock
+from looop_py.ops import watch
+from looop_py.ops.watch import Watch
 from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
-POLL_S = 0.2  # how often the watched files are looked at between beats
 SHARED_POLL_S = 1.0  # how often the shared records are (each look is a round trip to etcd)
 DOWN_WAIT_S = 30.0
 
@@ -46,27 +47,6 @@ def _pid_file(paths: Paths) -> os.PathLike[str]:
 
 
 SHARED_KINDS = ("asks", "answers", "approved")  # what humans write, on a shared backend
-
-
-def watched_signature(paths: Paths) -> tuple[tuple[str, int, int], ...]:
-    """(name, mtime_ns, size) of every file a human edits to steer the loop, sorted."""
-    found: list[tuple[str, int, int]] = []
-    for directory in (paths.goals, paths.sensors, paths.answers, paths.asks):
-        try:
-            with os.scandir(directory) as it:
-                for e in it:
-                    st = e.stat(follow_symlinks=False)
-                    found.append((e.path, st.st_mtime_ns, st.st_size))
-        except FileNotFoundError:
-            continue
-    for path in (paths.playbook, paths.config):
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            continue
-        found.append((str(path), st.st_mtime_ns, st.st_size))
-    found.sort()
-    return tuple(found)
 
 
 def shared_signature(wd: WorkDir) -> tuple[tuple[str, ...], ...] | None:
@@ -88,33 +68,42 @@ def run(
     interval_s: float,
     stop: threading.Event,
     on_beat: Callable[[BeatResult], None] = lambda r: None,
+    watching: Watch | None = None,
 ) -> int:
     """Beat every `interval_s`, and at once after a watched change, until `stop` is set.
 
     Returns how many beats ran. Meant to run in the main thread (a beat handles
-    SIGTERM by ending itself cleanly).
+    SIGTERM by ending itself cleanly). Whoever sets `stop` from elsewhere calls
+    `watching.wake()` too, or the wait runs to its timeout.
     """
     if interval_s <= 0:
         raise UsageError(f"the interval must be positive, got {interval_s:g}")
+    own = watching is None
+    waiter = watch.open_watch(opened.paths) if watching is None else watching
     beats = 0
-    seen = watched_signature(opened.paths)
-    while not stop.is_set():
-        wd = opened.current()  # looop.toml again, if it was edited
-        on_beat(beat(wd))
-        beats += 1
-        seen = watched_signature(wd.paths)  # the beat itself may write asks/, answers/
-        shared = shared_signature(wd)
-        shared_due = time.monotonic() + SHARED_POLL_S
-        deadline = time.monotonic() + interval_s
-        while not stop.is_set() and time.monotonic() < deadline:
-            stop.wait(min(POLL_S, max(0.0, deadline - time.monotonic())))
-            if watched_signature(wd.paths) != seen:
-                break  # a human changed something: beat now
-            if shared is not None and time.monotonic() >= shared_due:
-                shared_due = time.monotonic() + SHARED_POLL_S
-                now_shared = shared_signature(wd)
-                if now_shared is not None and now_shared != shared:
-                    break  # a human answered or approved on another host
+    try:
+        while not stop.is_set():
+            wd = opened.current()  # looop.toml again, if it was edited
+            # What changed so far, this beat reads; a change made while it runs (its own
+            # writes included) wakes the next one, so no edit waits for the interval.
+            waiter.drain()
+            on_beat(beat(wd))
+            beats += 1
+            shared = shared_signature(wd)
+            now = time.monotonic()
+            shared_due, deadline = now + SHARED_POLL_S, now + interval_s
+            while not stop.is_set() and (now := time.monotonic()) < deadline:
+                until = deadline if shared is None else min(deadline, shared_due)
+                if waiter.wait(until - now):
+                    break  # a human changed something, or a worker ended: beat now
+                if shared is not None and time.monotonic() >= shared_due:
+                    shared_due = time.monotonic() + SHARED_POLL_S
+                    now_shared = shared_signature(wd)
+                    if now_shared is not None and now_shared != shared:
+                        break  # a human answered or approved on another host
+    finally:
+        if own:
+            waiter.close()
     return beats
 
 
@@ -126,9 +115,11 @@ def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult
     if not lock.acquire():
         raise Busy("`looop up` is already running for this work dir", "stop it: looop down")
     stop = threading.Event()
+    waiter = watch.open_watch(paths)
 
     def finish(signum: int, frame: object) -> None:
         stop.set()
+        waiter.wake()
 
     previous = {s: signal.signal(s, finish) for s in (signal.SIGTERM, signal.SIGINT)}
     pid_file = _pid_file(paths)
@@ -137,7 +128,7 @@ def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult
             f.write(f"{os.getpid()}\n")
         journal.emit(opened.current(), "up", time.time(), pid=os.getpid(), interval_s=interval_s)
         try:
-            beats = run(opened, interval_s=interval_s, stop=stop, on_beat=on_beat)
+            beats = run(opened, interval_s=interval_s, stop=stop, on_beat=on_beat, watching=waiter)
         except KeyboardInterrupt:  # SIGTERM during a beat: the beat ended itself cleanly
             beats = -1
         journal.emit(opened.current(), "down", time.time(), pid=os.getpid())
@@ -147,6 +138,7 @@ def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult
             signal.signal(s, handler)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(pid_file)
+        waiter.close()
         lock.release()
 
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from looop_py import jsonio
 from looop_py.asks import mailbox
+from looop_py.coord.choose import Reopening
 from looop_py.ops import resident
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop, open_wd, wait_for
+from tests.conftest import invoke_looop, open_wd, wait_for, write_sensor
 
 
 def beats(paths: Paths) -> int:
@@ -78,3 +83,62 @@ def test_the_unit_names_this_work_dir(wd: Paths) -> None:
     assert done.returncode == 0
     assert f"-C {wd.root} up --interval 30" in done.stdout and "[Service]" in done.stdout
     assert invoke_looop("-C", str(wd.root), "down").stdout.strip() == "looop up was not running"
+
+
+@pytest.mark.slow
+def test_up_beats_at_once_on_each_edit_and_a_worker_ending(wd: Paths) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "up", "--interval", "3600"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+    def beat_after(edit: Callable[[], object], what: str) -> float:
+        wait_for(lambda: resident.running(wd) == proc.pid, what="the pid file")
+        n = beats(wd)
+        start = time.monotonic()
+        edit()
+        wait_for(lambda: beats(wd) > n, timeout=10, what=f"a beat after {what}")
+        return time.monotonic() - start
+
+    try:
+        wait_for(lambda: beats(wd) >= 1, timeout=20, what="the first beat")
+        took = {
+            "goal": beat_after(lambda: (wd.goals / "g.md").write_text("# G\n"), "a goal"),
+            "sensor": beat_after(
+                lambda: write_sensor(wd, "s", "echo '{\"signal\": {}}'"), "a sensor edit"
+            ),
+            "goals/ recreated": beat_after(lambda: shutil.rmtree(wd.goals), "goals/ removed"),
+        }
+        took["goal in the new goals/"] = beat_after(wd.goals.mkdir, "goals/ recreated")
+        took["worker"] = beat_after(
+            lambda: invoke_looop("-C", str(wd.root), "worker", "start", "w1", "true"),
+            "a worker ends",
+        )
+        assert (wd.sessions / "w1" / "status.json").exists()
+        assert all(s < 5 for s in took.values()), took  # milliseconds when the machine is idle
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def test_scheduled_beats_keep_their_interval_with_nothing_edited(wd: Paths) -> None:
+    opened = Reopening(wd)
+    stop = threading.Event()
+    times: list[float] = []
+
+    def on_beat(result: object) -> None:
+        times.append(time.monotonic())
+        if len(times) == 3:
+            stop.set()
+
+    try:
+        assert resident.run(opened, interval_s=0.3, stop=stop, on_beat=on_beat) == 3
+    finally:
+        opened.close()
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(g >= 0.3 for g in gaps), gaps  # the timer, not an event, started them

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -9,6 +10,8 @@ import venv
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,3 +80,26 @@ def test_wheel_install_can_init_and_pulse(tmp_path: Path) -> None:
             [str(looop), "help", topic], capture_output=True, text=True, cwd=tmp_path
         )
         assert page.returncode == 0 and page.stdout.startswith("# "), page.stderr
+
+    # The installed `looop` is the lean launcher: a quiet beat through it never imports
+    # `re` (the console-script wrapper pip < 24 writes imports it before looop starts).
+    assert "import re" not in looop.read_text()
+    for script in (work / "sensors").glob("*.sh"):
+        script.unlink()
+    steady = work / "sensors" / "steady.sh"
+    steady.write_text('#!/bin/sh\necho \'{"signal": {"n": 1}}\'\n')
+    steady.chmod(0o755)
+    timed = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}  # the seal covers env names
+    quiet = [str(looop), "-C", str(work), "pulse", "-q"]
+    loaded: set[str] = set()
+
+    def a_quiet_beat() -> bool:  # the starter work its first beat decided must settle first
+        nonlocal loaded
+        done = subprocess.run(quiet, capture_output=True, text=True, env=timed, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        rows = [line.rsplit("|", 1) for line in done.stderr.splitlines()]
+        loaded = {row[1].strip() for row in rows if len(row) == 2}
+        return "looop_py.beat.quiet" in loaded and "looop_py.cli.pulse" not in loaded
+
+    wait_for(a_quiet_beat, timeout=60, what=lambda: sorted(loaded))
+    assert "re" not in loaded, sorted(loaded)
