@@ -264,14 +264,21 @@ def archive_done(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> li
 
     Each beat then reads only live rounds (and the last hour's).
     """
-    moved: list[str] = []
+    return [
+        name for name in to_archive(shelf, now, keep_s=keep_s) if shelf.move(LIVE, name, ARCHIVE)
+    ]
+
+
+def to_archive(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> list[str]:
+    """The live rounds that ended over `keep_s` ago (what `archive_done` moves)."""
+    due: list[str] = []
     for name, data in shelf_mod.json_items(shelf, LIVE):
         if not isinstance(data, dict) or data.get("phase") != DONE:
             continue
         ended = jsonio.number(data.get("ended_at"))
-        if ended is not None and now - ended > keep_s and shelf.move(LIVE, name, ARCHIVE):
-            moved.append(name)
-    return moved
+        if ended is not None and now - ended > keep_s:
+            due.append(name)
+    return due
 
 
 # -- memory ------------------------------------------------------------------------------------
