@@ -291,11 +291,28 @@ def pending(wd: WorkDir) -> list[Ask]:
         return []
     answered = set(box.names("answers"))
     out: list[Ask] = []
-    for name, data in shelf.json_items(box, "asks"):
-        if name not in answered and isinstance(data, dict):
+    for _name, data in _unanswered(box, answered):
+        if isinstance(data, dict):
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 out.append(Ask.from_json(data))
     out.sort(key=lambda a: (a.created_at, a.id))
+    return out
+
+
+def _unanswered(box: shelf.Shelf, answered: set[str]) -> list[tuple[str, Any]]:
+    """The asks not in `answered`, parsed (an unreadable one as None). On files only those
+    are read: the answered history is never read to find what waits (a shared shelf reads
+    them all in one request, which costs less than one request each)."""
+    if box.shared:
+        return [(n, d) for n, d in shelf.json_items(box, "asks") if n not in answered]
+    out: list[tuple[str, Any]] = []
+    for name in box.names("asks"):
+        if name in answered:
+            continue
+        try:
+            out.append((name, shelf.read_json(box, "asks", name)))
+        except CorruptFile:
+            out.append((name, None))
     return out
 
 
