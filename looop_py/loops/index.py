@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import frontmatter, goal_paths, read_goal
+from looop_py.workdir.goals import frontmatter, goal_paths, read_goal_once
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -46,7 +46,7 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
         entry = entries.get(goal_id)
         if not isinstance(entry, dict) or entry.get("stamp") != stamp:
-            entry = {"stamp": stamp, **_describe(goal_id, path)}
+            entry = {"stamp": stamp, **_describe(wd, goal_id, path)}
             changed = True
         fresh[goal_id] = entry
     if save and (changed or set(fresh) != set(entries)):
@@ -70,8 +70,8 @@ def _parse(path: Path) -> dict[str, Any]:
     return jsonio.read_object(path) or {}
 
 
-def _describe(goal_id: str, path: Path) -> dict[str, Any]:
-    goal = read_goal(goal_id, path)
+def _describe(wd: WorkDir, goal_id: str, path: Path) -> dict[str, Any]:
+    goal = read_goal_once(wd, goal_id, path)
     if goal is None or goal.error is not None:
         return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
     if goal.body[:3] != b"---":

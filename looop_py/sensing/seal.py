@@ -66,6 +66,10 @@ if TYPE_CHECKING:
         def hash(self) -> str: ...
         @property
         def readings(self) -> Sequence[Reading]: ...
+        @property
+        def read(self) -> dict[str, str]: ...
+        @property
+        def heads(self) -> dict[str, tuple[float, float]]: ...
 
     # A probe's signal now, each process it rests on (pid, create time), when the
     # first of its records expires: what beat/vouch.py tells the writer.
@@ -235,13 +239,17 @@ def seal(
     cap = cfg.sensors.max_bytes
     for reading in world.readings:
         name = reading.stem.removeprefix("sensor-")
-        header = _read_header(root, f"sensors/{name}.sh", stats)
-        if header is None:
-            return f"sensor {name} changed while the beat ran"
+        rel = f"sensors/{name}.sh"
+        if name in world.heads and world.read.get(rel) == stats.get(rel):
+            timeout, interval = world.heads[name]  # discovery read this very header
+        else:
+            header = _read_header(root, rel, stats)
+            if header is None:
+                return f"sensor {name} changed while the beat ran"
+            timeout = header.get("timeout", cfg.sensors.timeout_s)
+            interval = header.get("interval") or 0.0
         if reading.raw_digest is None and not reading.cached:
             return f"sensor {name} did not run (refused)"
-        timeout = header.get("timeout", cfg.sensors.timeout_s)
-        interval = header.get("interval") or 0.0
         error = "-" if reading.ok else _literal(reading.error_code)
         item = world.items.get(f"snap:{reading.stem}")
         signal = digest(item.encode()) if item is not None else "-"
@@ -314,12 +322,18 @@ def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
         return "the goals on disk are not the goals the world holds"
     for rel in goal_files:
         goal_id = rel[6:-3]
+        if goal_id not in goal_items:
+            return f"goal {goal_id} changed while the beat ran"
+        if world.read.get(rel) == stats[rel]:
+            continue  # the bytes SENSE hashed are the file the survey found: not read again
         body = _read_stable(root, rel, stats)
         if body is None or goal_items.get(goal_id) != digest(body):
             return f"goal {goal_id} changed while the beat ran"
     playbook = world.items.get("playbook")
     if playbook is None:
         return None if stats.get(FILES["playbook"]) == "-" else "PLAYBOOK.md appeared"
+    if world.read.get(FILES["playbook"]) == stats.get(FILES["playbook"]):
+        return None
     body = _read_stable(root, FILES["playbook"], stats)
     if body is None or playbook != digest(body):
         return "PLAYBOOK.md changed while the beat ran"
