@@ -19,10 +19,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
+from _common import add_sensor, cleanup, looop_cmd
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 LOOOP = [sys.argv[2]] if len(sys.argv) > 2 else looop_cmd()
@@ -31,7 +32,10 @@ FULL = (10000, 8)
 
 
 def workdir(goals: int, sensors: int) -> Path:
-    root = fresh_workdir(f"scale-{goals}g-{sensors}s")
+    root = Path(tempfile.mkdtemp(prefix=f"looop-bench-scale-{goals}g-{sensors}s-")) / "wd"
+    subprocess.run([*LOOOP, "init", str(root)], check=True, capture_output=True)  # its own
+    for path in [*(root / "sensors").glob("*.sh"), *(root / "goals").glob("*.md")]:
+        path.unlink()
     for i in range(sensors):
         add_sensor(root, f"s{i:03}", f'echo \'{{"signal": {{"n": {i}}}, "detail": {{}}}}\'')
     for i in range(goals):

@@ -59,6 +59,12 @@ if TYPE_CHECKING:
         @property
         def error_code(self) -> Any: ...
 
+    class Goal(Protocol):
+        @property
+        def id(self) -> str: ...
+        @property
+        def stamp(self) -> str | None: ...
+
     class World(Protocol):
         @property
         def items(self) -> dict[str, str]: ...
@@ -68,6 +74,8 @@ if TYPE_CHECKING:
         def readings(self) -> Sequence[Reading]: ...
         @property
         def read(self) -> dict[str, str]: ...
+        @property
+        def goals(self) -> Sequence[Goal]: ...
         @property
         def heads(self) -> dict[str, tuple[float, float]]: ...
 
@@ -320,11 +328,12 @@ def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
     goal_items = {k[5:]: v for k, v in world.items.items() if k.startswith("goal:")}
     if len(goal_files) != len(goal_items):
         return "the goals on disk are not the goals the world holds"
+    held = {g.id: g.stamp for g in world.goals if g.stamp is not None}  # stat while read
     for rel in goal_files:
         goal_id = rel[6:-3]
         if goal_id not in goal_items:
             return f"goal {goal_id} changed while the beat ran"
-        if world.read.get(rel) == stats[rel]:
+        if held.get(goal_id) == stats[rel]:
             continue  # the bytes SENSE hashed are the file the survey found: not read again
         body = _read_stable(root, rel, stats)
         if body is None or goal_items.get(goal_id) != digest(body):

@@ -34,9 +34,10 @@ class World:
     probed: Seen  # what the probes found, typed (sessions, asks, goal activity)
     playbook: bytes | None = None  # PLAYBOOK.md as hashed (None: there is none)
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
-    # What SENSE read, by path in the work dir: the file's stat (survey.stat_text) while
-    # it held still, and for a sensor the (timeout, interval) its header set. The seal
-    # takes a file whose survey stat is this one as read: it never reads it twice.
+    # What SENSE read, by path in the work dir: PLAYBOOK's and each sensor's stat
+    # (survey.stat_text) while it held still (a goal's is GoalFile.stamp), and for a sensor
+    # the (timeout, interval) its header set. The seal takes a file whose survey stat is
+    # this one as read: it never reads it twice.
     read: dict[str, str] = field(default_factory=dict)
     heads: dict[str, tuple[float, float]] = field(default_factory=dict)
 
@@ -92,7 +93,7 @@ def sense(
         ((g.id, g.body) for g in goals),
         ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
     )
-    read = {f"goals/{g.id}.md": stat_text(g.stat) for g in goals if g.stat is not None}
+    read = {}  # goals keep their own stat (GoalFile.stat): no second table of 10,000
     if playbook_stat is not None:
         read["PLAYBOOK.md"] = stat_text(playbook_stat)
     heads = {}
