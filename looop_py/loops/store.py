@@ -184,12 +184,14 @@ def rows(shelf: Shelf, *, include_done: bool) -> list[RoundRow]:
     """
     found: list[RoundRow] = []
     for kind in (LIVE, ARCHIVE) if include_done else (LIVE,):
-        for name, data in shelf_mod.json_items(shelf, kind):
-            row = _row(name, data)
-            if row.live or include_done:
-                found.append(row)
+        found += [row for row in kind_rows(shelf, kind) if row.live or include_done]
     found.sort(key=lambda r: (r.started_at or 0, r.id))
     return found
+
+
+def kind_rows(shelf: Shelf, kind: str) -> list[RoundRow]:
+    """Every round of one kind (LIVE: live and recently done; ARCHIVE), by name."""
+    return [_row(name, data) for name, data in shelf_mod.json_items(shelf, kind)]
 
 
 def probe(shelf: Shelf) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py.asks import mailbox
 from looop_py.errors import UsageError
-from looop_py.loops import store
+from looop_py.loops import store, tally
 from looop_py.loops.specs import load_loops
 from looop_py.loops.store import RoundRow
 from looop_py.schedules.book import book_of
@@ -102,11 +102,15 @@ def overview(wd: WorkDir, now: float) -> LoopsView:
     specs, errors = load_loops(wd)
     book = book_of(wd).load()
     held = ledger.held(wd, now)
-    rounds = store.rows(wd.shelf, include_done=True)
+    current = store.kind_rows(wd.shelf, store.LIVE)  # live and recently done
+    current.sort(key=lambda r: (r.started_at or 0, r.id))
+    archive = tally.archived(wd)  # the archive, summed: not read while it is unchanged
     out = []
     for spec in specs:
-        mine = [r for r in rounds if r.loop == spec.name]
-        last = next((r for r in reversed(mine) if r.outcome), None)
+        mine = [r for r in current if r.loop == spec.name]
+        done = archive.get(spec.name, tally.Tally())
+        recent = tally.summed(mine).get(spec.name, tally.Tally())
+        lasts = [t for t in (done.last, recent.last) if t is not None]
         timing = book.loops.get(spec.name)
         out.append(
             LoopRow(
@@ -115,10 +119,10 @@ def overview(wd: WorkDir, now: float) -> LoopsView:
                 cadence=spec.cadence or ON_DEMAND_LABEL,
                 action=spec.action_kind,
                 next_fire_ts=timing.next_at if timing else None,
-                last_outcome=last.outcome if last else None,
+                last_outcome=max(lasts)[2] if lasts else None,
                 live_round=next((r.id for r in mine if r.live), None),
-                rounds=len(mine),
-                tokens=sum(r.tokens for r in mine),
+                rounds=done.rounds + recent.rounds,
+                tokens=done.tokens + recent.tokens,
                 held=None if held is None or any(r.live for r in mine) else "budget",
                 waiting=waiting_line(wd, mine),
             )
