@@ -300,15 +300,12 @@ def pending(wd: WorkDir) -> list[Ask]:
 
 
 def _unanswered(box: shelf.Shelf, answered: set[str]) -> list[tuple[str, Any]]:
-    """The asks not in `answered`, parsed (an unreadable one as None). On files only those
-    are read: the answered history is never read to find what waits (a shared shelf reads
-    them all in one request, which costs less than one request each)."""
+    """The asks not in `answered`, parsed (unreadable: None). On files only they are read,
+    never the answered history (a shared shelf reads all in one request, not one each)."""
     if box.shared:
         return [(n, d) for n, d in shelf.json_items(box, "asks") if n not in answered]
     out: list[tuple[str, Any]] = []
-    for name in box.names("asks"):
-        if name in answered:
-            continue
+    for name in (n for n in box.names("asks") if n not in answered):
         try:
             out.append((name, shelf.read_json(box, "asks", name)))
         except CorruptFile:

@@ -422,18 +422,11 @@ def dropped_lines(name: str) -> Lines:
 
 
 def prune_lines(result: Pruned) -> Lines:
-    if result.dry_run:
-        verb = {"s": "would remove session", "r": "would remove run", "a": "would archive round"}
-    else:
-        verb = {"s": "removed session", "r": "removed run", "a": "archived round"}
-    lines = [f"{verb['s']} {s}" for s in result.sessions_removed]
-    lines += [f"{verb['r']} {r}" for r in result.runs_removed]
-    lines += [f"{verb['a']} {r} to rounds/done/" for r in result.rounds_archived]
-    gone = "would remove" if result.dry_run else "removed"
-    what = {"rounds-done": "finished round", "asks": "ask", "forged": "forgery"}
-    lines += [
-        f"{gone} {what.get(e.kind, e.kind)} {e.name} ({e.why})" for e in result.history_removed
-    ]
+    gone, moved = ("would remove", "would archive") if result.dry_run else ("removed", "archived")
+    lines = [f"{gone} session {s}" for s in result.sessions_removed]
+    lines += [f"{gone} run {r}" for r in result.runs_removed]
+    lines += [f"{moved} round {r} to rounds/done/" for r in result.rounds_archived]
+    lines += [f"{gone} {e.kind} {e.name} ({e.why})" for e in result.history_removed]
     lines += [_event_line(e) for e in result.events if e["event"] != "session_pruned"]
     return lines or [f"nothing {'would go' if result.dry_run else 'to prune'}"]
 

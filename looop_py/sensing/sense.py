@@ -35,11 +35,10 @@ class World:
     playbook: bytes | None = None  # PLAYBOOK.md as hashed (None: there is none)
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
     # What SENSE read, by path in the work dir: PLAYBOOK's and each sensor's stat
-    # (survey.stat_text) while it held still (a goal's is GoalFile.stamp), and for a sensor
-    # the (timeout, interval) its header set. The seal takes a file whose survey stat is
-    # this one as read: it never reads it twice.
-    read: dict[str, str] = field(default_factory=dict)
-    heads: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # (survey.stat_text) while it held still (a goal's is GoalFile.stamp), and for a
+    # sensor the (timeout, interval) its header set. The seal takes a file whose survey
+    # stat is this one as read: it never reads it twice.
+    read: dict[str, tuple[str, float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +92,13 @@ def sense(
         ((g.id, g.body) for g in goals),
         ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
     )
-    read = {}  # goals keep their own stat (GoalFile.stat): no second table of 10,000
+    read = {}  # goals keep their own stamp (GoalFile.stamp): no second table of 10,000
     if playbook_stat is not None:
-        read["PLAYBOOK.md"] = stat_text(playbook_stat)
-    heads = {}
+        read["PLAYBOOK.md"] = (stat_text(playbook_stat), 0.0, 0.0)
     for sensor in found:
         if sensor.head is not None:
-            read[f"sensors/{sensor.name}.sh"] = stat_text(sensor.head)
-            heads[sensor.name] = (sensor.timeout_s, sensor.interval_s or 0.0)
+            head = (stat_text(sensor.head), sensor.timeout_s, sensor.interval_s or 0.0)
+            read[f"sensors/{sensor.name}.sh"] = head
     return World(
         items,
         world.world_hash(items),
@@ -110,7 +108,6 @@ def sense(
         playbook,
         goals,
         read,
-        heads,
     )
 
 

@@ -157,7 +157,7 @@ class CoordinationConfig:
 
 @dataclass(frozen=True, slots=True)
 class RetentionConfig:
-    """`[retention]`: how long history stays (beat/retention.py). A record goes once it is
+    """`[retention]`: how long history stays (beat/prune.py). A record goes once it is
     older than its `_s` or beyond the newest `_keep`; a round a report names, an ask a live
     round or a pending approval names, and the newest ask of each asker always stay."""
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from looop_py.asks import mailbox
-from looop_py.beat import pulse, retention
+from looop_py.beat import prune as retention  # retention lives in beat/prune.py
+from looop_py.beat import pulse
 from looop_py.beat.prune import prune
 from looop_py.engine.report import RoundOutcome
 from looop_py.engine.rounds import Phase, RoundState
@@ -149,7 +150,7 @@ def test_a_dry_run_changes_nothing_and_says_what_would_go(wd: Paths) -> None:
     names = [e["name"] for e in data["history_removed"]]
     assert rounds[0] in names and rounds[2] not in names
     human = invoke_looop("-C", str(wd.root), "prune", "--dry-run")
-    assert f"would remove finished round {rounds[0]} (older than 30 days)" in human.stdout
+    assert f"would remove rounds-done {rounds[0]} (older than 30 days)" in human.stdout
     assert _tree(wd.root) == before
     done = prune(open_wd(wd, lambda: NOW))
     assert [e.name for e in done.history_removed] == [e.name for e in dry.history_removed]

@@ -12,8 +12,8 @@ import pytest
 from looop_py.engine.report import RoundOutcome
 from looop_py.engine.rounds import Phase, RoundState
 from looop_py.engine.spec import LoopSpec
-from looop_py.loops import store, tally
-from looop_py.loops.views import overview
+from looop_py.loops import store
+from looop_py.loops.views import TALLY, overview
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
 
@@ -73,7 +73,7 @@ def test_a_damaged_tally_is_summed_afresh(looped: Paths, damage: bytes) -> None:
     for n in range(3):
         _done(looped, n)
     assert _row(looped) == _from_every_row(looped)
-    cache = looped.state / tally.NAME
+    cache = looped.state / TALLY
     record = json.loads(cache.read_bytes())
     cache.write_bytes(damage.replace(b'"stamp": []', f'"stamp": {record["stamp"]}'.encode()))
     assert _row(looped) == _from_every_row(looped) == (3, 30 + 3, "reported")
@@ -111,7 +111,7 @@ def hook(event, args):
         if path.startswith(root + os.sep):
             opens[os.path.relpath(path, root)] += 1
 from looop_py.coord.choose import open_workdir
-from looop_py.loops.views import overview
+from looop_py.loops.views import TALLY, overview
 from looop_py.workdir.paths import Paths
 wd = open_workdir(Paths(Path(root)))
 sys.addaudithook(hook)
