@@ -143,14 +143,16 @@ def file_stamp(path: Path | str) -> tuple[int, int, int, int]:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
-def read_bounded(path: Path | str, cap: int) -> bytes:
+def read_stamped(path: Path | str, cap: int) -> tuple[bytes, os.stat_result | None]:
     """The bytes of a regular file of at most `cap` bytes, never more read than that.
 
     A missing file raises FileNotFoundError; anything else that is not a small
     regular file (a directory, a FIFO, a device such as /dev/zero behind a
     symlink, a file past the cap, an unreadable one) raises CorruptFile with a
     message that does not change while the file stays wrong, so it can enter a
-    hash. A FIFO is opened without blocking.
+    hash. A FIFO is opened without blocking. With the bytes comes the file's stat when
+    it was the same before and after the read (so the bytes are what that stat names;
+    None when the file changed while it was read).
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -178,11 +180,23 @@ def read_bounded(path: Path | str, cap: int) -> bytes:
                     "make it smaller; looop never reads a file past its cap",
                 )
             chunks.append(chunk)
+        after = os.fstat(fd)
     except OSError as exc:
         raise CorruptFile(f"{path} cannot be read ({exc.strerror})") from None
     finally:
         os.close(fd)
-    return b"".join(chunks)
+    same = (after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == (
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    )
+    return b"".join(chunks), st if same else None
+
+
+def read_bounded(path: Path | str, cap: int) -> bytes:
+    """`read_stamped`'s bytes: a small regular file's, never more read than `cap`."""
+    return read_stamped(path, cap)[0]
 
 
 def shape_problem(

@@ -291,11 +291,25 @@ def pending(wd: WorkDir) -> list[Ask]:
         return []
     answered = set(box.names("answers"))
     out: list[Ask] = []
-    for name, data in shelf.json_items(box, "asks"):
-        if name not in answered and isinstance(data, dict):
+    for _name, data in _unanswered(box, answered):
+        if isinstance(data, dict):
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 out.append(Ask.from_json(data))
     out.sort(key=lambda a: (a.created_at, a.id))
+    return out
+
+
+def _unanswered(box: shelf.Shelf, answered: set[str]) -> list[tuple[str, Any]]:
+    """The asks not in `answered`, parsed (unreadable: None). On files only they are read,
+    never the answered history (a shared shelf reads all in one request, not one each)."""
+    if box.shared:
+        return [(n, d) for n, d in shelf.json_items(box, "asks") if n not in answered]
+    out: list[tuple[str, Any]] = []
+    for name in (n for n in box.names("asks") if n not in answered):
+        try:
+            out.append((name, shelf.read_json(box, "asks", name)))
+        except CorruptFile:
+            out.append((name, None))
     return out
 
 

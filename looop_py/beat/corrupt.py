@@ -8,6 +8,10 @@ forever (or worse, half-read). The beat checks them before REAP and moves each
 misfit to `corrupt/<where it was>.<time>`, so a human can look at it, and the
 beat goes on without it. Caches under state/ are never moved: their owners
 rebuild them when they do not fit.
+
+A record that fit is not read again while its file is unchanged: state/records-checked.json
+keeps the stat (mtime, ctime, size, inode) of each one that fit, so a beat reads only what
+was written since, never the whole history (a cache: unreadable, it is rebuilt).
 """
 
 from __future__ import annotations
@@ -33,22 +37,76 @@ def corrupt_dir(paths: Paths) -> Path:
     return paths.root / "corrupt"
 
 
+Stamp = tuple[object, ...]
+INDEX_NAME = "records-checked.json"
+
+
+class Checked:
+    """The records that fit when last read, by path relative to the work dir, with their
+    stamps; `seen` collects this run's, so records that went drop out when it is saved."""
+
+    __slots__ = ("path", "root", "seen", "was")
+
+    def __init__(self, paths: Paths) -> None:
+        self.root = paths.root
+        self.path = paths.state / INDEX_NAME
+        self.seen: dict[str, list[object]] = {}
+        try:
+            data = jsonio.read_json(self.path, {})
+        except LooopError:
+            data = {}
+        fit = data.get("fit") if isinstance(data, dict) and data.get("v") == 1 else None
+        self.was: dict[str, Any] = fit if isinstance(fit, dict) else {}
+
+    def known(self, path: Path, stamp: Stamp) -> bool:
+        """Did `path` fit when it was last read, and is it unchanged since?"""
+        rel = str(path.relative_to(self.root))
+        if self.was.get(rel) == list(stamp):
+            self.seen[rel] = list(stamp)
+            return True
+        return False
+
+    def fits(self, path: Path, stamp: Stamp) -> None:
+        self.seen[str(path.relative_to(self.root))] = list(stamp)
+
+    def save(self) -> None:
+        if self.seen != self.was:
+            with contextlib.suppress(OSError):
+                jsonio.write_json(self.path, {"v": 1, "fit": self.seen}, durable=False)
+
+
 def check_records(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     """Move every misfit record aside; one event dict (`record_set_aside`) for each."""
     events: list[dict[str, Any]] = []
-    for path, why in list(misfits(wd.paths)):
+    checked = Checked(wd.paths)
+    for path, why in list(misfits(wd.paths, checked)):
         moved = set_aside(wd, path, why, now)
         if moved is not None:
             events.append(moved)
+    checked.save()
     return events
 
 
-def misfits(paths: Paths) -> Iterator[tuple[Path, str]]:
-    """(path, why) of each record that does not fit; a session is its whole directory."""
-    yield from _rounds(paths)
-    yield from _sessions(paths)
-    yield from _claims(paths)
-    yield from _asks(paths)
+def misfits(paths: Paths, checked: Checked | None = None) -> Iterator[tuple[Path, str]]:
+    """(path, why) of each record that does not fit; a session is its whole directory.
+    With `checked`, a record unchanged since it last fit is not read again."""
+    index = checked if checked is not None else Checked(paths)
+    yield from _rounds(paths, index)
+    yield from _sessions(paths, index)
+    yield from _claims(paths, index)
+    yield from _asks(paths, index)
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        return jsonio.file_stamp(path)
+    except OSError:
+        return None
+
+
+def _unchanged(checked: Checked, path: Path) -> tuple[bool, Stamp | None]:
+    stamp = _stamp(path)
+    return stamp is not None and checked.known(path, stamp), stamp
 
 
 def set_aside(wd: WorkDir, path: Path, why: str, now: float) -> dict[str, Any] | None:
@@ -90,13 +148,11 @@ def _json_records(directory: Path) -> Iterator[Path]:
             yield directory / name
 
 
-def _rounds(paths: Paths) -> Iterator[tuple[Path, str]]:
+def _rounds(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
     files = [*_json_records(paths.rounds), *_json_records(paths.rounds / "done")]
-    if not files:
-        return
-    from looop_py.engine.rounds import RoundState  # only when there are rounds to check
+    for path, stamp in _changed(checked, files):
+        from looop_py.engine.rounds import RoundState  # only when a round changed
 
-    for path in files:
         data, why = _why_json(path)
         if why is None and data is not None:
             try:
@@ -105,9 +161,20 @@ def _rounds(paths: Paths) -> Iterator[tuple[Path, str]]:
                 why = f"not a round this looop can read ({exc})"
         if why is not None:
             yield path, why
+        elif data is not None:
+            checked.fits(path, stamp)
 
 
-def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
+def _changed(checked: Checked, files: list[Path]) -> Iterator[tuple[Path, Stamp]]:
+    """The files not known to fit as they are, each with the stamp it had before its read
+    (a write after the stat makes the stamp stale, so the next beat reads it again)."""
+    for path in files:
+        same, stamp = _unchanged(checked, path)
+        if not same and stamp is not None:
+            yield path, stamp
+
+
+def _sessions(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
     try:
         with os.scandir(paths.sessions) as it:
             dirs = sorted(e.path for e in it if is_safe_segment(e.name) and e.is_dir())
@@ -118,28 +185,38 @@ def _sessions(paths: Paths) -> Iterator[tuple[Path, str]]:
     from looop_py.workers import records  # only when there are sessions (reaping loads it too)
 
     for d in dirs:
+        files = [Path(d) / name for name in records.CHECKED]
+        stamp: Stamp = tuple(_stamp(f) for f in files)
+        if checked.known(Path(d), stamp):
+            continue
         why = records.misfit(Path(d))
         if why is not None:
             yield Path(d), why
+        else:
+            checked.fits(Path(d), stamp)
 
 
-def _claims(paths: Paths) -> Iterator[tuple[Path, str]]:
-    for path in _json_records(paths.claims):
+def _claims(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
+    for path, stamp in _changed(checked, list(_json_records(paths.claims))):
         data, why = _why_json(path)
         if why is None and data is not None and not isinstance(data, dict):
             why = "not a claim: a JSON object was expected"
         if why is not None:
             yield path, why
+        elif data is not None:
+            checked.fits(path, stamp)
 
 
-def _asks(paths: Paths) -> Iterator[tuple[Path, str]]:
-    for path in _json_records(paths.asks):
+def _asks(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
+    for path, stamp in _changed(checked, list(_json_records(paths.asks))):
         data, why = _why_json(path)
         if why is None and data is not None:
             why = _ask_misfit(path.stem, data)
         if why is not None:
             yield path, why
-    for path in _json_records(paths.answers):
+        elif data is not None:
+            checked.fits(path, stamp)
+    for path, stamp in _changed(checked, list(_json_records(paths.answers))):
         data, why = _why_json(path)
         if (
             why is None
@@ -149,6 +226,8 @@ def _asks(paths: Paths) -> Iterator[tuple[Path, str]]:
             why = "not an answer: an object with a string `answer` was expected"
         if why is not None:
             yield path, why
+        elif data is not None:
+            checked.fits(path, stamp)
 
 
 def _ask_misfit(stem: str, data: Any) -> str | None:

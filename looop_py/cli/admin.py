@@ -69,25 +69,29 @@ def schedule_drop(wd: WorkDir, name: str, as_json: bool) -> None:
 
 
 @click.command()
+@click.option("--dry-run", is_flag=True, help="Change nothing; list what would go.")
 @json_option
 @pass_workdir
-def prune(wd: WorkDir, as_json: bool) -> None:
-    """Housekeeping now: remove dead workers' sessions and old decide runs, archive old rounds.
+def prune(wd: WorkDir, dry_run: bool, as_json: bool) -> None:
+    """Housekeeping now: remove dead workers' sessions, old decide runs and old history.
 
     Removes the sessions of dead workers a beat has already settled (instead
     of after [workers] session_ttl_s), the decide archives in runs/ beyond
-    [limits] runs_keep, and moves rounds finished over an hour ago to
-    rounds/done/. Like a beat it also settles workers that just ended and
-    reaps dead claims. Prints what it did.
+    [limits] runs_keep, finished rounds, answered asks and refused forgeries
+    past their [retention] (a beat removes only per_beat of them at a time),
+    and moves rounds finished over an hour ago to rounds/done/. Like a beat it
+    also settles workers that just ended and reaps dead claims. Prints what it
+    did; with --dry-run, what it would do.
 
     \b
     Example:
+      looop prune --dry-run
       looop prune
-      looop prune --json | jq '.sessions_removed'
+      looop prune --json | jq '.history_removed[] | .name'
     """
     from looop_py.beat.prune import prune as run_prune
 
-    present(run_prune(wd), as_json, render.prune_lines)
+    present(run_prune(wd, dry_run=dry_run), as_json, render.prune_lines)
 
 
 COMMANDS = [schedules, schedule, prune]

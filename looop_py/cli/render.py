@@ -422,11 +422,13 @@ def dropped_lines(name: str) -> Lines:
 
 
 def prune_lines(result: Pruned) -> Lines:
-    lines = [f"removed session {s}" for s in result.sessions_removed]
-    lines += [f"removed run {r}" for r in result.runs_removed]
-    lines += [f"archived round {r} to rounds/done/" for r in result.rounds_archived]
+    gone, moved = ("would remove", "would archive") if result.dry_run else ("removed", "archived")
+    lines = [f"{gone} session {s}" for s in result.sessions_removed]
+    lines += [f"{gone} run {r}" for r in result.runs_removed]
+    lines += [f"{moved} round {r} to rounds/done/" for r in result.rounds_archived]
+    lines += [f"{gone} {e.kind} {e.name} ({e.why})" for e in result.history_removed]
     lines += [_event_line(e) for e in result.events if e["event"] != "session_pruned"]
-    return lines or ["nothing to prune"]
+    return lines or [f"nothing {'would go' if result.dry_run else 'to prune'}"]
 
 
 def _event_line(e: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import frontmatter, goal_paths, read_goal
+from looop_py.workdir.goals import frontmatter, goal_paths, read_goal_once
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -33,7 +33,8 @@ def index(wd: WorkDir, *, save: bool = True) -> dict[str, dict[str, Any]]:
 def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
     paths = wd.paths
     cached = _read(wd, paths.loops_index)
-    entries = cached.get("goals") if isinstance(cached, dict) else None
+    fits = isinstance(cached, dict) and cached.get("v") == VERSION
+    entries = cached.get("goals") if fits else None
     if not isinstance(entries, dict):
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
@@ -43,17 +44,29 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
             st = path.stat()
         except OSError:
             continue  # gone, or a link to nowhere or to itself: not a loop
-        stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
+        stamp = f"{st.st_mtime_ns}.{st.st_size}.{st.st_ino}"
         entry = entries.get(goal_id)
-        if not isinstance(entry, dict) or entry.get("stamp") != stamp:
-            entry = {"stamp": stamp, **_describe(goal_id, path)}
+        known = entry if isinstance(entry, str) else _get(entry, "stamp")
+        if known != stamp:
+            described = _describe(wd, goal_id, path)
+            # A goal that is no loop is its stamp alone: at 10,000 goals the file stays flat,
+            # so reading it never walks 10,000 objects for their depth.
+            entry = {"stamp": stamp, **described} if described.get("loop") else stamp
             changed = True
         fresh[goal_id] = entry
     if save and (changed or set(fresh) != set(entries)):
         with contextlib.suppress(OSError):
             # Compact: at thousands of goals, pretty-printing doubled what every beat reads.
-            jsonio.atomic_write(paths.loops_index, jsonio.dumps({"v": 1, "goals": fresh}) + b"\n")
-    return {g: e for g, e in fresh.items() if e.get("loop")}
+            record = {"v": VERSION, "goals": fresh}
+            jsonio.atomic_write(paths.loops_index, jsonio.dumps(record) + b"\n")
+    return {g: e for g, e in fresh.items() if isinstance(e, dict) and e.get("loop")}
+
+
+VERSION = 2  # 2: a goal that is no loop is its stamp string alone
+
+
+def _get(entry: Any, key: str) -> Any:
+    return entry.get(key) if isinstance(entry, dict) else None
 
 
 def _read(wd: WorkDir, path: Path) -> Any:
@@ -70,8 +83,8 @@ def _parse(path: Path) -> dict[str, Any]:
     return jsonio.read_object(path) or {}
 
 
-def _describe(goal_id: str, path: Path) -> dict[str, Any]:
-    goal = read_goal(goal_id, path)
+def _describe(wd: WorkDir, goal_id: str, path: Path) -> dict[str, Any]:
+    goal = read_goal_once(wd, goal_id, path)
     if goal is None or goal.error is not None:
         return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
     if goal.body[:3] != b"---":

@@ -184,12 +184,14 @@ def rows(shelf: Shelf, *, include_done: bool) -> list[RoundRow]:
     """
     found: list[RoundRow] = []
     for kind in (LIVE, ARCHIVE) if include_done else (LIVE,):
-        for name, data in shelf_mod.json_items(shelf, kind):
-            row = _row(name, data)
-            if row.live or include_done:
-                found.append(row)
+        found += [row for row in kind_rows(shelf, kind) if row.live or include_done]
     found.sort(key=lambda r: (r.started_at or 0, r.id))
     return found
+
+
+def kind_rows(shelf: Shelf, kind: str) -> list[RoundRow]:
+    """Every round of one kind (LIVE: live and recently done; ARCHIVE), by name."""
+    return [_row(name, data) for name, data in shelf_mod.json_items(shelf, kind)]
 
 
 def probe(shelf: Shelf) -> dict[str, Any]:
@@ -264,14 +266,21 @@ def archive_done(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> li
 
     Each beat then reads only live rounds (and the last hour's).
     """
-    moved: list[str] = []
+    return [
+        name for name in to_archive(shelf, now, keep_s=keep_s) if shelf.move(LIVE, name, ARCHIVE)
+    ]
+
+
+def to_archive(shelf: Shelf, now: float, *, keep_s: float = DONE_KEEP_S) -> list[str]:
+    """The live rounds that ended over `keep_s` ago (what `archive_done` moves)."""
+    due: list[str] = []
     for name, data in shelf_mod.json_items(shelf, LIVE):
         if not isinstance(data, dict) or data.get("phase") != DONE:
             continue
         ended = jsonio.number(data.get("ended_at"))
-        if ended is not None and now - ended > keep_s and shelf.move(LIVE, name, ARCHIVE):
-            moved.append(name)
-    return moved
+        if ended is not None and now - ended > keep_s:
+            due.append(name)
+    return due
 
 
 # -- memory ------------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ run (exactly the bytes normalization reads) and of its signal item, so a run
 whose detail churned while its signal held is checked by parsing that one
 output (sensing/steady.py), not by a full beat. beat/quiet.py checks it.
 
-It seals only what it verified: the goals and PLAYBOOK on disk are re-read and
-must hash to the world's items with the surveyed stat before and after, every
-probe must have said what it says of an empty work dir, and no goal may be a
-loop. Anything it cannot vouch for leaves no seal, and the next beat is a full
-one. This module is the only reader and writer of the seal; at import it loads
-nothing a quiet beat does not use (no pathlib, JSON, enum or subprocess).
+It seals only what it verified: the goals, PLAYBOOK and sensor headers are the files
+SENSE read (the stat they held then is the surveyed one; else each is re-read, stable
+before and after, and must hash to the world's item), every probe said what it says
+of an empty work dir, and no goal is a loop. Anything it cannot vouch for leaves no
+seal: the next beat is a full one. This module alone reads and writes the seal; at
+import it loads nothing a quiet beat does not use (no pathlib, JSON, enum or subprocess).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from looop_py.workdir.config import Config
+    from looop_py.workdir.goals import GoalFile
 
     # What the writer reads of sense.World, sense.Committed and sensors.Reading
     # (named structurally: sensors imports this module).
@@ -66,6 +67,10 @@ if TYPE_CHECKING:
         def hash(self) -> str: ...
         @property
         def readings(self) -> Sequence[Reading]: ...
+        @property
+        def read(self) -> dict[str, tuple[str, float, float]]: ...
+        @property
+        def goals(self) -> Sequence[GoalFile]: ...
 
     # A probe's signal now, each process it rests on (pid, create time), when the
     # first of its records expires: what beat/vouch.py tells the writer.
@@ -240,13 +245,17 @@ def seal(
     cap = cfg.sensors.max_bytes
     for reading in world.readings:
         name = reading.stem.removeprefix("sensor-")
-        header = _read_header(root, f"sensors/{name}.sh", stats)
-        if header is None:
-            return f"sensor {name} changed while the beat ran"
+        rel = f"sensors/{name}.sh"
+        if (read := world.read.get(rel)) is not None and read[0] == stats.get(rel):
+            timeout, interval = read[1:]  # discovery read this very header
+        else:
+            header = _read_header(root, rel, stats)
+            if header is None:
+                return f"sensor {name} changed while the beat ran"
+            timeout = header.get("timeout", cfg.sensors.timeout_s)
+            interval = header.get("interval") or 0.0
         if reading.raw_digest is None and not reading.cached:
             return f"sensor {name} did not run (refused)"
-        timeout = header.get("timeout", cfg.sensors.timeout_s)
-        interval = header.get("interval") or 0.0
         error = "-" if reading.ok else _literal(reading.error_code)
         item = world.items.get(f"snap:{reading.stem}")
         signal = digest(item.encode()) if item is not None else "-"
@@ -315,20 +324,23 @@ def _unsealable(
 
 
 def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
-    """The goals and PLAYBOOK on disk now are the bytes the world hashed, and unchanged
-    since the survey: the seal never vouches for an edit the beat did not see."""
+    """The goals and PLAYBOOK on disk are what the world hashed, unchanged since the survey."""
     goal_files = sorted(k for k in stats if k.startswith("goals/") and k.endswith(".md"))
     goal_items = {k[5:]: v for k, v in world.items.items() if k.startswith("goal:")}
     if len(goal_files) != len(goal_items):
         return "the goals on disk are not the goals the world holds"
+    held = {g.id: g.stamp for g in world.goals}  # each goal's stat while SENSE read it
     for rel in goal_files:
-        goal_id = rel[6:-3]
+        if held.get(goal_id := rel[6:-3]) == stats[rel]:
+            continue  # the bytes SENSE hashed are the file the survey found: not read again
         body = _read_stable(root, rel, stats)
         if body is None or goal_items.get(goal_id) != digest(body):
             return f"goal {goal_id} changed while the beat ran"
     playbook = world.items.get("playbook")
     if playbook is None:
         return None if stats.get(FILES["playbook"]) == "-" else "PLAYBOOK.md appeared"
+    if world.read.get(FILES["playbook"], ("",))[0] == stats.get(FILES["playbook"]):
+        return None
     body = _read_stable(root, FILES["playbook"], stats)
     if body is None or playbook != digest(body):
         return "PLAYBOOK.md changed while the beat ran"

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio, procs, world
 from looop_py.sensing import probes, sensors
 from looop_py.sensing.probes import Seen
+from looop_py.sensing.survey import stat_text
 from looop_py.workdir.environ import child_env
-from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook
+from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook_stamped
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
@@ -33,6 +34,11 @@ class World:
     probed: Seen  # what the probes found, typed (sessions, asks, goal activity)
     playbook: bytes | None = None  # PLAYBOOK.md as hashed (None: there is none)
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
+    # What SENSE read, by path in the work dir: PLAYBOOK's and each sensor's stat
+    # (survey.stat_text) while it held still (a goal's is GoalFile.stamp), and for a
+    # sensor the (timeout, interval) its header set. The seal takes a file whose survey
+    # stat is this one as read: it never reads it twice.
+    read: dict[str, tuple[str, float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +86,28 @@ def sense(
     for stem, snap in found_by_probes:
         jsonio.write_json_if_changed(wd.paths.snapshot(stem), snap)
         snapshots[stem] = snap
-    playbook = read_playbook(wd)
+    playbook, playbook_stat = read_playbook_stamped(wd)
     items = world.build_items(
         playbook,
         ((g.id, g.body) for g in goals),
         ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
     )
+    read = {}  # goals keep their own stamp (GoalFile.stamp): no second table of 10,000
+    if playbook_stat is not None:
+        read["PLAYBOOK.md"] = (stat_text(playbook_stat), 0.0, 0.0)
+    for sensor in found:
+        if sensor.head is not None:
+            head = (stat_text(sensor.head), sensor.timeout_s, sensor.interval_s or 0.0)
+            read[f"sensors/{sensor.name}.sh"] = head
     return World(
-        items, world.world_hash(items), tuple(readings), snapshots, probed, playbook, goals
+        items,
+        world.world_hash(items),
+        tuple(readings),
+        snapshots,
+        probed,
+        playbook,
+        goals,
+        read,
     )
 
 

@@ -38,6 +38,7 @@ class Sensor:
     mtime: float
     timeout_s: float
     interval_s: float | None
+    head: os.stat_result | None = None  # its stat while the header was read (unchanged)
 
     @property
     def stem(self) -> str:
@@ -87,10 +88,13 @@ def discover(paths: Paths, default_timeout_s: float) -> list[Sensor]:
         name = entry.name.removesuffix(".sh")
         if name == entry.name or not is_safe_segment(name) or not entry.is_file():
             continue
+        held: os.stat_result | None = None
         try:
             fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
+                before = os.fstat(fd)
                 header = parse_header(os.read(fd, 4096))  # only the head: never the whole file
+                held = before if _same(before, os.fstat(fd)) else None
             finally:
                 os.close(fd)
             mtime = entry.stat().st_mtime
@@ -98,8 +102,17 @@ def discover(paths: Paths, default_timeout_s: float) -> list[Sensor]:
             header, mtime = {}, 0.0
         timeout = header.get("timeout", default_timeout_s)
         interval = header.get("interval")
-        sensors.append(Sensor(name, Path(entry.path), mtime, timeout, interval or None))
+        sensors.append(Sensor(name, Path(entry.path), mtime, timeout, interval or None, held))
     return sensors
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_ino, a.st_size, a.st_mtime_ns, a.st_ctime_ns) == (
+        b.st_ino,
+        b.st_size,
+        b.st_mtime_ns,
+        b.st_ctime_ns,
+    )
 
 
 # -- normalization (pure) ------------------------------------------------------

@@ -97,6 +97,13 @@ RANGES: dict[str, Range] = {
     "workers.verify_budget_s": seconds(DAY, zero="no verify runs; they wait for a later beat"),
     "notify.timeout_s": seconds(HOUR),
     "notify.fail_streak": Range(1, 1000),
+    "retention.rounds_s": seconds(10 * 365 * DAY),
+    "retention.rounds_keep": Range(1, 100_000),
+    "retention.asks_s": seconds(10 * 365 * DAY),
+    "retention.asks_keep": Range(50, 100_000),  # the page's answered history shows 50
+    "retention.forged_s": seconds(10 * 365 * DAY),
+    "retention.forged_keep": Range(1, 100_000),
+    "retention.per_beat": Range(1, 10_000),
     # etcd leases are whole seconds and at least 2 (below that, elections outlast them)
     "coordination.lease_ttl_s": Range(2, HOUR, "s"),
     "coordination.timeout_s": seconds(MINUTE),

@@ -156,6 +156,21 @@ class CoordinationConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """`[retention]`: how long history stays (beat/prune.py). A record goes once it is
+    older than its `_s` or beyond the newest `_keep`; a round a report names, an ask a live
+    round or a pending approval names, and the newest ask of each asker always stay."""
+
+    rounds_s: float = 2592000.0  # finished rounds in rounds/done/: 30 days …
+    rounds_keep: int = 500  # … and at most this many
+    asks_s: float = 2592000.0  # answered and expired asks, with their answers: 30 days …
+    asks_keep: int = 500  # … and at most this many (the page shows the newest 50)
+    forged_s: float = 2592000.0  # refused forgeries kept for a human to read: 30 days …
+    forged_keep: int = 100  # … and at most this many
+    per_beat: int = 50  # records a beat deletes at most (`looop prune` deletes them all)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
@@ -173,6 +188,7 @@ class Config:
     env: EnvConfig = field(default_factory=EnvConfig)  # safety: see EnvConfig
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
 
 
 def load(path: Path, cache: Path | None = None, *, write_cache: bool = True) -> Config:

@@ -42,6 +42,7 @@ class GoalFile:
     path: Path
     body: bytes
     error: str | None = None
+    stamp: str | None = None  # the file's stat while it was read (`stamp_of`), if it held
 
 
 def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str | None:
@@ -125,26 +126,58 @@ def _why(exc: CorruptFile, path: Path) -> str:
 
 def read_playbook(wd: WorkDir) -> bytes | None:
     """PLAYBOOK.md's bytes; None when there is none; a notice when it cannot be read."""
+    return read_playbook_stamped(wd)[0]
+
+
+def read_playbook_stamped(wd: WorkDir) -> tuple[bytes | None, os.stat_result | None]:
+    """`read_playbook`, with the file's stat when it held still while it was read."""
     why = outside_link(wd, wd.paths.playbook)
     if why:
-        return notice("PLAYBOOK.md", why)
+        return notice("PLAYBOOK.md", why), None
     try:
-        return jsonio.read_bounded(wd.paths.playbook, PLAYBOOK_CAP)
+        return jsonio.read_stamped(wd.paths.playbook, PLAYBOOK_CAP)
     except FileNotFoundError:
-        return None
+        return None, None
     except CorruptFile as exc:
-        return notice("PLAYBOOK.md", _why(exc, wd.paths.playbook))
+        return notice("PLAYBOOK.md", _why(exc, wd.paths.playbook)), None
 
 
 def read_goal(goal_id: str, path: Path, cap: int = GOAL_CAP) -> GoalFile | None:
     """One goal file, bounded; None if it vanished; an error GoalFile if it cannot be read."""
     try:
-        return GoalFile(goal_id, path, jsonio.read_bounded(path, cap))
+        body, st = jsonio.read_stamped(path, cap)
+        return GoalFile(goal_id, path, body, stamp=None if st is None else stamp_of(st))
     except FileNotFoundError:
         return None
     except CorruptFile as exc:
         why = _why(exc, path)
         return GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
+
+
+def stamp_of(st: os.stat_result) -> str:
+    """A stat as the survey writes it (sensing/survey.py stat_text, kept equal by a test;
+    that module stays free of this one's imports): a string, not the stat_result, so
+    10,000 goals hold 10,000 short strings."""
+    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
+
+
+def read_goal_once(
+    wd: WorkDir, goal_id: str, path: Path, cap: int = GOAL_CAP, *, keep: bool = True
+) -> GoalFile | None:
+    """`read_goal`, read once within a beat's pass over goals/ (`wd.memo.scope()`): the
+    loop index reads a goal edited since the last beat and keeps the read (`keep`);
+    SENSE takes it from there (and keeps nothing: at 10,000 goals memory stays flat)."""
+    reads: dict[str, GoalFile | None] = wd.memo.once("goal-reads", dict)
+    if goal_id in reads:
+        goal = reads.pop(goal_id) if not keep else reads[goal_id]
+    else:
+        goal = read_goal(goal_id, path)
+        if keep:
+            reads[goal_id] = goal
+    if goal is None or goal.error is not None or len(goal.body) <= cap:
+        return goal
+    why = f"is larger than the {jsonio.size_text(cap)} cap"
+    return GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
 
 
 def read_goals(wd: WorkDir) -> list[GoalFile]:
@@ -157,7 +190,7 @@ def read_goals(wd: WorkDir) -> list[GoalFile]:
     ]
     room = GOALS_TOTAL_CAP
     for goal_id, path in found:
-        goal = read_goal(goal_id, path, min(GOAL_CAP, max(0, room)))
+        goal = read_goal_once(wd, goal_id, path, min(GOAL_CAP, max(0, room)), keep=False)
         if goal is None:
             continue  # removed while we listed
         if goal.error is not None and room < GOAL_CAP and "cap" in goal.error:

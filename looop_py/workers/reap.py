@@ -57,6 +57,14 @@ def housekeeping(wd: WorkDir, now: float, *, ttl_s: float | None = None) -> list
     return events
 
 
+def settled(d: Path) -> bool:
+    """Would `looop prune` remove this session now: read, finalized, its worker gone?"""
+    meta, status = read_record(d / META), read_record(d / STATUS)
+    if meta.get("unreadable") or status.get("unreadable") or not status.get("finalized_at"):
+        return False
+    return not (isinstance(meta.get("pid"), int) and is_alive(meta["pid"], meta.get("create_time")))
+
+
 def _housekeep_one(
     wd: WorkDir, d: Path, now: float, budget_end: float, *, ttl_s: float
 ) -> list[dict[str, Any]]:

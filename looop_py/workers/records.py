@@ -34,6 +34,7 @@ OUTPUT = "output.log"
 RESULT = "result.json"
 THROWAWAY = "l1-copy"  # an L1 worker's throwaway copy (in a temp dir) when no read-only mode
 VERIFY = "verify.json"
+CHECKED = (META, STATUS, RESULT, VERIFY)  # the files `misfit` reads
 KILL = "kill.json"
 SUPERVISOR_LOG = "supervisor.log"
 
@@ -92,7 +93,7 @@ def misfit(d: Path) -> str | None:
 
     A file that is missing is fine (a start in progress, a worker still running).
     """
-    for name in (META, STATUS, RESULT, VERIFY):
+    for name in CHECKED:
         try:
             data = jsonio.read_json(d / name)
         except CorruptFile as exc:

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from looop_py.asks import mailbox
 from looop_py.beat import pulse
 from looop_py.beat.decide import gather_prompt
 from looop_py.beat.preview import preview
 from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
+from looop_py.engine.report import RoundOutcome
+from looop_py.engine.rounds import Phase, RoundState
+from looop_py.engine.spec import LoopSpec
+from looop_py.loops import store
+from looop_py.sensing import seal
 from looop_py.sensing.sense import sense
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
-from tests.conftest import open_wd
+from tests.conftest import open_wd, write_sensor
 
 LOOP_GOAL = """---
 intent: Say hello on a cadence.
@@ -121,3 +130,133 @@ def test_a_beat_lists_goals_and_builds_the_loop_index_once(
     pulse.beat(open_wd(wd, clock=lambda: 1_700_000_000.0))
     assert calls == {"scan": 1, "index": 1}
     assert loopindex.index(open_wd(wd)) and calls["index"] == 2  # outside a beat: worked out afresh
+
+
+# -- read at most once: counted in a child interpreter by an audit hook on open() ---------------
+
+COUNT_OPENS = """
+import collections, json, os, sys
+from pathlib import Path
+root = sys.argv[1]
+opens = collections.Counter()
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        if path.startswith(root + os.sep):
+            opens[os.path.relpath(path, root)] += 1
+from looop_py.beat import pulse
+from looop_py.coord.choose import open_workdir
+from looop_py.workdir.paths import Paths
+wd = open_workdir(Paths(Path(root)))
+sys.addaudithook(hook)
+result = pulse.beat(wd, force=sys.argv[2] == "force")
+print(json.dumps({"outcome": result.outcome.value, "opens": opens}))
+"""
+
+
+def _opens(wd: Paths, how: str = "force") -> tuple[str, dict[str, int]]:
+    """A full beat in a fresh interpreter: its outcome and how often it opened each file."""
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_OPENS, str(wd.root), how],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    found = json.loads(done.stdout)
+    return found["outcome"], found["opens"]
+
+
+def test_a_full_beat_opens_each_goal_sensor_and_the_playbook_once(wd: Paths) -> None:
+    for i in range(12):
+        (wd.goals / f"g{i:02}.md").write_text(f"# Goal {i}\n\nkeep {i} tidy\n")
+    for name in ("one", "two"):
+        write_sensor(wd, name, f'echo \'{{"signal": "{name}"}}\'')
+    wd.playbook.write_text("# Playbook\n\nbe kind\n")
+    outcome, opens = _opens(wd)
+    assert outcome == "decided"
+    assert (wd.root / seal.SEAL).exists(), "the seal was written from what SENSE read"
+    texts = {k: n for k, n in opens.items() if k.startswith(("goals/", "sensors/", "PLAYBOOK"))}
+    assert len(texts) == 12 + 1 + 2 + 1  # the starter goal too
+    assert set(texts.values()) == {1}, {k: n for k, n in texts.items() if n != 1}
+
+
+def test_a_goal_edited_after_sense_read_it_never_passes_the_seal(wd: Paths) -> None:
+    """The decider runs between SENSE and the seal: it rewrites a goal to the same size and
+    puts its mtime back, so only the inode and ctime say it changed."""
+    goal = wd.goals / "tidy.md"
+    goal.write_text("# Tidy\n\nthe hashed one\n")
+    edit = (
+        "cat > /dev/null; st=$(stat -c %Y goals/tidy.md); "
+        "printf '# Tidy\\n\\nthe EDITED one\\n' > goals/.t && mv goals/.t goals/tidy.md; "
+        "touch -d @$st goals/tidy.md; "
+        'echo \'{"action": "noop", "reason": "edited a goal"}\''
+    )
+    wd.config.write_text(f'[decider]\nbackend = "command"\ncommand = {json.dumps(edit)}\n')
+    result = pulse.beat(open_wd(wd), force=True)
+    assert result.outcome == "decided", result.reason
+    assert "EDITED" in goal.read_text()
+    assert not (wd.root / seal.SEAL).exists(), "the seal vouched for bytes SENSE never read"
+    wd.config.write_text('[decider]\nbackend = "noop"\n')
+    assert pulse.beat(open_wd(wd)).outcome == "decided"  # the edit is seen: the world changed
+
+
+def _history(wd: Paths, rounds: int, asks: int) -> None:
+    spec = LoopSpec.from_dict({"name": "sweep", "intent": "x", "level": "L1"})
+    w = open_wd(wd)
+    now = time.time()
+    for i in range(rounds):
+        ended = now - 3600 * (i + 2)
+        rid = f"sweep-{i:04}"
+        state = RoundState(
+            id=rid,
+            spec=spec,
+            phase=Phase.DONE,
+            started_at=ended - 60,
+            updated_at=ended,
+            ended_at=ended,
+            outcome=RoundOutcome.REPORTED,
+        )
+        store.rounds_of(w).save(state)
+        assert w.shelf.move(store.LIVE, rid, store.ARCHIVE)
+    for i in range(asks):
+        ask = mailbox.open_ask(w, prompt=f"ok {i}?", asker="human", now=now - 100 + i)
+        mailbox.answer(w, ask.id, "yes", now=now - 50 + i)
+
+
+def test_a_changed_beat_reads_no_record_that_fit_and_did_not_change(wd: Paths) -> None:
+    _history(wd, rounds=30, asks=10)
+    outcome, opens = _opens(wd)  # the first look reads them all, and notes that they fit
+    assert outcome == "decided" and opens.get("rounds/done/sweep-0000.json") is not None
+    (wd.goals / "new.md").write_text("# New\n")  # something changed: a full beat
+    outcome, opens = _opens(wd, "changed")
+    assert outcome == "decided"
+    history = {k: n for k, n in opens.items() if k.startswith(("rounds/", "asks/", "answers/"))}
+    assert history == {}, history
+
+
+def test_a_record_damaged_in_place_is_still_set_aside(wd: Paths) -> None:
+    """Same size, mtime put back: the ctime (and the index's stat) still tell."""
+    _history(wd, rounds=3, asks=0)
+    pulse.beat(open_wd(wd), force=True)
+    path = wd.rounds / "done" / "sweep-0001.json"
+    size, st = path.stat().st_size, path.stat()
+    with path.open("r+b") as f:
+        f.write(b"#" * 8)  # no longer JSON, same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == size
+    pulse.beat(open_wd(wd), force=True)
+    assert not path.exists()
+    assert list((wd.root / "corrupt" / "rounds" / "done").glob("sweep-0001.json.*"))
+
+
+def test_a_goals_read_stamp_is_written_as_the_survey_writes_a_stat(wd: Paths) -> None:
+    """workdir/goals.py spells the survey's stat text itself (the survey imports nothing);
+    a drift would make every seal read every goal again, or never match."""
+    from looop_py.sensing import survey
+    from looop_py.workdir import goals
+
+    (wd.goals / "tidy.md").write_text("# Tidy\n")
+    goal = goals.read_goal("tidy", wd.goals / "tidy.md")
+    assert goal is not None and goal.stamp is not None
+    assert goal.stamp == survey.stat_text(os.lstat(wd.goals / "tidy.md"))

@@ -174,6 +174,8 @@ STATE_FILES = [
     "state/wal.json",
     "state/last-shell.json",
     "state/schedules/tick.json",
+    "state/records-checked.json",
+    "state/retention.json",
 ]
 
 
