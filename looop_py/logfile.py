@@ -1,7 +1,8 @@
 """Append-only line files (events.jsonl, errors.log) and the UTC stamps their lines carry.
 
 os and time only: the quiet beat appends its event line without loading a JSON
-library (beat/quiet.py), and jsonio and the journal use the same two functions.
+library (beat/quiet.py), and jsonio and the journal use the same two functions. The
+quiet beat spells its JSON with `json_str` and `json_literal` for the same reason.
 """
 
 from __future__ import annotations
@@ -34,3 +35,20 @@ def append_text(
 def iso(ts: float) -> str:
     """UTC, millisecond precision: 2026-11-22T09:30:00.123Z."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+
+
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f"})
+_ESCAPES[13] = "\\r"
+
+
+def json_literal(value: object) -> str:
+    """A scalar as JSON: a sensor's error field (an exit code or a word), say."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return str(value) if isinstance(value, int) else json_str(str(value))
+
+
+def json_str(text: str) -> str:
+    """A JSON string literal (RFC 8259 escapes; other characters as UTF-8)."""
+    return '"' + text.translate(_ESCAPES) + '"'

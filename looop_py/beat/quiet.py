@@ -224,15 +224,15 @@ def _record(
     except FileNotFoundError:
         pass
     sensors = ",".join(
-        f'{seal.json_str(n)}:{{"status":"failed","ms":{_ms(runs.get(n))!r},"error":{error}}}'
+        f'{logfile.json_str(n)}:{{"status":"failed","ms":{_ms(runs.get(n))!r},"error":{error}}}'
         for n, _, _, _, error in sealed.sensors
         if error != "-"
     )
     failed = sum(error != "-" for *_, error in sealed.sensors)
     ms = round((time.monotonic() - started) * 1000, 1)
-    h = seal.json_str(sealed.hash)
+    h = logfile.json_str(sealed.hash)
     line = (
-        f'{{"ts":{seal.json_str(logfile.iso(time.time()))},"event":"beat","outcome":"skipped",'
+        f'{{"ts":{logfile.json_str(logfile.iso(time.time()))},"event":"beat","outcome":"skipped",'
         f'"world_hash":{h},"prev_hash":{h},"forced":false,"forced_by":null,"changed":[],'
         f'"sensors":{{{sensors}}},"move":null,"reason":null,"decide":{{}},"ms":{ms!r},'
         f'"sensors_steady":{len(sealed.sensors) - failed},"sealed":true}}\n'

@@ -24,7 +24,7 @@ import os
 import stat
 import sys
 
-from looop_py import __version__, procs
+from looop_py import __version__, logfile, procs
 from looop_py.sensing.survey import (
     ANSWERS,
     ASKS,
@@ -256,7 +256,7 @@ def seal(
             interval = header.get("interval") or 0.0
         if reading.raw_digest is None and not reading.cached:
             return f"sensor {name} did not run (refused)"
-        error = "-" if reading.ok else _literal(reading.error_code)
+        error = "-" if reading.ok else logfile.json_literal(reading.error_code)
         item = world.items.get(f"snap:{reading.stem}")
         signal = digest(item.encode()) if item is not None else "-"
         fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", signal, error)
@@ -443,20 +443,3 @@ def read(root: str) -> Sealed | None:
             return Sealed(f.read())
     except (OSError, ValueError, IndexError):
         return None
-
-
-_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
-_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f"})
-_ESCAPES[13] = "\\r"
-
-
-def _literal(value: object) -> str:
-    """A sensor's error field (an exit code or a word) as JSON."""
-    if isinstance(value, bool) or value is None:
-        return {True: "true", False: "false", None: "null"}[value]
-    return str(value) if isinstance(value, int) else json_str(str(value))
-
-
-def json_str(text: str) -> str:
-    """A JSON string literal (RFC 8259 escapes; other characters as UTF-8)."""
-    return '"' + text.translate(_ESCAPES) + '"'
