@@ -97,6 +97,7 @@ class Standing:
     host: str
     pulse_host: str | None = None  # who holds the pulse now (None: free)
     pulse_epoch: int | None = None
+    pulse_since: float | None = None  # when its holder took it (it keeps it across beats)
     committed: Committed | None = None  # the shared committed world
     claims: int = 0  # live claims on the backend, every host's (the pulse left out)
     error: str | None = None  # the backend could not be read
@@ -105,7 +106,11 @@ class Standing:
         return {
             "backend": self.backend,
             "host": self.host,
-            "pulse": {"host": self.pulse_host, "epoch": self.pulse_epoch}
+            "pulse": {
+                "host": self.pulse_host,
+                "epoch": self.pulse_epoch,
+                "since": journal.iso(self.pulse_since) if self.pulse_since else None,
+            }
             if self.pulse_host is not None
             else None,
             "claims": self.claims,
@@ -135,6 +140,7 @@ def standing(wd: WorkDir) -> Standing | None:
         host,
         held.host if held else None,
         held.epoch if held else None,
+        held.acquired_at if held else None,
         _committed(data),
         claims,
     )
@@ -161,10 +167,11 @@ def beat_shared(
         try:
             coord = coordinator(wd)
             token = stack.enter_context(coord.pulse())
-        except ClaimHeld as exc:
-            reason = f"another pulse is running: {exc.message}"
+        except ClaimHeld as exc:  # another host holds the pulse: one read, nothing written
+            held_by = getattr(exc, "holder", None)  # coord/election.py PulseHeld
+            reason = exc.message if held_by else f"another pulse is running: {exc.message}"
             journal.emit(wd, "beat", wd.clock(), outcome=BeatOutcome.LOCKED.value, reason=reason)
-            return BeatResult(BeatOutcome.LOCKED, reason=reason)
+            return BeatResult(BeatOutcome.LOCKED, reason=reason, held_by=held_by)
         except Unavailable as exc:
             return _skipped(wd, exc, now, started)
         assert token is not None  # a shared backend's pulse has a token

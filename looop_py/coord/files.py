@@ -91,6 +91,12 @@ class FilesCoordinator:
         finally:
             lock.release()
 
+    def keep_pulse(self, between_beats: bool) -> None:
+        """Nothing to keep: the flock is held while a beat runs, by the process beating."""
+
+    def resign(self) -> dict[str, Any] | None:
+        return None  # the flock went with the beat that held it
+
     def close(self) -> None:
         pass
 

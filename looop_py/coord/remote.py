@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 from looop_py import identity, jsonio
 from looop_py.coord import lease as lease_mod
 from looop_py.coord.base import PULSE, check_key
+from looop_py.coord.election import Election, HostIdTaken
 from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
-from looop_py.coord.holders import ROUND_PREFIX, own_holder
+from looop_py.coord.holders import ROUND_PREFIX
 from looop_py.coord.lease import Claim, Outcome
 from looop_py.coord.reaper import ClaimView
-from looop_py.errors import Busy, ClaimHeld, FenceLost, Unavailable, UsageError
+from looop_py.errors import Busy, FenceLost, Unavailable
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
@@ -59,10 +60,6 @@ def _kvs(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _rev(kv: dict[str, Any] | None, field: str = "mod_revision") -> int:
     return int(kv.get(field, 0)) if kv else 0
-
-
-class HostIdTaken(UsageError):
-    """Another machine is live under this host id: refused, not shared."""
 
 
 def _hostname() -> str:
@@ -96,6 +93,14 @@ class EtcdCoordinator:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.election = Election(
+            self.client,
+            self.key("claims", PULSE),
+            host=host,
+            root=str(paths.root),
+            ttl=self.ttl,
+            register=self.register,
+        )
 
     def key(self, *parts: str) -> str:
         return "/".join((self.prefix, *parts))
@@ -274,7 +279,10 @@ class EtcdCoordinator:
         lease = int(kv.get("lease", 0)) if kv else 0
         with self._lock:
             own, renewed = self._own, self._renewed
-        if not lease or lease != own:
+        pulse_renewed = self.election.renewed_at(lease) if lease else None
+        if pulse_renewed is not None:  # the sticky pulse's lease, renewed by this process
+            renewed = pulse_renewed
+        elif not lease or lease != own:
             return float("inf")  # another process's lease (a script's keeper): etcd is the judge
         now = time.monotonic()
         deadline = renew_deadline(renewed, self.ttl)
@@ -302,14 +310,26 @@ class EtcdCoordinator:
 
     @contextlib.contextmanager
     def pulse(self) -> Iterator[int | None]:
-        """Take the `pulse` claim without waiting (ClaimHeld: another host has it)."""
-        holder = own_holder(f"pulse.{self.host}")
-        token = self.claim(PULSE, holder, now=time.time()).claim.epoch
+        """This host's pulse token for one beat (coord/election.py): the pulse it holds,
+        renewed, or taken when free; PulseHeld (one read) while another host holds it. Kept
+        after the beat: the host's next beat renews the same lease."""
+        token = self.election.campaign()
+        self._ensure_keeper()  # renews the pulse lease while the beat runs
+        self.election.beating = True
         try:
             yield token
         finally:
-            with contextlib.suppress(Unavailable, ClaimHeld, Busy):
-                self.unclaim(PULSE, holder, now=time.time())  # else its lease lapses
+            self.election.beating = False
+
+    def keep_pulse(self, between_beats: bool) -> None:
+        """`looop up`: keep the pulse lease alive between beats too, while this process lives."""
+        self.election.between_beats = between_beats
+        self._ensure_keeper()
+
+    def resign(self) -> dict[str, Any] | None:
+        """`looop down`: hand the pulse over now if this host holds it (who held it)."""
+        self.election.between_beats = False
+        return self.election.resign()
 
     # -- this host ---------------------------------------------------------------------
 
@@ -351,18 +371,28 @@ class EtcdCoordinator:
 
     def _own_lease(self) -> int:
         with self._lock:
-            if self._own_pid != os.getpid():  # forked: the parent's lease and thread are not ours
-                self._own, self._own_pid, self._thread = 0, os.getpid(), None
-                self._stop = threading.Event()
+            self._start_thread()
             if not self._own:
                 self._own, self._renewed = self.client.grant(self.ttl)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._keep_own, daemon=True)
-                self._thread.start()
             return self._own
+
+    def _ensure_keeper(self) -> None:
+        with self._lock:
+            self._start_thread()
+
+    def _start_thread(self) -> None:
+        """The thread renewing this process's leases (the caller holds self._lock)."""
+        if self._own_pid != os.getpid():  # forked: the parent's lease and thread are not ours
+            self._own, self._own_pid, self._thread = 0, os.getpid(), None
+            self._stop = threading.Event()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._keep_own, daemon=True)
+            self._thread.start()
 
     def _keep_own(self) -> None:
         while not self._stop.wait(self.ttl / 3):
+            with contextlib.suppress(Unavailable):
+                self.election.renew()  # the pulse lease, while a beat (or `looop up`) runs
             lease = self._own
             if not lease:
                 continue
