@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
 from looop_py.coord import lease as lease_mod
+from looop_py.coord import prefixes
 from looop_py.coord.base import PULSE, check_key
 from looop_py.coord.election import Election, HostIdTaken
 from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
@@ -88,6 +89,7 @@ class EtcdCoordinator:
         self._own: int = 0  # this process's lease (0: none yet, or it was lost)
         self._renewed = 0.0  # time.monotonic() when its last grant or renewal was sent
         self._registered = 0  # the lease this host id was registered under (register)
+        self._prefix_checked = False  # this loop's prefix recorded, and nested with none
         self.fence: tuple[str, int] | None = None  # (claim, token) shelf writes are fenced by
         self._own_pid = os.getpid()
         self._lock = threading.Lock()
@@ -340,6 +342,9 @@ class EtcdCoordinator:
         lease = self._own_lease()
         if self._registered == lease:
             return
+        if not self._prefix_checked:  # no loop's prefix nested with another's (once)
+            prefixes.check_in(self.client, self.prefix, self.host, str(self.paths.root))
+            self._prefix_checked = True
         me = identity.machine()
         start = self.key("hosts", self.host, "")
         mine = f"{start}{lease:x}"
