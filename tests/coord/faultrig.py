@@ -115,6 +115,7 @@ class Rig:
         self.code = code
         self.log = tmp / "acts.log"
         self.hosts: dict[str, Path] = {}
+        self.cut: set[str] = set()  # hosts partitioned: their commands run in a netns of their own
 
     def scripts(self, decide_s: float = 0.0, act_s: float = 0.0) -> None:
         (self.tmp / "decide.sh").write_text(
@@ -151,8 +152,9 @@ class Rig:
     def pulse(self, name: str, *args: str) -> subprocess.Popen[str]:
         """One forced beat of host `name`, started in the background (or another command)."""
         command = list(args) or ["pulse", "--force"]
+        netns = ["unshare", "--net"] if name in self.cut else []  # no route to anyone
         return subprocess.Popen(
-            [sys.executable, "-m", "looop_py", "-C", str(self.host(name)), *command],
+            [*netns, sys.executable, "-m", "looop_py", "-C", str(self.host(name)), *command],
             env=self.env(name),
             cwd=self.tmp,  # not a checkout: `-m` puts the current directory first on the path
             stdout=subprocess.PIPE,
@@ -188,6 +190,18 @@ class Rig:
     def journal(self, name: str) -> str:
         path = self.host(name) / "journal.md"
         return path.read_text() if path.exists() else ""
+
+
+def netns_missing() -> str | None:
+    """Why a host cannot be partitioned with a network namespace here (None: it can)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return "unshare is not installed"
+    tried = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
+    if tried.returncode != 0:
+        return f"unshare --net is not allowed here: {tried.stderr.strip()[:200]}"
+    return None
 
 
 def paused(pid: int, seconds: float) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from tests.coord.faultrig import Rig, count
+from tests.coord.faultrig import Rig, count, netns_missing
 from tests.etcdserver import Cluster
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(120)]
@@ -186,4 +186,33 @@ def test_the_etcd_leader_killed_or_paused_under_beating_hosts(
         stop.set()
         for t in threads:
             t.join(60)
+    _clean(rig)
+
+
+def test_a_host_partitioned_in_a_network_namespace_is_loud_and_acts_nothing(rig: Rig) -> None:
+    """Host a holds the pulse, then is cut off from every etcd member (its processes run in
+    a network namespace of their own): its pulses exit 3 saying why and since when, and act
+    0 times, while host b takes the pulse once a's lease lapses and carries on."""
+    why = netns_missing()
+    if why:
+        pytest.skip(why)
+    rig.scripts()
+    code, said = rig.beat("a")
+    assert code == 0, said
+    acted = len(count(rig.log).by_host("a"))
+    assert acted == 1
+    rig.cut.add("a")
+    code, said = rig.beat("a")
+    assert code == 3, said
+    assert "✗ beat skipped: etcd cannot be reached" in said and "(since 20" in said, said
+    since = said.split("(since ", 1)[1].split(")", 1)[0]
+    wait_for(lambda: _acted(rig, "b"), 30, "host b to take the pulse and act", interval=0)
+    for _ in range(2):
+        code, again = rig.beat("a")
+        assert code == 3 and f"(since {since})" in again, again  # still cut off, since then
+    assert len(count(rig.log).by_host("a")) == acted  # nothing acted while cut off
+    assert "coordination unavailable, beat skipped" in rig.journal("a")
+    rig.cut.discard("a")  # healed: a beats again (stands by, or leads once b's lease lapsed)
+    code, said = rig.beat("a", "pulse")
+    assert code == 0, said
     _clean(rig)
