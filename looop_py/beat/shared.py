@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from looop_py.coord.base import Coordinator
     from looop_py.workdir.context import WorkDir
 
-WORLD = "world/committed"  # the committed world's key on the backend
 DOWN = "coordination-down.json"  # under state/: since when the backend has been out of reach
 # Readings only the host that takes them can make: its own worker sessions.
 HOST_LOCAL = frozenset({"snap:sys-sessions"})
@@ -58,7 +57,7 @@ class Fence:
 
     def load_committed(self) -> Committed:
         """The shared committed world, mirrored into state/ for `looop status` and the page."""
-        data = self.coord.read(WORLD)
+        data = self.coord.read_world()
         if data is None:
             return Committed()  # nothing committed on this prefix yet: every item is new
         jsonio.atomic_write(self.paths.last_world, data, durable=False)
@@ -82,10 +81,9 @@ class Fence:
         """Write the world (as sensing/sense.py's commit does, with host and token) if held."""
         record = committed_record(world, now, action, next_wake)
         record.update(host=self.coord.host, epoch=self.token)
-        data = jsonio.dumps(record, pretty=True) + b"\n"
-        if not self.coord.fenced_put(PULSE, self.token, WORLD, data):
+        if not self.coord.commit_world(PULSE, self.token, record):  # only what changed
             return False
-        jsonio.atomic_write(self.paths.last_world, data)
+        jsonio.atomic_write(self.paths.last_world, jsonio.dumps(record, pretty=True) + b"\n")
         return True
 
 
@@ -130,7 +128,7 @@ def standing(wd: WorkDir) -> Standing | None:
         coord = coordinator(wd)
         now = time.time()
         pulse = coord.get(PULSE, now)
-        data = coord.read(WORLD)
+        data = coord.read_world()
         claims = sum(1 for v in coord.list_claims(now) if v.live and v.name != PULSE)
     except LooopError as exc:
         return Standing(c.backend, host, error=exc.message)

@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 
         def read(self, key: str) -> bytes | None: ...
 
+        def read_world(self) -> bytes | None: ...
+
+        def commit_world(self, name: str, epoch: int, record: dict[str, Any]) -> bool: ...
+
         def pulse(self) -> AbstractContextManager[int | None]: ...
 
         def keep_pulse(self, between_beats: bool) -> None: ...
@@ -71,6 +75,7 @@ if TYPE_CHECKING:
 
 
 PULSE = "pulse"  # the claim each beat takes on a shared backend
+WORLD = "world/committed"  # the committed world, as one value (files; etcd: per item)
 HOST_ENV = "LOOOP_HOST_ID"
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.coord import lease, reaper
-from looop_py.coord.base import check_key
+from looop_py.coord.base import WORLD, check_key
 from looop_py.errors import ClaimHeld
 from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
@@ -78,6 +78,13 @@ class FilesCoordinator:
             return jsonio.read_bounded(self._path(key), jsonio.STATE_CAP)
         except FileNotFoundError:
             return None
+
+    def read_world(self) -> bytes | None:
+        return self.read(WORLD)
+
+    def commit_world(self, name: str, epoch: int, record: dict[str, Any]) -> bool:
+        """The committed world as one value, while `epoch` is `name`'s token."""
+        return self.fenced_put(name, epoch, WORLD, jsonio.dumps(record, pretty=True) + b"\n")
 
     @contextlib.contextmanager
     def pulse(self) -> Iterator[int | None]:

@@ -33,6 +33,7 @@ from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64,
 from looop_py.coord.holders import ROUND_PREFIX
 from looop_py.coord.lease import Claim, Outcome
 from looop_py.coord.reaper import ClaimView
+from looop_py.coord.worldstore import WorldStore
 from looop_py.errors import Busy, FenceLost, Unavailable
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
@@ -95,6 +96,7 @@ class EtcdCoordinator:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.world = WorldStore(self.client, self.key("data", "world"))
         self.election = Election(
             self.client,
             self.key("claims", PULSE),
@@ -307,6 +309,15 @@ class EtcdCoordinator:
     def read(self, key: str) -> bytes | None:
         found = self.client.get(self.key("data", check_key(key)))
         return value_of(found[0]) if found else None
+
+    def read_world(self) -> bytes | None:
+        """The committed world (coord/worldstore.py: one key per item), in one range."""
+        return self.world.read()
+
+    def commit_world(self, name: str, epoch: int, record: dict[str, Any]) -> bool:
+        """The committed world written as a diff against what is stored, while `epoch` is
+        `name`'s token (every transaction guarded)."""
+        return self.world.commit(record, self.fence_guard(name, epoch))
 
     # -- the pulse ---------------------------------------------------------------------
 

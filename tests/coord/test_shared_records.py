@@ -475,7 +475,7 @@ def test_a_beat_that_lost_the_pulse_mid_beat_writes_no_record_and_says_why(two: 
     assert result.outcome is BeatOutcome.SKIPPED, (result.reason, result.move, result.journal)
     assert "lost the pulse at token" in (result.reason or "")
     assert mailbox.pending(open_wd(b)) == [] and open_wd(b).shelf.empty("asks")
-    assert choose.coordinator(open_wd(b)).read("world/committed") is None  # nor the world
+    assert choose.coordinator(open_wd(b)).read_world() is None  # nor the world
     text = a.journal.read_text()
     assert "decided ask-human" in text and "not acted: lost the pulse at token" in text, text
 
@@ -554,7 +554,7 @@ def test_the_pulse_passing_between_hosts_wakes_no_decider(two: Hosts) -> None:
     decided = outcomes.count(BeatOutcome.DECIDED)
     assert outcomes[:2] == [BeatOutcome.DECIDED, BeatOutcome.DECIDED]  # each host's first
     assert decided == 2, outcomes
-    committed = jsonio.loads(choose.coordinator(open_wd(a)).read("world/committed") or b"{}")
+    committed = jsonio.loads(choose.coordinator(open_wd(a)).read_world() or b"{}")
     assert {"snap:sys-sessions@a", "snap:sys-sessions@b"} <= set(committed["items"])
     assert "snap:sys-sessions" not in committed["items"]
 

@@ -189,5 +189,5 @@ def test_the_holder_keeps_its_token_beat_after_beat(two: Hosts) -> None:
         tokens.append(token(a))
         assert pulse(b)[1]["outcome"] == "locked"
     assert tokens[0] and tokens == [tokens[0]] * 3  # one epoch, not one per beat
-    committed = json.loads(choose.coordinator(open_wd(a)).read("world/committed") or b"{}")
+    committed = json.loads(choose.coordinator(open_wd(a)).read_world() or b"{}")
     assert committed["epoch"] == tokens[0] and committed["host"] == "a"
