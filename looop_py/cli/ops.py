@@ -201,6 +201,9 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool, as_json
 def down(paths: Paths, as_json: bool) -> None:
     """Stop this work dir's `looop up` (the beat in progress ends cleanly first).
 
+    On etcd it also hands over the shared pulse if this host holds it, so another
+    host's next beat takes it at once instead of after the lease TTL.
+
     \b
     Example:
       looop down
