@@ -47,6 +47,20 @@ class HostIdTaken(UsageError):
     """Another machine is live under this host id: refused, not shared."""
 
 
+def hostname() -> str:
+    import socket  # only when a host registers
+
+    return socket.gethostname()
+
+
+def who(reg: dict[str, Any]) -> str:
+    """A host registration as an error names it."""
+    return (
+        f"hostname {reg.get('hostname', '?')}, pid {reg.get('pid', '?')},"
+        f" machine {str(reg.get('machine', '?'))[:45]}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
     """The pulse as this process holds it: its lease, its token, since when."""
@@ -163,7 +177,7 @@ class Election:
             "root": self.root,
             "lease": lease,
         }
-        reg = {"machine": me, "pid": os.getpid(), "hostname": self.host}
+        reg = {"machine": me, "pid": os.getpid(), "hostname": hostname()}
         hosts_key = self.pkey.rsplit("/claims/", 1)[0] + f"/hosts/{self.host}/{lease:x}"
         ok, token = self.client.txn_revision(
             [cmp(self.pkey, "CREATE", "EQUAL", 0)],

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
 from looop_py.coord import lease as lease_mod
-from looop_py.coord import prefixes
+from looop_py.coord import leasekeep, prefixes
 from looop_py.coord.base import PULSE, check_key
-from looop_py.coord.election import Election, HostIdTaken
+from looop_py.coord.election import Election, HostIdTaken, hostname, who
 from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
 from looop_py.coord.holders import ROUND_PREFIX
 from looop_py.coord.lease import Claim, Outcome
@@ -43,7 +41,6 @@ if TYPE_CHECKING:
     from looop_py.workdir.config import CoordinationConfig
 
 MAX_TRIES = 50  # a claim's transaction lost to a concurrent change this often: Busy
-POLL_S = 0.1  # how often a keeper looks at its holder
 # The renew deadline: a lease renewed at R (when the request was sent) lives at least until
 # R + TTL on etcd's clock; a side effect starts only before R + TTL - margin on ours, the
 # margin covering clock drift between the two (a fraction of the TTL, at least DRIFT_MIN_S).
@@ -62,19 +59,6 @@ def _kvs(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _rev(kv: dict[str, Any] | None, field: str = "mod_revision") -> int:
     return int(kv.get(field, 0)) if kv else 0
-
-
-def _hostname() -> str:
-    import socket  # only when a host registers
-
-    return socket.gethostname()
-
-
-def _who(reg: dict[str, Any]) -> str:
-    return (
-        f"hostname {reg.get('hostname', '?')}, pid {reg.get('pid', '?')},"
-        f" machine {str(reg.get('machine', '?'))[:45]}"
-    )
 
 
 class EtcdCoordinator:
@@ -123,8 +107,8 @@ class EtcdCoordinator:
 
     def _live(self, cur: Claim, now: float) -> bool:
         """Its key exists, so its lease does: live until its --ttl passes. A holder that died
-        loses its claim when its lease goes (its keeper revokes it within POLL_S; a host that
-        died, after the TTL), never by a pid check here: a claim naming this host may come
+        loses its claim when its lease goes (its keeper revokes it within a moment; a host
+        that died, after the TTL), never by a pid check here: a claim naming this host may come
         from another machine under the same id, or a container whose pids are not ours."""
         return not cur.expired(now)
 
@@ -359,7 +343,7 @@ class EtcdCoordinator:
         me = identity.machine()
         start = self.key("hosts", self.host, "")
         mine = f"{start}{lease:x}"
-        body = {"machine": me, "pid": os.getpid(), "hostname": _hostname()}
+        body = {"machine": me, "pid": os.getpid(), "hostname": hostname()}
         self.client.txn([], [put(mine, jsonio.canonical(body), lease)])
         for kv in self.client.get(start, prefix=True):
             try:
@@ -369,8 +353,8 @@ class EtcdCoordinator:
             if isinstance(other, dict) and other.get("machine") != me:
                 self.client.txn([], [delete(mine)])
                 raise HostIdTaken(
-                    f"host id {self.host!r} is live on another machine ({_who(other)});"
-                    f" this one is {_who(body)}",
+                    f"host id {self.host!r} is live on another machine ({who(other)});"
+                    f" this one is {who(body)}",
                     "give each machine its own id: $LOOOP_HOST_ID or state/host-id (two"
                     " machines with one id would take each other's claims for their own)",
                 )
@@ -438,51 +422,23 @@ class EtcdCoordinator:
                 [cmp(rkey, "CREATE", "EQUAL", 0)], [put(rkey, str(lease).encode(), lease)]
             )
             if ok:
-                self._spawn_keeper(lease, pid, created, linger_s)
+                leasekeep.spawn(
+                    self.paths.root,
+                    self.host,
+                    lease=lease,
+                    pid=pid,
+                    created=created,
+                    linger_s=linger_s,
+                )
                 return lease
             self.client.revoke(lease)  # another `looop claim` of this holder won: use its lease
         raise Busy(f"the lease of process {pid} changed {MAX_TRIES} times in a row")
 
-    def _spawn_keeper(self, lease: int, pid: int, created: float, linger_s: float) -> None:
-        """Start the keeper detached, through a shell that backgrounds it and returns at once,
-        so no process of ours is left to reap it (the beat and tests live long)."""
-        code = "import sys; from looop_py.coord.keeper import main; sys.exit(main(sys.argv[1:]))"
-        args = [str(self.paths.root), str(lease), str(pid), repr(created), self.host]
-        args += [repr(linger_s)]
-        keeper = [sys.executable, "-c", code, *args]
-        subprocess.run(
-            ["/bin/sh", "-c", '"$@" &', "sh", *keeper],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            check=True,
-        )
-
     def keep(self, lease: int, pid: int, created: float, linger_s: float = 0.0) -> str:
-        """A keeper's loop: refresh `lease` while process `pid` lives (and `linger_s` after);
-        revoke it then."""
-        last_ok = time.monotonic()
-        due = 0.0
-        gone_at: float | None = None
-        while True:
-            if gone_at is None and not identity.is_alive(pid, created):
-                gone_at = time.monotonic()
-            if gone_at is not None and time.monotonic() - gone_at >= linger_s:
-                with contextlib.suppress(Unavailable):
-                    self.client.revoke(lease)
-                return "holder-dead"
-            if time.monotonic() >= due:
-                try:
-                    if self.client.refresh(lease)[0] <= 0:
-                        return "lease-lost"
-                    last_ok, due = time.monotonic(), time.monotonic() + self.ttl / 3
-                except Unavailable:
-                    if time.monotonic() - last_ok > self.ttl:
-                        return "unreachable"  # the lease has lapsed by now
-                    due = time.monotonic() + 0.5
-            time.sleep(POLL_S)
+        """A keeper's loop (coord/leasekeep.py): `lease` kept while process `pid` lives."""
+        return leasekeep.keep(
+            self.client, self.ttl, lease=lease, pid=pid, created=created, linger_s=linger_s
+        )
 
     def close(self) -> None:
         """Stop keeping this process's lease and revoke it: its claims go at once."""
