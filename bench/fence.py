@@ -43,6 +43,7 @@ def until(check, timeout: float) -> bool:  # type: ignore[no-untyped-def]
 
 def scenario(rig: Rig, where: str) -> dict[str, int]:
     before = {a.id for a in count(rig.log).acts}
+    rig.beat("b", "down")  # b took the pulse last round and keeps it (sticky): hand it over
     a = rig.pulse("a")
     pid = rig.deciding("a")
     if where == "act":

@@ -38,6 +38,8 @@ class BeatResult:
     # A shared backend stopped this beat: etcd out of reach (since when), or the pulse lost
     # mid-beat (at which token). `looop pulse` exits 3 with this line on stderr.
     cut_off: str | None = None
+    # Another host holds the shared pulse (this beat stepped aside): {host, since, token}.
+    held_by: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,4 +64,5 @@ class BeatResult:
             "ms": round(self.duration_s * 1000, 1),
             **({"failed_steps": list(self.failed_steps)} if self.failed_steps else {}),
             **({"cut_off": self.cut_off} if self.cut_off else {}),
+            **({"held_by": self.held_by} if self.held_by else {}),
         }

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from looop_py.coord.etcdseal import Fingerprint
     from looop_py.workdir.context import WorkDir
 
-WORLD = "world/committed"  # the committed world's key on the backend
 DOWN = "coordination-down.json"  # under state/: since when the backend has been out of reach
 # Readings only the host that takes them can make: its own worker sessions.
 HOST_LOCAL = frozenset({"snap:sys-sessions"})
@@ -59,7 +58,7 @@ class Fence:
 
     def load_committed(self) -> Committed:
         """The shared committed world, mirrored into state/ for `looop status` and the page."""
-        data = self.coord.read(WORLD)
+        data = self.coord.read_world()
         if data is None:
             return Committed()  # nothing committed on this prefix yet: every item is new
         jsonio.atomic_write(self.paths.last_world, data, durable=False)
@@ -83,10 +82,9 @@ class Fence:
         """Write the world (as sensing/sense.py's commit does, with host and token) if held."""
         record = committed_record(world, now, action, next_wake)
         record.update(host=self.coord.host, epoch=self.token)
-        data = jsonio.dumps(record, pretty=True) + b"\n"
-        if not self.coord.fenced_put(PULSE, self.token, WORLD, data):
+        if not self.coord.commit_world(PULSE, self.token, record):  # only what changed
             return False
-        jsonio.atomic_write(self.paths.last_world, data)
+        jsonio.atomic_write(self.paths.last_world, jsonio.dumps(record, pretty=True) + b"\n")
         return True
 
     def mark(self) -> Fingerprint | None:
@@ -122,6 +120,7 @@ class Standing:
     host: str
     pulse_host: str | None = None  # who holds the pulse now (None: free)
     pulse_epoch: int | None = None
+    pulse_since: float | None = None  # when its holder took it (it keeps it across beats)
     committed: Committed | None = None  # the shared committed world
     claims: int = 0  # live claims on the backend, every host's (the pulse left out)
     error: str | None = None  # the backend could not be read
@@ -130,7 +129,11 @@ class Standing:
         return {
             "backend": self.backend,
             "host": self.host,
-            "pulse": {"host": self.pulse_host, "epoch": self.pulse_epoch}
+            "pulse": {
+                "host": self.pulse_host,
+                "epoch": self.pulse_epoch,
+                "since": journal.iso(self.pulse_since) if self.pulse_since else None,
+            }
             if self.pulse_host is not None
             else None,
             "claims": self.claims,
@@ -150,7 +153,7 @@ def standing(wd: WorkDir) -> Standing | None:
         coord = coordinator(wd)
         now = time.time()
         pulse = coord.get(PULSE, now)
-        data = coord.read(WORLD)
+        data = coord.read_world()
         claims = sum(1 for v in coord.list_claims(now) if v.live and v.name != PULSE)
     except LooopError as exc:
         return Standing(c.backend, host, error=exc.message)
@@ -160,6 +163,7 @@ def standing(wd: WorkDir) -> Standing | None:
         host,
         held.host if held else None,
         held.epoch if held else None,
+        held.acquired_at if held else None,
         _committed(data),
         claims,
     )
@@ -186,10 +190,11 @@ def beat_shared(
         try:
             coord = coordinator(wd)
             token = stack.enter_context(coord.pulse())
-        except ClaimHeld as exc:
-            reason = f"another pulse is running: {exc.message}"
+        except ClaimHeld as exc:  # another host holds the pulse: one read, nothing written
+            held_by = getattr(exc, "holder", None)  # coord/election.py PulseHeld
+            reason = exc.message if held_by else f"another pulse is running: {exc.message}"
             journal.emit(wd, "beat", wd.clock(), outcome=BeatOutcome.LOCKED.value, reason=reason)
-            return BeatResult(BeatOutcome.LOCKED, reason=reason)
+            return BeatResult(BeatOutcome.LOCKED, reason=reason, held_by=held_by)
         except Unavailable as exc:
             return _skipped(wd, exc, now, started)
         assert token is not None  # a shared backend's pulse has a token

@@ -10,7 +10,7 @@ import click
 from looop_py.cli import onboard
 from looop_py.cli.options import json_option, pass_paths, pass_workdir
 from looop_py.cli.output import json_line, json_out, present, show
-from looop_py.errors import UsageError
+from looop_py.errors import LooopError, UsageError
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
@@ -201,17 +201,35 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool, as_json
 def down(paths: Paths, as_json: bool) -> None:
     """Stop this work dir's `looop up` (the beat in progress ends cleanly first).
 
+    On etcd it also hands over the shared pulse if this host holds it, so another
+    host's next beat takes it at once instead of after the lease TTL.
+
     \b
     Example:
       looop down
     """
+    from looop_py.coord.choose import open_workdir
     from looop_py.ops import resident
 
     pid = resident.stop_resident(paths)
+    resigned, unsure = None, None
+    try:  # on etcd: the pulse this host holds goes to the next host's beat at once
+        wd = open_workdir(paths)
+        try:
+            resigned = resident.resign(wd)
+        finally:
+            wd.close()
+    except LooopError as exc:
+        unsure = f"{exc.message} (the pulse goes by itself when its lease expires)"
     if as_json:
-        json_out({"stopped": pid})
-    else:
-        show([f"stopped looop up (pid {pid})" if pid else "looop up was not running"])
+        json_out({"stopped": pid, "resigned": resigned, "error": unsure})
+        return
+    lines = [f"stopped looop up (pid {pid})" if pid else "looop up was not running"]
+    if resigned:
+        lines.append(f"handed over the shared pulse (token {resigned['token']})")
+    if unsure:
+        lines.append(f"could not hand over the shared pulse: {unsure}")
+    show(lines)
 
 
 COMMANDS = [doctor, cron, up, down]

@@ -111,7 +111,8 @@ def _shared_lines(view: StatusView) -> Lines:
             Note(f"✗ {s.error}"),
             Note(f"⚠ degraded: the world below is this host's local mirror, stale ({age}){since}"),
         ]
-    pulse = f"held by {s.pulse_host} (epoch {s.pulse_epoch})" if s.pulse_host else "free"
+    since = f" since {iso(s.pulse_since)}" if s.pulse_since else ""
+    pulse = f"held by {s.pulse_host}{since} (epoch {s.pulse_epoch})" if s.pulse_host else "free"
     return [f"shared      {s.backend} as host {s.host}; the shared pulse is {pulse}"]
 
 

@@ -43,6 +43,8 @@ def beat_line(r: BeatResult) -> str:
     match r.outcome:
         case BeatOutcome.SKIPPED:
             return quiet.skipped_line(short_hash(r.world_hash), health, ms)
+        case BeatOutcome.LOCKED if r.held_by:
+            return f"· standby: {r.reason}; this host steps aside"
         case BeatOutcome.LOCKED:
             return "· locked: another pulse is running; this one stepped aside"
         case BeatOutcome.HELD:

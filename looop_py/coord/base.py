@@ -13,7 +13,9 @@ promises, which tests/coord/test_contract.py checks on each:
 - `fenced_put(name, epoch, key, value)` stores the value only while `epoch` is
   the current holder's token of `name`, so a holder that lost its claim (paused,
   partitioned, presumed dead) writes nothing;
-- `pulse()` admits one beat at a time across everyone sharing the backend.
+- `pulse()` admits one beat at a time across everyone sharing the backend (on etcd
+  one host keeps it across beats until it stops beating or `resign()`s: `looop down`;
+  `keep_pulse(True)` keeps it between beats too: `looop up`).
 """
 
 from __future__ import annotations
@@ -59,12 +61,21 @@ if TYPE_CHECKING:
 
         def read(self, key: str) -> bytes | None: ...
 
+        def read_world(self) -> bytes | None: ...
+
+        def commit_world(self, name: str, epoch: int, record: dict[str, Any]) -> bool: ...
+
         def pulse(self) -> AbstractContextManager[int | None]: ...
+
+        def keep_pulse(self, between_beats: bool) -> None: ...
+
+        def resign(self) -> dict[str, Any] | None: ...
 
         def close(self) -> None: ...
 
 
 PULSE = "pulse"  # the claim each beat takes on a shared backend
+WORLD = "world/committed"  # the committed world, as one value (files; etcd: per item)
 HOST_ENV = "LOOOP_HOST_ID"
 
 

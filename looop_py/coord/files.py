@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.coord import lease, reaper
-from looop_py.coord.base import check_key
+from looop_py.coord.base import WORLD, check_key
 from looop_py.errors import ClaimHeld
 from looop_py.ids import check_segment
 from looop_py.locks import PulseLock
@@ -79,6 +79,13 @@ class FilesCoordinator:
         except FileNotFoundError:
             return None
 
+    def read_world(self) -> bytes | None:
+        return self.read(WORLD)
+
+    def commit_world(self, name: str, epoch: int, record: dict[str, Any]) -> bool:
+        """The committed world as one value, while `epoch` is `name`'s token."""
+        return self.fenced_put(name, epoch, WORLD, jsonio.dumps(record, pretty=True) + b"\n")
+
     @contextlib.contextmanager
     def pulse(self) -> Iterator[int | None]:
         """The work dir's flock: one beat at a time on this machine (no token: the flock is it)."""
@@ -90,6 +97,12 @@ class FilesCoordinator:
             yield None
         finally:
             lock.release()
+
+    def keep_pulse(self, between_beats: bool) -> None:
+        """Nothing to keep: the flock is held while a beat runs, by the process beating."""
+
+    def resign(self) -> dict[str, Any] | None:
+        return None  # the flock went with the beat that held it
 
     def close(self) -> None:
         pass

@@ -3,7 +3,7 @@
 `looop claim` on etcd starts one per holder (a script, a worker) the first time
 that holder claims anything, detached in its own session. It refreshes the
 lease every third of its TTL and revokes it as soon as the holder is gone
-(within POLL_S), so the holder's claims go with it; if this host dies, the
+(within leasekeep.POLL_S), so the holder's claims go with it; if this host dies, the
 keeper dies too and the lease expires after the TTL.
 
 A claim taken with `linger_s` (a round's worker) gets a keeper of its own that

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,12 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
 from looop_py.coord import lease as lease_mod
+from looop_py.coord import leasekeep, prefixes
 from looop_py.coord.base import PULSE, check_key
+from looop_py.coord.election import Election, HostIdTaken, hostname, who
 from looop_py.coord.etcd import Client, LeaseGone, cmp, delete, put, rng, unb64, value_of
-from looop_py.coord.holders import ROUND_PREFIX, own_holder
+from looop_py.coord.holders import ROUND_PREFIX
 from looop_py.coord.lease import Claim, Outcome
 from looop_py.coord.reaper import ClaimView
-from looop_py.errors import Busy, ClaimHeld, FenceLost, Unavailable, UsageError
+from looop_py.coord.worldstore import WorldStore
+from looop_py.errors import Busy, FenceLost, Unavailable
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from looop_py.workdir.config import CoordinationConfig
 
 MAX_TRIES = 50  # a claim's transaction lost to a concurrent change this often: Busy
-POLL_S = 0.1  # how often a keeper looks at its holder
 # The renew deadline: a lease renewed at R (when the request was sent) lives at least until
 # R + TTL on etcd's clock; a side effect starts only before R + TTL - margin on ours, the
 # margin covering clock drift between the two (a fraction of the TTL, at least DRIFT_MIN_S).
@@ -61,23 +61,6 @@ def _rev(kv: dict[str, Any] | None, field: str = "mod_revision") -> int:
     return int(kv.get(field, 0)) if kv else 0
 
 
-class HostIdTaken(UsageError):
-    """Another machine is live under this host id: refused, not shared."""
-
-
-def _hostname() -> str:
-    import socket  # only when a host registers
-
-    return socket.gethostname()
-
-
-def _who(reg: dict[str, Any]) -> str:
-    return (
-        f"hostname {reg.get('hostname', '?')}, pid {reg.get('pid', '?')},"
-        f" machine {str(reg.get('machine', '?'))[:45]}"
-    )
-
-
 class EtcdCoordinator:
     backend = "etcd"
 
@@ -91,11 +74,21 @@ class EtcdCoordinator:
         self._own: int = 0  # this process's lease (0: none yet, or it was lost)
         self._renewed = 0.0  # time.monotonic() when its last grant or renewal was sent
         self._registered = 0  # the lease this host id was registered under (register)
+        self._prefix_checked = False  # this loop's prefix recorded, and nested with none
         self.fence: tuple[str, int] | None = None  # (claim, token) shelf writes are fenced by
         self._own_pid = os.getpid()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.world = WorldStore(self.client, self.key("data", "world"))
+        self.election = Election(
+            self.client,
+            self.key("claims", PULSE),
+            host=host,
+            root=str(paths.root),
+            ttl=self.ttl,
+            register=self.register,
+        )
 
     def key(self, *parts: str) -> str:
         return "/".join((self.prefix, *parts))
@@ -114,8 +107,8 @@ class EtcdCoordinator:
 
     def _live(self, cur: Claim, now: float) -> bool:
         """Its key exists, so its lease does: live until its --ttl passes. A holder that died
-        loses its claim when its lease goes (its keeper revokes it within POLL_S; a host that
-        died, after the TTL), never by a pid check here: a claim naming this host may come
+        loses its claim when its lease goes (its keeper revokes it within a moment; a host
+        that died, after the TTL), never by a pid check here: a claim naming this host may come
         from another machine under the same id, or a container whose pids are not ours."""
         return not cur.expired(now)
 
@@ -274,7 +267,10 @@ class EtcdCoordinator:
         lease = int(kv.get("lease", 0)) if kv else 0
         with self._lock:
             own, renewed = self._own, self._renewed
-        if not lease or lease != own:
+        pulse_renewed = self.election.renewed_at(lease) if lease else None
+        if pulse_renewed is not None:  # the sticky pulse's lease, renewed by this process
+            renewed = pulse_renewed
+        elif not lease or lease != own:
             return float("inf")  # another process's lease (a script's keeper): etcd is the judge
         now = time.monotonic()
         deadline = renew_deadline(renewed, self.ttl)
@@ -298,18 +294,39 @@ class EtcdCoordinator:
         found = self.client.get(self.key("data", check_key(key)))
         return value_of(found[0]) if found else None
 
+    def read_world(self) -> bytes | None:
+        """The committed world (coord/worldstore.py: one key per item), in one range."""
+        return self.world.read()
+
+    def commit_world(self, name: str, epoch: int, record: dict[str, Any]) -> bool:
+        """The committed world written as a diff against what is stored, while `epoch` is
+        `name`'s token (every transaction guarded)."""
+        return self.world.commit(record, self.fence_guard(name, epoch))
+
     # -- the pulse ---------------------------------------------------------------------
 
     @contextlib.contextmanager
     def pulse(self) -> Iterator[int | None]:
-        """Take the `pulse` claim without waiting (ClaimHeld: another host has it)."""
-        holder = own_holder(f"pulse.{self.host}")
-        token = self.claim(PULSE, holder, now=time.time()).claim.epoch
+        """This host's pulse token for one beat (coord/election.py): the pulse it holds,
+        renewed, or taken when free; PulseHeld (one read) while another host holds it. Kept
+        after the beat: the host's next beat renews the same lease."""
+        token = self.election.campaign()
+        self._ensure_keeper()  # renews the pulse lease while the beat runs
+        self.election.beating = True
         try:
             yield token
         finally:
-            with contextlib.suppress(Unavailable, ClaimHeld, Busy):
-                self.unclaim(PULSE, holder, now=time.time())  # else its lease lapses
+            self.election.beating = False
+
+    def keep_pulse(self, between_beats: bool) -> None:
+        """`looop up`: keep the pulse lease alive between beats too, while this process lives."""
+        self.election.between_beats = between_beats
+        self._ensure_keeper()
+
+    def resign(self) -> dict[str, Any] | None:
+        """`looop down`: hand the pulse over now if this host holds it (who held it)."""
+        self.election.between_beats = False
+        return self.election.resign()
 
     # -- this host ---------------------------------------------------------------------
 
@@ -320,10 +337,13 @@ class EtcdCoordinator:
         lease = self._own_lease()
         if self._registered == lease:
             return
+        if not self._prefix_checked:  # no loop's prefix nested with another's (once)
+            prefixes.check_in(self.client, self.prefix, self.host, str(self.paths.root))
+            self._prefix_checked = True
         me = identity.machine()
         start = self.key("hosts", self.host, "")
         mine = f"{start}{lease:x}"
-        body = {"machine": me, "pid": os.getpid(), "hostname": _hostname()}
+        body = {"machine": me, "pid": os.getpid(), "hostname": hostname()}
         self.client.txn([], [put(mine, jsonio.canonical(body), lease)])
         for kv in self.client.get(start, prefix=True):
             try:
@@ -333,8 +353,8 @@ class EtcdCoordinator:
             if isinstance(other, dict) and other.get("machine") != me:
                 self.client.txn([], [delete(mine)])
                 raise HostIdTaken(
-                    f"host id {self.host!r} is live on another machine ({_who(other)});"
-                    f" this one is {_who(body)}",
+                    f"host id {self.host!r} is live on another machine ({who(other)});"
+                    f" this one is {who(body)}",
                     "give each machine its own id: $LOOOP_HOST_ID or state/host-id (two"
                     " machines with one id would take each other's claims for their own)",
                 )
@@ -351,18 +371,28 @@ class EtcdCoordinator:
 
     def _own_lease(self) -> int:
         with self._lock:
-            if self._own_pid != os.getpid():  # forked: the parent's lease and thread are not ours
-                self._own, self._own_pid, self._thread = 0, os.getpid(), None
-                self._stop = threading.Event()
+            self._start_thread()
             if not self._own:
                 self._own, self._renewed = self.client.grant(self.ttl)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._keep_own, daemon=True)
-                self._thread.start()
             return self._own
+
+    def _ensure_keeper(self) -> None:
+        with self._lock:
+            self._start_thread()
+
+    def _start_thread(self) -> None:
+        """The thread renewing this process's leases (the caller holds self._lock)."""
+        if self._own_pid != os.getpid():  # forked: the parent's lease and thread are not ours
+            self._own, self._own_pid, self._thread = 0, os.getpid(), None
+            self._stop = threading.Event()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._keep_own, daemon=True)
+            self._thread.start()
 
     def _keep_own(self) -> None:
         while not self._stop.wait(self.ttl / 3):
+            with contextlib.suppress(Unavailable):
+                self.election.renew()  # the pulse lease, while a beat (or `looop up`) runs
             lease = self._own
             if not lease:
                 continue
@@ -392,51 +422,23 @@ class EtcdCoordinator:
                 [cmp(rkey, "CREATE", "EQUAL", 0)], [put(rkey, str(lease).encode(), lease)]
             )
             if ok:
-                self._spawn_keeper(lease, pid, created, linger_s)
+                leasekeep.spawn(
+                    self.paths.root,
+                    self.host,
+                    lease=lease,
+                    pid=pid,
+                    created=created,
+                    linger_s=linger_s,
+                )
                 return lease
             self.client.revoke(lease)  # another `looop claim` of this holder won: use its lease
         raise Busy(f"the lease of process {pid} changed {MAX_TRIES} times in a row")
 
-    def _spawn_keeper(self, lease: int, pid: int, created: float, linger_s: float) -> None:
-        """Start the keeper detached, through a shell that backgrounds it and returns at once,
-        so no process of ours is left to reap it (the beat and tests live long)."""
-        code = "import sys; from looop_py.coord.keeper import main; sys.exit(main(sys.argv[1:]))"
-        args = [str(self.paths.root), str(lease), str(pid), repr(created), self.host]
-        args += [repr(linger_s)]
-        keeper = [sys.executable, "-c", code, *args]
-        subprocess.run(
-            ["/bin/sh", "-c", '"$@" &', "sh", *keeper],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            check=True,
-        )
-
     def keep(self, lease: int, pid: int, created: float, linger_s: float = 0.0) -> str:
-        """A keeper's loop: refresh `lease` while process `pid` lives (and `linger_s` after);
-        revoke it then."""
-        last_ok = time.monotonic()
-        due = 0.0
-        gone_at: float | None = None
-        while True:
-            if gone_at is None and not identity.is_alive(pid, created):
-                gone_at = time.monotonic()
-            if gone_at is not None and time.monotonic() - gone_at >= linger_s:
-                with contextlib.suppress(Unavailable):
-                    self.client.revoke(lease)
-                return "holder-dead"
-            if time.monotonic() >= due:
-                try:
-                    if self.client.refresh(lease)[0] <= 0:
-                        return "lease-lost"
-                    last_ok, due = time.monotonic(), time.monotonic() + self.ttl / 3
-                except Unavailable:
-                    if time.monotonic() - last_ok > self.ttl:
-                        return "unreachable"  # the lease has lapsed by now
-                    due = time.monotonic() + 0.5
-            time.sleep(POLL_S)
+        """A keeper's loop (coord/leasekeep.py): `lease` kept while process `pid` lives."""
+        return leasekeep.keep(
+            self.client, self.ttl, lease=lease, pid=pid, created=created, linger_s=linger_s
+        )
 
     def close(self) -> None:
         """Stop keeping this process's lease and revoke it: its claims go at once."""

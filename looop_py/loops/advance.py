@@ -57,7 +57,7 @@ def engine_for(wd: WorkDir, spec: LoopSpec, clock: Callable[[], float] = time.ti
             action_commands(config.actions),
             cwd=wd.paths.root,
             env=child_env(wd.paths, config=config),
-            confirm=lambda kind: _fence_env(wd, kind),
+            confirm=lambda kind: action_fence(wd, kind, spec.name, clock()),
         ),
         memory=store.memory_of(wd),
         claims=RoundClaims(wd, clock),
@@ -83,10 +83,21 @@ class AlreadyLive(RoundLive):
         self.state = state
 
 
-def _fence_env(wd: WorkDir, kind: str) -> dict[str, str]:
-    """Before a round's action command starts: the fence confirmed (FenceLost: it does not
-    start, and the round records why), and its token for the command's environment."""
-    fencing = wd.shelf.confirm(f"action {kind}")
+def action_fence(wd: WorkDir, kind: str, loop: str, now: float) -> dict[str, str]:
+    """Before a round's action command starts: the fence confirmed, and its token for the
+    command's environment. FenceLost: it does not start, the journal says so with the token
+    (and the beat ends there: nothing more of it is written)."""
+    try:
+        fencing = wd.shelf.confirm(f"action {kind}")
+    except FenceLost as exc:
+        token = "?" if exc.token is None else exc.token
+        text = (
+            f"✗ decided loop {loop}'s action {kind}, not acted: lost the pulse at token"
+            f" {token} ({exc.message})"
+        )
+        journal.write(wd, text, now)
+        journal.emit(wd, "action_fenced", now, loop=loop, kind=kind, token=exc.token)
+        raise
     return fencing.env() if fencing is not None else {}
 
 

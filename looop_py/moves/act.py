@@ -148,7 +148,7 @@ def _carry_out(
         case AskHuman(prompt=prompt, options=options):
             return _guarded(wd, move, now, lambda: _ask(wd, prompt, options, now))
         case StartWorker() | KillWorker():
-            run = lambda: _workers(wd, move, now, verdict.verify)  # noqa: E731
+            run = lambda: _workers(wd, move, now, verdict.verify, fencing)  # noqa: E731
             return _guarded(wd, move, now, run)
         case StartRound():
             return _guarded(wd, move, now, lambda: _start_round(wd, move, now))
@@ -270,7 +270,12 @@ def _ask(wd: WorkDir, prompt: str, options: tuple[str, ...] | None, now: float) 
     return Outcome(True, f"as {ask.id}", detail={"ask": ask.id})
 
 
-def _workers(wd: WorkDir, move: Move, now: float, verify: str | None = None) -> Outcome:
+def _workers(
+    wd: WorkDir, move: Move, now: float, verify: str | None = None, fencing: Fencing | None = None
+) -> Outcome:
+    """A worker starts with the fence it was started under (LOOOP_FENCE, no deadline: it
+    outlives the beat), so its own writes can ask `looop fence check` first: held while the
+    host that started it still holds the pulse (kept across beats on etcd)."""
     from looop_py.workers import kill, launch  # only for a worker move
 
     a = move.action
@@ -282,6 +287,7 @@ def _workers(wd: WorkDir, move: Move, now: float, verify: str | None = None) -> 
             runtime=a.runtime,
             verify=verify if verify is not None else a.verify,
             workspace=a.workspace,
+            fence=fencing.claim_env() if fencing else None,
             now=now,
         )
         stamp_goal(wd, a.id, now)

@@ -11,7 +11,10 @@ names are polled there too, once a second (three keys-only reads), so an answer
 given on another host is acted on within about a second. The pulse lock stays
 the single-instance guard for beats, so cron and `up` never beat at once; a
 second `up` for the same work dir is refused by its own lock. `looop down`
-sends SIGTERM and waits: the beat in progress ends cleanly."""
+sends SIGTERM and waits: the beat in progress ends cleanly. On etcd the pulse this
+host holds stays its own between beats while `up` runs (coord/election.py), and is
+handed over when `up` ends or `looop down` runs.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from collections.abc import Callable
 
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatResult
-from looop_py.coord.choose import Reopening
+from looop_py.coord.choose import Reopening, coordinator
 from looop_py.errors import Busy, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.ops import watch
@@ -87,6 +90,7 @@ def run(
             # What changed so far, this beat reads; a change made while it runs (its own
             # writes included) wakes the next one, so no edit waits for the interval.
             waiter.drain()
+            hold_pulse(wd)
             on_beat(beat(wd))
             beats += 1
             shared = shared_signature(wd)
@@ -105,6 +109,19 @@ def run(
         if own:
             waiter.close()
     return beats
+
+
+def hold_pulse(wd: WorkDir) -> None:
+    """On etcd, the pulse this host takes stays its own between beats while `up` runs (the
+    lease renewed from a thread); files: nothing to hold. etcd out of reach: the beat says so."""
+    with contextlib.suppress(LooopError):
+        coordinator(wd).keep_pulse(True)
+
+
+def resign(wd: WorkDir) -> dict[str, object] | None:
+    """Hand the shared pulse over now if this host holds it (`looop down`, `up` ending): who
+    held it, or None."""
+    return coordinator(wd).resign()
 
 
 def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult], None]) -> int:
@@ -131,6 +148,8 @@ def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult
             beats = run(opened, interval_s=interval_s, stop=stop, on_beat=on_beat, watching=waiter)
         except KeyboardInterrupt:  # SIGTERM during a beat: the beat ended itself cleanly
             beats = -1
+        with contextlib.suppress(LooopError):  # hand the pulse over now, not after the TTL
+            resign(opened.current())
         journal.emit(opened.current(), "down", time.time(), pid=os.getpid())
         return beats
     finally:

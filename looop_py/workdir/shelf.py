@@ -98,10 +98,11 @@ class Fencing:
 
     def env(self) -> dict[str, str]:
         """For the child that carries out the side effect: `looop fence check` reads these."""
-        return {
-            FENCE_ENV: f"{self.claim}:{self.token}",
-            FENCE_DEADLINE_ENV: f"{self.deadline:.3f}",
-        }
+        return {**self.claim_env(), FENCE_DEADLINE_ENV: f"{self.deadline:.3f}"}
+
+    def claim_env(self) -> dict[str, str]:
+        """The fence alone, for a child that outlives this beat (a worker): no deadline."""
+        return {FENCE_ENV: f"{self.claim}:{self.token}"}
 
 
 KINDS = (

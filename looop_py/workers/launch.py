@@ -45,6 +45,8 @@ from looop_py.workers.records import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from looop_py.workdir.config import Config
     from looop_py.workdir.context import WorkDir
 
@@ -89,6 +91,7 @@ def start(
     read_only: bool = False,
     refuse_prose: bool = False,
     max_iters: int | None = None,
+    fence: Mapping[str, str] | None = None,
     now: float,
 ) -> Session:
     """Launch a detached worker; refuses (WorkerRefused) when it cannot or must not.
@@ -96,6 +99,7 @@ def start(
     `cwd` runs it in a directory that already exists (a loop round's workspace);
     `read_only` uses the runtime's read-only mode when it has one (L1 loops);
     `refuse_prose` (`looop worker start`) refuses prose on a script runtime;
+    `fence`: LOOOP_FENCE of the beat that started it, for its own `looop fence check`;
     `max_iters` caps its tool calls: its supervisor counts them in the CLI's stream and
     ends it past the cap (a CLI with its own flag gets it too; a shell worker reads
     LOOOP_MAX_ITERS).
@@ -191,6 +195,7 @@ def start(
             (d / OUTPUT).touch()  # there from the start: `logs` and idle time need no race
             if max_iters is not None:
                 env["LOOOP_MAX_ITERS"] = str(max_iters)
+            env.update(fence or {})
             ready = _spawn_supervisor(d, env)
         except BaseException as exc:
             ended = {"state": "exited", "exit_code": None, "ended_at": now, "error": str(exc)}

@@ -7,7 +7,9 @@ leaves the beating process's pid in `deciding.HOST` (so a test can SIGSTOP it in
 the decide); `act.sh` appends `start ID HOST FENCE T DEADLINE` when it starts and
 `end ID T` when it ends. `count` reads that log: how many acts, how many started after
 their token's renew deadline, how many started after a newer token had already acted
-(a stale holder's side effect overlapping the new holder's), and tokens acted on twice.
+(a stale holder's side effect overlapping the new holder's), and decisions (by the id their
+decide gave the act) started twice. A token spans many beats (the pulse sticks to its
+holder: coord/election.py), so acts under one token are many decisions, not one twice.
 Used by tests/coord/test_faults.py and bench/fence.py (the before/after figures).
 """
 
@@ -54,6 +56,7 @@ class Act:
 @dataclass
 class Count:
     acts: list[Act] = field(default_factory=list)
+    starts: dict[str, int] = field(default_factory=dict)  # act id -> how often it started
 
     @property
     def late(self) -> list[Act]:
@@ -75,13 +78,9 @@ class Count:
         ]
 
     @property
-    def twice(self) -> list[int]:
-        """Tokens under which more than one act started (one decision acted twice)."""
-        seen: dict[int, int] = {}
-        for a in self.acts:
-            if a.token is not None:
-                seen[a.token] = seen.get(a.token, 0) + 1
-        return sorted(t for t, n in seen.items() if n > 1)
+    def twice(self) -> list[str]:
+        """Decisions (act ids, one per decide) whose act started more than once."""
+        return sorted(i for i, n in self.starts.items() if n > 1)
 
     def by_host(self, host: str) -> list[Act]:
         return [a for a in self.acts if a.host == host]
@@ -89,6 +88,7 @@ class Count:
 
 def count(log: Path) -> Count:
     acts: dict[str, Act] = {}
+    starts: dict[str, int] = {}
     if not log.exists():
         return Count()
     for line in log.read_text().splitlines():
@@ -97,9 +97,10 @@ def count(log: Path) -> Count:
             fence = word[3].rpartition(":")[2]
             token = int(fence) if fence.isdigit() else None
             acts[word[1]] = Act(word[1], word[2], token, float(word[4]), float(word[5]))
+            starts[word[1]] = starts.get(word[1], 0) + 1
         elif word[0] == "end" and word[1] in acts:
             acts[word[1]].end = float(word[2])
-    return Count(sorted(acts.values(), key=lambda a: a.start))
+    return Count(sorted(acts.values(), key=lambda a: a.start), starts)
 
 
 class Rig:
@@ -114,6 +115,7 @@ class Rig:
         self.code = code
         self.log = tmp / "acts.log"
         self.hosts: dict[str, Path] = {}
+        self.cut: set[str] = set()  # hosts partitioned: their commands run in a netns of their own
 
     def scripts(self, decide_s: float = 0.0, act_s: float = 0.0) -> None:
         (self.tmp / "decide.sh").write_text(
@@ -150,8 +152,9 @@ class Rig:
     def pulse(self, name: str, *args: str) -> subprocess.Popen[str]:
         """One forced beat of host `name`, started in the background (or another command)."""
         command = list(args) or ["pulse", "--force"]
+        netns = ["unshare", "--net"] if name in self.cut else []  # no route to anyone
         return subprocess.Popen(
-            [sys.executable, "-m", "looop_py", "-C", str(self.host(name)), *command],
+            [*netns, sys.executable, "-m", "looop_py", "-C", str(self.host(name)), *command],
             env=self.env(name),
             cwd=self.tmp,  # not a checkout: `-m` puts the current directory first on the path
             stdout=subprocess.PIPE,
@@ -187,6 +190,18 @@ class Rig:
     def journal(self, name: str) -> str:
         path = self.host(name) / "journal.md"
         return path.read_text() if path.exists() else ""
+
+
+def netns_missing() -> str | None:
+    """Why a host cannot be partitioned with a network namespace here (None: it can)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return "unshare is not installed"
+    tried = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
+    if tried.returncode != 0:
+        return f"unshare --net is not allowed here: {tried.stderr.strip()[:200]}"
+    return None
 
 
 def paused(pid: int, seconds: float) -> None:

@@ -146,12 +146,14 @@ def test_a_second_host_continues_from_the_shared_committed_world(
     first = beat(open_wd(dirs[0]), decider=Noop())
     assert first.outcome is BeatOutcome.DECIDED
     # The other host sees the same world already committed: nothing new, no decide.
+    choose.coordinator(open_wd(dirs[0])).resign()  # host 0 hands over (its pulse sticks)
     second = beat(open_wd(dirs[1]), decider=Noop())
     assert second.outcome is BeatOutcome.SKIPPED and second.prev_hash == first.world_hash
     # No quiet seal on etcd: the next beat takes the pulse and reads the shared world again.
     from looop_py.sensing import seal
 
     assert not any((d.root / seal.SEAL).exists() for d in dirs)
+    choose.coordinator(open_wd(dirs[1])).resign()
     assert beat(open_wd(dirs[0]), decider=Noop()).prev_hash == first.world_hash
 
 

@@ -2,9 +2,10 @@
 and cut off, counted from an act log the side effect itself writes (tests/coord/faultrig.py).
 
 What must hold whatever the fault: no act starts after its holder's renew deadline, no
-act starts after a newer token's act did (a stale holder's side effect), no token acts
-twice, and a holder that lost the pulse says so in its journal — a decision not acted
-on as "not acted: lost the pulse at token T", an act in flight with its token.
+act starts after a newer token's act did (a stale holder's side effect), no decision acts
+twice (by its decide id), and a holder that lost the pulse says so in its journal — a
+decision not acted on as "not acted: lost the pulse at token T", an act in flight with
+its token.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from tests.coord.faultrig import Rig, count
+from tests.coord.faultrig import Rig, count, netns_missing
 from tests.etcdserver import Cluster
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(120)]
@@ -62,8 +63,18 @@ def _clean(rig: Rig) -> None:
     assert c.twice == [], c.twice  # no decision acted on twice
 
 
-def test_a_holder_paused_inside_its_decide_does_not_act_and_says_so(rig: Rig) -> None:
+@pytest.mark.parametrize("held", [False, True], ids=["taking", "sticky"])
+def test_a_holder_paused_inside_its_decide_does_not_act_and_says_so(rig: Rig, held: bool) -> None:
+    """`sticky`: host a already holds the pulse from its last beat, and this beat renews
+    that lease (the same token) before it is paused: once the lease expired, it must not act."""
+    if held:  # a TTL that outlasts the gap between a's two `looop pulse` processes
+        rig = Rig(rig.tmp, rig.endpoints, rig.prefix, ttl=6.0)
     rig.scripts(decide_s=0.3)
+    if held:
+        code, said = rig.beat("a")
+        assert code == 0, said
+        rig.deciding("a")  # that beat's, done
+        (first,) = count(rig.log).by_host("a")
     a = rig.pulse("a")
     pid = rig.deciding("a")
     os.kill(pid, signal.SIGSTOP)  # a GC pause, a VM migration, a laptop lid
@@ -72,10 +83,12 @@ def test_a_holder_paused_inside_its_decide_does_not_act_and_says_so(rig: Rig) ->
     finally:
         os.kill(pid, signal.SIGCONT)
     _, err = a.communicate(timeout=30)
-    assert count(rig.log).by_host("a") == []  # its decision was never carried out
+    assert count(rig.log).by_host("a") == ([first] if held else [])  # not carried out
     text = rig.journal("a")
     assert "decided run-shell" in text and "not acted: lost the pulse at token" in text, text
     assert a.returncode != 0 and "lost the pulse at token" in err, (a.returncode, err)
+    if held:  # the paused beat had renewed a's lease: the token it lost was its first one
+        assert f"lost the pulse at token {first.token}" in err, (first, err)
     _clean(rig)
 
 
@@ -173,4 +186,33 @@ def test_the_etcd_leader_killed_or_paused_under_beating_hosts(
         stop.set()
         for t in threads:
             t.join(60)
+    _clean(rig)
+
+
+def test_a_host_partitioned_in_a_network_namespace_is_loud_and_acts_nothing(rig: Rig) -> None:
+    """Host a holds the pulse, then is cut off from every etcd member (its processes run in
+    a network namespace of their own): its pulses exit 3 saying why and since when, and act
+    0 times, while host b takes the pulse once a's lease lapses and carries on."""
+    why = netns_missing()
+    if why:
+        pytest.skip(why)
+    rig.scripts()
+    code, said = rig.beat("a")
+    assert code == 0, said
+    acted = len(count(rig.log).by_host("a"))
+    assert acted == 1
+    rig.cut.add("a")
+    code, said = rig.beat("a")
+    assert code == 3, said
+    assert "✗ beat skipped: etcd cannot be reached" in said and "(since 20" in said, said
+    since = said.split("(since ", 1)[1].split(")", 1)[0]
+    wait_for(lambda: _acted(rig, "b"), 30, "host b to take the pulse and act", interval=0)
+    for _ in range(2):
+        code, again = rig.beat("a")
+        assert code == 3 and f"(since {since})" in again, again  # still cut off, since then
+    assert len(count(rig.log).by_host("a")) == acted  # nothing acted while cut off
+    assert "coordination unavailable, beat skipped" in rig.journal("a")
+    rig.cut.discard("a")  # healed: a beats again (stands by, or leads once b's lease lapsed)
+    code, said = rig.beat("a", "pulse")
+    assert code == 0, said
     _clean(rig)

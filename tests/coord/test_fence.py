@@ -22,8 +22,7 @@ import pytest
 
 from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
-from looop_py.coord import choose, holders
-from looop_py.coord.base import PULSE
+from looop_py.coord import choose
 from looop_py.coord.remote import renew_deadline
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.workdir.paths import Paths
@@ -89,10 +88,9 @@ def test_a_beat_that_lost_the_pulse_while_deciding_does_not_act_and_says_so(
     a, b = two.workdir("a", shell_config(script)), two.workdir("b", shell_config(script))
 
     def usurp() -> None:  # host a's lease lapses while it thinks; b takes the pulse
-        choose.coordinator(open_wd(a)).unclaim(
-            PULSE, holders.own_holder("pulse.a"), now=time.time()
-        )
-        choose.coordinator(open_wd(b)).claim(PULSE, holders.own_holder("pulse.b"), now=time.time())
+        choose.coordinator(open_wd(a)).resign()  # as the lease expiring would
+        with choose.coordinator(open_wd(b)).pulse():
+            pass
 
     result = beat(open_wd(a), force=True, decider=Shell(script, usurp))
     assert not log.exists(), log.read_text()  # the command never started
@@ -112,6 +110,7 @@ def test_a_lost_token_fails_fence_check_and_a_malformed_one_is_usage(two: Hosts)
         held = run_looop("-C", str(a.root), "fence", "check", f"pulse:{token}", "--json")
         assert held.returncode == 0, held.stderr
         assert json.loads(held.stdout)["held"] is True
+    coord.resign()  # `looop down`: the sticky pulse goes
     gone = run_looop("-C", str(a.root), "fence", "check", env={"LOOOP_FENCE": f"pulse:{token}"})
     assert gone.returncode == 4 and f"lost the pulse at token {token}" in gone.stderr
     for bad in ("pulse", "pulse:x", "pulse:0", "../x:3"):

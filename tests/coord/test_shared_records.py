@@ -47,8 +47,9 @@ class Hosts:
     """Work dirs on one backend: files share one dir; on etcd each host has its own dir,
     all on one prefix, each with its own host id (in its state/host-id)."""
 
-    def __init__(self, name: str, tmp: Path, cluster: Cluster | None) -> None:
+    def __init__(self, name: str, tmp: Path, cluster: Cluster | None, ttl: float = TTL) -> None:
         self.name = name
+        self.ttl = ttl
         self.tmp = tmp
         self.cluster = cluster
         self.prefix = f"/looop/shelf-{uuid.uuid4().hex[:10]}"
@@ -64,9 +65,15 @@ class Hosts:
             (root / "state").mkdir(exist_ok=True)
             (root / "state" / "host-id").write_text(f"{key}\n")  # per machine, never shared
             if self.cluster is not None:
-                use_etcd(root / "looop.toml", self.cluster.endpoints, self.prefix, TTL)
+                use_etcd(root / "looop.toml", self.cluster.endpoints, self.prefix, self.ttl)
             self._dirs[key] = Paths(root)
         return self._dirs[key]
+
+
+def hand_over(wd: Paths) -> None:
+    """Host `wd` hands the shared pulse over (as `looop down` there does): on etcd the pulse
+    sticks to the host that took it (coord/election.py) until it stops or resigns."""
+    choose.coordinator(open_wd(wd)).resign()
 
 
 @pytest.fixture(params=["files", pytest.param("etcd", marks=pytest.mark.etcd)])
@@ -204,8 +211,8 @@ def test_a_paused_ex_leader_writes_nothing(two: Hosts) -> None:
             first = mailbox.open_ask(
                 open_wd(a), prompt="before the pause", asker="decider", now=1.0
             )
-            # A pauses; its pulse claim lapses (deleted here as its lease would) and B beats.
-            coord_a.unclaim(PULSE, holders.own_holder("pulse.a"), now=time.time())
+            # A pauses; its pulse lapses (its lease revoked here as expiry would) and B beats.
+            coord_a.resign()
             with coord_b.pulse() as token_b:
                 assert token_b > token_a
                 with pytest.raises(FenceLost, match="pulse"):
@@ -293,6 +300,7 @@ def test_a_round_escalated_on_one_host_is_approved_and_finished_on_the_other(
     approved = run_looop("-C", str(b.root), "approve", ask.id, "--json")
     assert approved.returncode == 0, approved.stderr
     assert not marker.exists()  # shared: the next beat, on whichever host, carries it on
+    hand_over(a)
     beat(open_wd(b))
     (done,) = store.rows(open_wd(b).shelf, include_done=True)
     assert done.phase == "done" and done.outcome == "proceeded" and done.host == "b"
@@ -431,6 +439,7 @@ def test_a_forged_round_answer_on_the_prefix_moves_no_round_on(two: Hosts, tmp_p
     (ask,) = [x for x in mailbox.pending(open_wd(b)) if x.kind is mailbox.AskKind.APPROVAL]
     forged = {"v": 1, "answer": "approved", "verdict": "approved", "by": "cli", "host": "b"}
     shelf.write_json(shared, "answers", ask.id, forged)
+    hand_over(a)
     beat(open_wd(b))
     assert not marker.exists()
     (row,) = store.rows(shared, include_done=False)
@@ -438,6 +447,7 @@ def test_a_forged_round_answer_on_the_prefix_moves_no_round_on(two: Hosts, tmp_p
     assert shared.names("forged") == [f"{ask.id}.answer"] and shared.get("answers", ask.id) is None
     approved = run_looop("-C", str(b.root), "approve", ask.id, "--json")
     assert approved.returncode == 0, approved.stderr
+    hand_over(b)
     beat(open_wd(a))
     assert marker.exists()
 
@@ -452,12 +462,9 @@ class Usurped:
         self.a, self.b = a, b
 
     def decide(self, request: DecideRequest) -> Decision:
-        choose.coordinator(open_wd(self.a)).unclaim(
-            PULSE, holders.own_holder("pulse.a"), now=time.time()
-        )
-        choose.coordinator(open_wd(self.b)).claim(
-            PULSE, holders.own_holder("pulse.b"), now=time.time()
-        )
+        choose.coordinator(open_wd(self.a)).resign()  # as its lease expiring would
+        with choose.coordinator(open_wd(self.b)).pulse():  # b beats, and keeps the pulse
+            pass
         return Decision(move={"action": "ask_human", "prompt": "merge it?"})
 
 
@@ -468,7 +475,7 @@ def test_a_beat_that_lost_the_pulse_mid_beat_writes_no_record_and_says_why(two: 
     assert result.outcome is BeatOutcome.SKIPPED, (result.reason, result.move, result.journal)
     assert "lost the pulse at token" in (result.reason or "")
     assert mailbox.pending(open_wd(b)) == [] and open_wd(b).shelf.empty("asks")
-    assert choose.coordinator(open_wd(b)).read("world/committed") is None  # nor the world
+    assert choose.coordinator(open_wd(b)).read_world() is None  # nor the world
     text = a.journal.read_text()
     assert "decided ask-human" in text and "not acted: lost the pulse at token" in text, text
 
@@ -538,13 +545,16 @@ def test_the_pulse_passing_between_hosts_wakes_no_decider(two: Hosts) -> None:
     a, b = two.workdir("a"), two.workdir("b")
     launch.start(open_wd(a), "w1", "sleep 60", runtime="shell", now=time.time())
     try:
-        outcomes = [beat(open_wd(host), decider=Noop()).outcome for host in (a, b, a, b, a, b)]
+        outcomes = []
+        for host in (a, b, a, b, a, b):
+            outcomes.append(beat(open_wd(host), decider=Noop()).outcome)
+            hand_over(host)  # the pulse passes (it would stay with a host that keeps beating)
     finally:
         kill.kill(a, "w1")
     decided = outcomes.count(BeatOutcome.DECIDED)
     assert outcomes[:2] == [BeatOutcome.DECIDED, BeatOutcome.DECIDED]  # each host's first
     assert decided == 2, outcomes
-    committed = jsonio.loads(choose.coordinator(open_wd(a)).read("world/committed") or b"{}")
+    committed = jsonio.loads(choose.coordinator(open_wd(a)).read_world() or b"{}")
     assert {"snap:sys-sessions@a", "snap:sys-sessions@b"} <= set(committed["items"])
     assert "snap:sys-sessions" not in committed["items"]
 
@@ -672,6 +682,7 @@ def test_the_hourly_cap_and_the_backoff_hold_for_the_loop_not_each_host(
     )  # a's decider fails: the loop backs off, on every host
     assert first.outcome is BeatOutcome.FAILED
     tick()
+    hand_over(a)
     held = beat(open_wd(b), decider=Noop())
     assert held.outcome is BeatOutcome.HELD and "backoff: 1 failure" in (held.reason or "")
     # The backoff is spent (edited here, as its delay passing would): b decides, then a, and
@@ -682,6 +693,7 @@ def test_the_hourly_cap_and_the_backoff_hold_for_the_loop_not_each_host(
     tick()
     assert beat(open_wd(b), decider=Noop()).outcome is BeatOutcome.DECIDED
     tick()
+    hand_over(b)
     capped = beat(open_wd(a), decider=Noop())
     assert capped.outcome is BeatOutcome.HELD, capped
     assert "decide cap: 2 decides in the last hour (limit 2)" in (capped.reason or "")
@@ -715,12 +727,15 @@ def test_status_on_one_host_shows_the_shared_world_pulse_and_claims(two: Hosts) 
     assert view["coordination"] == {
         "backend": "etcd",
         "host": "a",
-        "pulse": {"host": "b", "epoch": token},
+        "pulse": {"host": "b", "epoch": token, "since": view["coordination"]["pulse"]["since"]},
         "claims": 1,
         "error": None,
     }
     assert view["world_hash"] == done.world_hash and view["counts"]["claims"] == 1
-    assert f"etcd as host a; the shared pulse is held by b (epoch {token})" in text.stdout
+    since = view["coordination"]["pulse"]["since"]
+    assert since and since.startswith("20")
+    said = f"etcd as host a; the shared pulse is held by b since {since} (epoch {token})"
+    assert said in text.stdout
     files = run_looop(
         "-C", str(Hosts("files", a.root.parent / "f", None).workdir().root), "status", "--json"
     )
