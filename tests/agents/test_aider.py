@@ -139,8 +139,9 @@ def test_a_bad_key_is_one_request_and_aider_s_plain_reason(
     assert len(model.posts) == 1
     assert took <= 20, took
     assert result["status"] == "blocked", result
-    assert "The API provider is not able to authenticate you. Check your API key." in (
-        result["summary"]
+    assert (
+        "The API provider is not able to authenticate you. Check your API key."
+        in (result["summary"])
     )
 
 
@@ -150,7 +151,7 @@ def test_a_429_s_retry_after_is_waited_out_and_the_worker_goes_on(
     """openai's client waits out a 429's Retry-After within aider's first try, so aider
     prints no retry line and looop does not stop it."""
     limited = Turn(status=429, retry_after="2")
-    with FakeModel(script=[Turn(text=STATUS)], fail_first=[limited], sequential=True) as model:
+    with FakeModel(script=[Turn(text=STATUS)] * 2, fail_first=[limited], sequential=True) as model:
         offline(monkeypatch, model)
         exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch)
     assert len(model.posts) == 2, len(model.posts)
