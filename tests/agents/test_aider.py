@@ -126,6 +126,20 @@ def test_a_provider_failing_every_request_costs_3_requests_and_seconds_not_a_min
     assert says in listed.stdout
 
 
+def test_a_reply_that_says_aider_s_retry_line_does_not_stop_the_worker(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's own words are in the same output: a reply quoting aider's retry line,
+    word for word, is a reply, not a retry."""
+    quoted = "litellm.InternalServerError: quoted\nRetrying in 0.2 seconds...\n"
+    reply = quoted + "> Retrying in 0.5 seconds...\n" + STATUS
+    with FakeModel(script=[Turn(text=reply)], sequential=True) as model:
+        offline(monkeypatch, model)
+        exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch)
+    assert "stopped" not in exit_, exit_
+    assert (result["status"], result["summary"]) == ("done", "the fake model did it")
+
+
 def test_a_bad_key_is_one_request_and_aider_s_plain_reason(
     wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
