@@ -193,6 +193,27 @@ def test_looop_run_counts_the_tokens_aider_reported(wd: Paths, tmp_path: Path) -
     )
 
 
+def test_a_round_whose_aider_maker_meets_a_failing_provider_ends_blocked_in_its_words(
+    wd: Paths, tmp_path: Path
+) -> None:
+    (wd.goals / "welcome.md").unlink()
+    wd.config.write_text(wd.config.read_text() + runtime_toml("aider"))
+    (wd.goals / "triage.md").write_text(
+        "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
+        "runtime: aider\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
+    )
+    with FakeModel(script=[Turn(status=503)] * 100, sequential=True) as model:
+        env = env_for("aider", model, tmp_path / "home")
+        started = time.monotonic()
+        r = run_looop("-C", str(wd.root), "run", "triage", "--json", env=env, timeout=200)
+        took = time.monotonic() - started
+    report = json.loads(r.stdout)
+    assert report["outcome"] == "blocked", report
+    assert len(model.posts) == 3, len(model.posts)  # the maker's; no checker, no looop retry
+    assert took <= 30, took
+    assert "The API provider's servers are down or overloaded." in wd.journal.read_text()
+
+
 def test_a_daily_budget_crossed_by_an_aider_maker_starts_no_checker(
     wd: Paths, tmp_path: Path
 ) -> None:
