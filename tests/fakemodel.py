@@ -57,6 +57,7 @@ class Seen:
     path: str
     body: Any
     turn: int
+    at: float = 0.0  # time.monotonic() when it arrived: how long a client waited between tries
 
 
 @dataclass
@@ -152,7 +153,7 @@ class FakeModel:
         with self.lock:
             n = len(self.posts) if self.sequential else _assistant_turns(wire, body)
             turn = self.script[n] if n < len(self.script) else Turn(text="done")
-            self.requests.append(Seen("POST", path, body, n))
+            self.requests.append(Seen("POST", path, body, n, time.monotonic()))
             msg_id = f"msg_fake_{len(self.requests)}"  # each reply its own, as the API does
             if self.fail_first:
                 first = self.fail_first.pop(0)

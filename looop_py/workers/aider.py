@@ -36,6 +36,45 @@ STATUSES = ("done", "done-with-concerns", "blocked")
 _STATUS = re.compile(r"^\W*STATUS\W*:?\s*(done-with-concerns|done|blocked)\b\W*(.*)$", re.I)
 _ERROR_LINES = 2  # aider's last notes after a failed request: the error and its gloss
 _NOT_ERRORS = ("Tokens:", "Retrying in")  # its notes on a reply and on a retry
+# aider 0.86.2 retries a failed request itself, doubling a delay up to a hard-coded 60 s
+# (no flag, setting or variable): 9 tries, each retried twice by openai's client, so 27
+# requests over ~64 s on a persistent 5xx. Its first "Retrying in" line comes after its
+# HTTP client's own tries (3 requests, a 429's Retry-After waited out); the supervisor
+# stops aider there (looop owns retries), and the run ends blocked in aider's words.
+# Its retry line is told from the model's words in the same output (a reply may quote it)
+# by where it stands: it ends what aider has written (aider sleeps right after it), in a
+# block of lines that holds litellm's error, with no blank line between them.
+_RETRY_LINE = re.compile(rb"^Retrying in \d+\.\d seconds\.\.\.$")
+_ERROR = b"litellm."
+_BLOCK = 20  # lines of the current block kept to look for the error in
+STOPPED = (
+    "aider's request failed after its HTTP client's own tries; looop stopped aider's own"
+    " retries (about a minute more of them): looop retries the round"
+)
+
+
+class RetryWatch:
+    """Counts aider's retry lines in its output as it grows: fed the new bytes, it keeps
+    the unfinished last line and the current block of lines for the next feed."""
+
+    def __init__(self) -> None:
+        self.retries = 0
+        self._rest = b""
+        self._block: list[bytes] = []
+
+    def feed(self, data: bytes) -> int:
+        lines = (self._rest + data).split(b"\n")
+        self._rest = lines.pop()
+        for i, raw in enumerate(lines):
+            line = raw.strip()
+            if not line:
+                self._block = []
+                continue
+            last = i == len(lines) - 1 and not self._rest
+            if last and _RETRY_LINE.match(line) and any(b.startswith(_ERROR) for b in self._block):
+                self.retries += 1
+            self._block = [*self._block[-_BLOCK:], line]
+        return self.retries
 
 
 def usage(session_dir: Path) -> dict[str, Any] | None:

@@ -28,11 +28,12 @@ import traceback
 from pathlib import Path
 
 from looop_py import identity, jsonio
-from looop_py.workers import records, streams
+from looop_py.workers import aider, records, streams
 
 # typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -71,8 +72,16 @@ def main(argv: list[str]) -> int:
     capped = limits.get("max_iters")
     cap = capped if isinstance(capped, int) and capped > 0 else 0
     kind = str(meta.get("usage_stream") or "")
+    stopped = False
     if cap and kind in streams.READS_TURNS:
         wait_status, turns = _wait_capped(pid, d / records.OUTPUT, kind, cap, grace_s)
+    elif kind == "aider":  # its own retry loop, stopped at its first retry (workers/aider.py)
+        watch = aider.RetryWatch()
+        # aider sleeps 0.25 s after that line before it sends again: looked at 20 times a
+        # second while idle, it is stopped before its next request.
+        log, retried = d / records.OUTPUT, lambda data: watch.feed(data) > 0
+        wait_status, stopped = _watch(pid, log, retried, grace_s, idle_s=0.05)
+        turns = None
     else:
         wait_status, turns = os.waitpid(pid, 0)[1], None
         if kind in streams.READS_TURNS:  # uncapped, counted once it ended (the report's iters)
@@ -86,6 +95,8 @@ def main(argv: list[str]) -> int:
         "signal": -code if code < 0 else None,
         "ended_at": ended,
     }
+    if stopped:
+        status["stopped"] = aider.STOPPED
     if cap and turns is not None and turns > cap and not (d / records.RESULT).exists():
         why = f"iteration cap {cap} reached"
         status["stopped"] = why
@@ -110,36 +121,47 @@ def main(argv: list[str]) -> int:
 
 def _wait_capped(pid: int, log: Path, kind: str, cap: int, grace_s: float) -> tuple[int, int]:
     """Wait for the worker while counting its tool calls; past `cap` (the agent asks for
-    one more) end its whole group (SIGTERM, SIGKILL after the grace). Its wait status and
-    the tool calls counted."""
+    one more) end its whole group. Its wait status and the tool calls counted."""
     counter = streams.TurnCounter(kind)
+    wait_status, _ = _watch(pid, log, lambda data: counter.feed(data) > cap, grace_s)
+    return wait_status, counter.turns
+
+
+def _watch(
+    pid: int, log: Path, stop: Callable[[bytes], bool], grace_s: float, idle_s: float = 0.1
+) -> tuple[int, bool]:
+    """Wait for the worker while feeding its new output to `stop`; once that says stop,
+    end its whole group (SIGTERM, SIGKILL after the grace). Its wait status, and whether
+    looop stopped it."""
     offset = 0
     last_data = time.monotonic()
     while True:
         done, wait_status = os.waitpid(pid, os.WNOHANG)
-        try:
-            with log.open("rb") as f:
-                f.seek(offset)
-                data = f.read(1 << 20)
-        except OSError:
-            data = b""
+        data = _read_from(log, offset)
         offset += len(data)
-        if counter.feed(data) > cap and not done:
-            return _stop(pid, grace_s), counter.turns
+        if stop(data) and not done:
+            return _stop(pid, grace_s), True
         if done:
-            while data:  # what it wrote last, so the count is whole
-                with log.open("rb") as f:
-                    f.seek(offset)
-                    data = f.read(1 << 20)
+            while data:  # what it wrote last, so a count is whole
+                data = _read_from(log, offset)
                 offset += len(data)
-                counter.feed(data)
-            return wait_status, counter.turns
+                stop(data)
+            return wait_status, False
         if data:
             last_data = time.monotonic()
         else:
             # While the agent is streaming, a turn can take milliseconds: look often then,
-            # so the cap ends it within a turn; an idle agent is looked at 10 times a second.
-            time.sleep(0.01 if time.monotonic() - last_data < 2.0 else 0.1)
+            # so the cap ends it within a turn; an idle agent every `idle_s`.
+            time.sleep(0.01 if time.monotonic() - last_data < 2.0 else idle_s)
+
+
+def _read_from(log: Path, offset: int) -> bytes:
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            return f.read(1 << 20)
+    except OSError:
+        return b""
 
 
 def _count_turns(log: Path, kind: str) -> int | None:

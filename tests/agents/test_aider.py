@@ -10,7 +10,6 @@ for: no .git, no .gitignore edit, no .aider* files, and no attempt to reach the 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 
 from looop_py.workdir.paths import Paths
 from looop_py.workers import aider, records
-from tests.agentclis import AIDER_INFO, env_for, need, runtime_toml
+from tests.agentclis import AIDER_INFO, env_for, runtime_toml
 from tests.agents.test_runtimes import run_worker
 from tests.conftest import run_looop
 from tests.fakemodel import FakeModel, Turn
@@ -37,23 +36,6 @@ def offline(mp: pytest.MonkeyPatch, model: FakeModel) -> None:
     """Every host but 127.0.0.1 goes through the fake server, which records and refuses it."""
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"):
         mp.setenv(name, model.base)
-
-
-def hurried(mp: pytest.MonkeyPatch, bin_dir: Path) -> None:
-    """The real aider, run by a copy of its entry script whose `time.sleep` waits 1/1000 of
-    what it is asked: its back-off between tries (~64 s over 9, and its HTTP client's within
-    each) costs no real time, and it tries exactly as often. First on PATH from here on."""
-    real = Path(need("aider"))
-    python = real.read_text().splitlines()[0]  # the shebang of aider's own venv
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / "aider"
-    script.write_text(
-        f"{python}\nimport sys, time\n\n"
-        "_sleep = time.sleep\ntime.sleep = lambda s: _sleep(s / 1000)\n\n"
-        "from aider.main import main\n\nsys.exit(main())\n"
-    )
-    script.chmod(0o755)
-    mp.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 def workdir(tmp_path: Path) -> Path:
@@ -120,29 +102,76 @@ def test_l1_runs_aider_in_a_throwaway_copy_and_still_records_its_result(
     assert meta["read_only"] == "copy" and not Path(meta["copy"]).exists()
 
 
-@pytest.mark.parametrize(
-    ("status", "says"),
-    [
-        (401, "The API provider is not able to authenticate you"),
-        # After aider's own retries (9 tries, each retried twice by openai's client), hurried.
-        (500, "internal error in the fake model server The API provider's servers are down"),
-    ],
-)
-def test_a_failed_request_ends_the_worker_blocked_in_aider_s_words(
-    status: int, says: str, wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_provider_failing_every_request_costs_3_requests_and_seconds_not_a_minute(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if status == 500:
-        hurried(monkeypatch, tmp_path / "hurried")
-    with FakeModel(script=[Turn(status=status)] * 100, sequential=True) as model:
+    """At aider's defaults a persistent 5xx cost 27 requests over ~64 s (its own loop's 9
+    tries, doubling to 60 s, each retried twice by openai's client). looop stops aider at
+    its first "Retrying in" line: its client's 3 requests, then blocked in aider's words."""
+    with FakeModel(script=[Turn(status=500)] * 100, sequential=True) as model:
         offline(monkeypatch, model)
-        exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch, wait_s=200)
-    assert exit_["exit_code"] == 0  # aider exits 0 whatever happened
+        started = time.monotonic()
+        exit_, result = run_worker(
+            wd, "aider", model, tmp_path / "home", monkeypatch, wait_s=120, exit_ok=False
+        )
+        took = time.monotonic() - started
+    assert len(model.posts) == 3, len(model.posts)
+    assert took <= 30, took
     assert result["status"] == "blocked", result
+    says = "internal error in the fake model server The API provider's servers are down"
     assert says in result["summary"]
     assert "usage" not in result  # no reply, no tokens
-    assert len(model.posts) == (1 if status == 401 else 27)
+    assert "looop stopped aider's own retries" in exit_["stopped"]
     listed = run_looop("-C", str(wd.root), "workers", "--all", "--json")
     assert says in listed.stdout
+
+
+def test_a_reply_that_says_aider_s_retry_line_does_not_stop_the_worker(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's own words are in the same output: a reply quoting aider's retry line,
+    word for word, is a reply, not a retry."""
+    quoted = "litellm.InternalServerError: quoted\nRetrying in 0.2 seconds...\n"
+    reply = quoted + "> Retrying in 0.5 seconds...\n" + STATUS
+    with FakeModel(script=[Turn(text=reply)], sequential=True) as model:
+        offline(monkeypatch, model)
+        exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch)
+    assert "stopped" not in exit_, exit_
+    assert (result["status"], result["summary"]) == ("done", "the fake model did it")
+
+
+def test_a_bad_key_is_one_request_and_aider_s_plain_reason(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeModel(script=[Turn(status=401)] * 10, sequential=True) as model:
+        offline(monkeypatch, model)
+        started = time.monotonic()
+        exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch)
+        took = time.monotonic() - started
+    assert exit_["exit_code"] == 0  # aider exits 0 whatever happened
+    assert "stopped" not in exit_  # aider retries no 401: nothing for looop to stop
+    assert len(model.posts) == 1
+    assert took <= 20, took
+    assert result["status"] == "blocked", result
+    assert (
+        "The API provider is not able to authenticate you. Check your API key."
+        in (result["summary"])
+    )
+
+
+def test_a_429_s_retry_after_is_waited_out_and_the_worker_goes_on(
+    wd: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """openai's client waits out a 429's Retry-After within aider's first try, so aider
+    prints no retry line and looop does not stop it."""
+    limited = Turn(status=429, retry_after="2")
+    with FakeModel(script=[Turn(text=STATUS)] * 2, fail_first=[limited], sequential=True) as model:
+        offline(monkeypatch, model)
+        exit_, result = run_worker(wd, "aider", model, tmp_path / "home", monkeypatch)
+    assert len(model.posts) == 2, len(model.posts)
+    assert model.posts[1].at - model.posts[0].at >= 2.0  # the server's word, not a guess
+    assert "stopped" not in exit_
+    assert (result["status"], result["summary"]) == ("done", "the fake model did it")
 
 
 def test_looop_run_counts_the_tokens_aider_reported(wd: Paths, tmp_path: Path) -> None:
@@ -162,6 +191,27 @@ def test_looop_run_counts_the_tokens_aider_reported(wd: Paths, tmp_path: Path) -
         report,
         time.monotonic() - started,
     )
+
+
+def test_a_round_whose_aider_maker_meets_a_failing_provider_ends_blocked_in_its_words(
+    wd: Paths, tmp_path: Path
+) -> None:
+    (wd.goals / "welcome.md").unlink()
+    wd.config.write_text(wd.config.read_text() + runtime_toml("aider"))
+    (wd.goals / "triage.md").write_text(
+        "---\nintent: a real-CLI loop\nlevel: L1\ncadence: daily 03:00\n"
+        "runtime: aider\nmaker: Report what you found.\nchecker: Check the report.\n---\n"
+    )
+    with FakeModel(script=[Turn(status=503)] * 100, sequential=True) as model:
+        env = env_for("aider", model, tmp_path / "home")
+        started = time.monotonic()
+        r = run_looop("-C", str(wd.root), "run", "triage", "--json", env=env, timeout=200)
+        took = time.monotonic() - started
+    report = json.loads(r.stdout)
+    assert report["outcome"] == "blocked", report
+    assert len(model.posts) == 3, len(model.posts)  # the maker's; no checker, no looop retry
+    assert took <= 30, took
+    assert "The API provider's servers are down or overloaded." in wd.journal.read_text()
 
 
 def test_a_daily_budget_crossed_by_an_aider_maker_starts_no_checker(

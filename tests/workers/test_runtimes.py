@@ -331,3 +331,39 @@ def test_a_claude_worker_s_cut_stream_is_counted_from_model_usage(tmp_path: Path
     assert usage is not None
     assert (usage["input_tokens"], usage["output_tokens"]) == (1200, 40)
     assert (usage["cache_read_tokens"], usage["cost_usd"]) == (900, 0.0042)
+
+
+AIDER_RETRY = (
+    b"\nlitellm.InternalServerError: InternalServerError: OpenAIException - internal \n"
+    b"error in the fake model server\nThe API provider's servers are down or overloaded.\n"
+    b"Retrying in 0.2 seconds...\n"
+)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        b"Retrying in 0.2 seconds...\n",  # no error before it
+        b"litellm.X: y\n\nRetrying in 0.2 seconds...\n",  # a blank line between: another block
+        b"litellm.X: y\nRetrying in 0.2 seconds...\nSTATUS: done: ok\n",  # not what ends it
+        b"litellm.X: y\nRetrying in a moment...\n",  # not aider's line
+        b"litellm.X: y\n  Retrying in 0.2 seconds... or so\n",
+        b"litellm.X: y\nRetrying in 0.2 seconds...",  # unfinished: aider ends its lines
+    ],
+)
+def test_aider_s_retry_line_is_not_what_a_reply_or_a_partial_line_says(said: bytes) -> None:
+    from looop_py.workers import aider
+
+    assert aider.RetryWatch().feed(b"Aider v0.86.2\n" + said) == 0
+
+
+def test_aider_s_retry_line_is_counted_however_its_output_is_cut_into_reads() -> None:
+    from looop_py.workers import aider
+
+    for size in (1, 7, len(AIDER_RETRY)):
+        watch = aider.RetryWatch()
+        seen = [watch.feed(AIDER_RETRY[i : i + size]) for i in range(0, len(AIDER_RETRY), size)]
+        assert seen[-1] == 1 and seen.count(1) >= 1, size
+    watch = aider.RetryWatch()
+    assert watch.feed(AIDER_RETRY) == 1
+    assert watch.feed(AIDER_RETRY.replace(b"0.2", b"0.5")) == 2
