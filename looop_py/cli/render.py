@@ -1,8 +1,7 @@
 """Every view the CLI shows, turned into human lines (or the object `--json` prints).
 
-No click and no printing here: each function returns the lines, and a line
-that is a `Note` goes to stderr (commentary a script reading stdout should not
-see). The pulse door imports this module only when a beat has something to say.
+No click, no printing: each function returns lines; a `Note` goes to stderr (not for a
+script reading stdout). The pulse door imports this only when a beat has something to say.
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def test_a_record_rewritten_with_the_same_bytes_breaks_the_seal(two: Hosts) -> N
     a = _sealed(_host(two, "a"))
     assert two.cluster is not None
     client = _client(two.cluster)
-    key = f"{two.prefix}/data/world/committed"
+    key = f"{two.prefix}/data/world/meta"  # the committed world's record (coord/worldstore.py)
     [kv] = client.get(key)
     from looop_py.coord.etcd import value_of
 
