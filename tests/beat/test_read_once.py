@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from looop_py.sensing.sense import sense
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
 from tests.conftest import open_wd, write_sensor
+from tests.opens import counted
 
 LOOP_GOAL = """---
 intent: Say hello on a cadence.
@@ -134,21 +133,8 @@ def test_a_beat_lists_goals_and_builds_the_loop_index_once(
 
 # -- read at most once: counted in a child interpreter by an audit hook on open() ---------------
 
-COUNT_OPENS = """
-import collections, json, os, sys
-from pathlib import Path
-root = sys.argv[1]
-opens = collections.Counter()
-def hook(event, args):
-    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-        path = os.fsdecode(args[0])
-        if path.startswith(root + os.sep):
-            opens[os.path.relpath(path, root)] += 1
+BEAT = """
 from looop_py.beat import pulse
-from looop_py.coord.choose import open_workdir
-from looop_py.workdir.paths import Paths
-wd = open_workdir(Paths(Path(root)))
-sys.addaudithook(hook)
 result = pulse.beat(wd, force=sys.argv[2] == "force")
 print(json.dumps({"outcome": result.outcome.value, "opens": opens}))
 """
@@ -156,14 +142,7 @@ print(json.dumps({"outcome": result.outcome.value, "opens": opens}))
 
 def _opens(wd: Paths, how: str = "force") -> tuple[str, dict[str, int]]:
     """A full beat in a fresh interpreter: its outcome and how often it opened each file."""
-    done = subprocess.run(
-        [sys.executable, "-c", COUNT_OPENS, str(wd.root), how],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    found = json.loads(done.stdout)
+    found = counted(wd.root, BEAT, how)
     return found["outcome"], found["opens"]
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -16,6 +14,7 @@ from looop_py.loops import store
 from looop_py.loops.views import TALLY, overview
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
+from tests.opens import counted
 
 LOOP = """---
 intent: sweep the repo
@@ -100,21 +99,8 @@ def test_the_tally_follows_every_round_archived_or_deleted(looped: Paths) -> Non
     assert (row.rounds, row.tokens, row.live_round) == (5, 40 + 15 + 7, "sweep-live")
 
 
-COUNT = """
-import collections, json, os, sys, time
-from pathlib import Path
-root = sys.argv[1]
-opens = collections.Counter()
-def hook(event, args):
-    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-        path = os.fsdecode(args[0])
-        if path.startswith(root + os.sep):
-            opens[os.path.relpath(path, root)] += 1
-from looop_py.coord.choose import open_workdir
-from looop_py.loops.views import TALLY, overview
-from looop_py.workdir.paths import Paths
-wd = open_workdir(Paths(Path(root)))
-sys.addaudithook(hook)
+OVERVIEW = """
+from looop_py.loops.views import overview
 overview(wd, time.time())
 print(json.dumps(sorted(k for k in opens if k.startswith("rounds/"))))
 """
@@ -125,8 +111,7 @@ def test_looop_loops_reads_no_archived_round_while_the_archive_is_unchanged(
 ) -> None:
     for n in range(5):
         _done(looped, n)
-    argv = [sys.executable, "-c", COUNT, str(looped.root)]
-    first = json.loads(subprocess.run(argv, capture_output=True, check=True).stdout)
+    first = counted(looped.root, OVERVIEW)
     assert len(first) == 5  # summed once, and kept
-    again = json.loads(subprocess.run(argv, capture_output=True, check=True).stdout)
+    again = counted(looped.root, OVERVIEW)
     assert again == []
