@@ -122,3 +122,65 @@ def test_lasting_ancestor_reads_proc_as_psutil_would() -> None:
         outer.kill()
         outer.wait()
     assert sys.platform != "linux" or identity._PROC
+
+
+# -- the lean read and the O_EXCL fast path meet hostile claim files ---------------------------
+
+
+def _hostile(wd: Paths, kind: str) -> str:
+    path = claims.claim_path(wd, "repo")
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: a blocking open or read would hang the claim
+    elif kind == "directory":
+        os.mkdir(path)
+    elif kind == "device":
+        os.symlink("/dev/zero", path)  # endless bytes: a read without a cap never ends
+    elif kind == "empty":  # a creator that died between its O_EXCL open and its write
+        open(path, "wb").close()
+    elif kind == "not-json":
+        with open(path, "wb") as f:
+            f.write(b"{" * 70_000)  # past any small first read, and not JSON
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "empty", "not-json"])
+def test_an_unreadable_claim_file_is_never_taken_over(wd: Paths, kind: str) -> None:
+    from looop_py.errors import CorruptFile
+
+    _hostile(wd, kind)
+    me = holders.own_holder("me")
+    with pytest.raises(CorruptFile, match="unreadable"):
+        claims.claim(wd, "repo", me, now=time.time())
+    with pytest.raises(CorruptFile, match="unreadable"):
+        claims.claim(wd, "repo", me, renew=True, now=time.time())
+    assert not (wd.claims / claims.LOCKS / "repo.lock").read_bytes().strip()  # no epoch spent
+
+
+def test_a_padded_claim_file_past_a_small_read_still_names_its_live_holder(wd: Paths) -> None:
+    from looop_py.errors import ClaimHeld
+
+    me, other = holders.own_holder("me"), holders.own_holder("other")
+    claims.claim(wd, "repo", me, now=time.time())
+    path = claims.claim_path(wd, "repo")
+    body = open(path, "rb").read()
+    with open(path, "wb") as f:  # valid JSON, but longer than one small read
+        f.write(body.rstrip() + b" " * 100_000 + b"\n")
+    with pytest.raises(ClaimHeld, match="session me"):
+        claims.claim(wd, "repo", other, now=time.time())
+    with pytest.raises(ClaimHeld, match="not by you"):
+        claims.unclaim(wd, "repo", other, now=time.time())
+    released = claims.unclaim(wd, "repo", me, now=time.time())
+    assert released is not None and released.epoch == 1
+
+
+def test_a_refused_claim_spends_no_epoch(wd: Paths) -> None:
+    from looop_py.errors import ClaimHeld
+
+    me, other = holders.own_holder("me"), holders.own_holder("other")
+    assert claims.claim(wd, "repo", me, now=time.time()).claim.epoch == 1
+    for _ in range(3):
+        with pytest.raises(ClaimHeld):
+            claims.claim(wd, "repo", other, now=time.time())
+    assert claims.claim(wd, "repo", me, now=time.time()).action == "held"
+    claims.unclaim(wd, "repo", me, now=time.time())
+    assert claims.claim(wd, "repo", other, now=time.time()).claim.epoch == 2
