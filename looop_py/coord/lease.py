@@ -263,20 +263,31 @@ def claim(
     check_ttl(ttl_s)
     fd = _lock(paths, name)
     try:
+        seen = None
         if not renew:
             try:
                 out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             except FileExistsError:
-                pass
+                seen = read_claim(path, name)
             else:
                 return _fill(out, path, fd, name, holder, now=now, ttl_s=ttl_s)
-        return _decide(paths, path, fd, name, holder, ttl_s=ttl_s, renew=renew, now=now)
+            cur = seen[0]
+            if cur is not None and not cur.expired(now) and not cur.held_by(holder):
+                # Someone else's: ask whether it lives (a /proc read) without the lock,
+                # so contended waiters are not held up. A refusal needs no lock.
+                os.close(fd)
+                fd = -1
+                if cur.holder_alive():
+                    raise held_error(name, cur)
+                fd = _lock(paths, name)  # a dead holder's: look again, under the lock
+                seen = None
+        return _decide(path, fd, name, holder, ttl_s=ttl_s, renew=renew, now=now, seen=seen)
     finally:
-        os.close(fd)  # drops the flock
+        if fd >= 0:
+            os.close(fd)  # drops the flock
 
 
 def _decide(
-    paths: Paths,
     path: str,
     fd: int,
     name: str,
@@ -285,9 +296,11 @@ def _decide(
     ttl_s: float | None,
     renew: bool,
     now: float,
+    seen: tuple[Claim | None, bool] | None,
 ) -> Outcome:
-    """`claim` when its claim file is there (or a renewal): read it once, under the lock."""
-    cur, unreadable = read_claim(path, name)
+    """`claim` when its claim file is there (or a renewal), under the lock (`fd`); `seen`
+    is what read_claim found under this same hold, if it was read already."""
+    cur, unreadable = seen if seen is not None else read_claim(path, name)
     if unreadable:
         raise CorruptFile(
             f"{path} is unreadable, so nobody can tell who holds {name}",
