@@ -14,6 +14,11 @@ processes. The lock file also holds the name's last epoch (decimal text,
 written under the lock before the claim file): the epoch grows by one at each
 new holder and never goes back, so a release only unlinks the claim file and a
 holder can hand its epoch to whatever it writes to as a fencing token.
+
+Per cycle, like a bare flock loop: a free name is taken with one O_EXCL open
+under its lock (no read); a release reads the claim once, to see whose it is;
+a claim file found in the way is read once, and its holder's liveness (a /proc
+read) is asked after the lock is dropped, since a refusal needs no lock.
 """
 
 from __future__ import annotations
