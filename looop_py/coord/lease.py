@@ -14,6 +14,11 @@ processes. The lock file also holds the name's last epoch (decimal text,
 written under the lock before the claim file): the epoch grows by one at each
 new holder and never goes back, so a release only unlinks the claim file and a
 holder can hand its epoch to whatever it writes to as a fencing token.
+
+Per cycle, like a bare flock loop: a free name is taken with one O_EXCL open
+under its lock (no read); a release reads the claim once, to see whose it is;
+a claim file found in the way is read once, and its holder's liveness (a /proc
+read) is asked after the lock is dropped, since a refusal needs no lock.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ LOCKS = ".locks"
 LOCK_TIMEOUT_S = 10.0
 POLL_S = 0.0001  # the per-name lock is held for well under a millisecond: look again soon
 POLL_MAX_S = 0.002  # … then back off, so many waiters on few cores leave the holder a CPU
+_FIRST_READ = 4096  # one read of a claim file; a longer file goes to the careful reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +157,15 @@ def locked(paths: Paths, name: str) -> Iterator[int]:
     Busy if it stays taken for LOCK_TIMEOUT_S. The lock is held for well under a
     millisecond, so a waiter polls often at first and backs off to POLL_MAX_S.
     """
+    fd = _lock(paths, name)
+    try:
+        yield fd
+    finally:
+        os.close(fd)  # closing this descriptor drops the flock
+
+
+def _lock(paths: Paths, name: str) -> int:
+    """The descriptor of `name`'s lock file, locked; the caller closes it to unlock."""
     from filelock import lock_descriptor  # reading claims needs no lock: load it to write
 
     locks = f"{paths.root}/claims/{LOCKS}"
@@ -163,9 +178,10 @@ def locked(paths: Paths, name: str) -> Iterator[int]:
     try:
         if not lock_descriptor(fd, blocking=False):
             _wait(fd, name, lock_descriptor)
-        yield fd
-    finally:
-        os.close(fd)  # closing this descriptor drops the flock
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _wait(fd: int, name: str, lock_descriptor: Callable[..., bool]) -> None:
@@ -178,16 +194,38 @@ def _wait(fd: int, name: str, lock_descriptor: Callable[..., bool]) -> None:
         pause = min(pause * 2, POLL_MAX_S)
 
 
-def read_claim(path: Path | str) -> tuple[Claim | None, bool]:
-    """(claim, unreadable): a missing file is (None, False)."""
+def read_claim(path: Path | str, name: str | None = None) -> tuple[Claim | None, bool]:
+    """(claim, unreadable): a missing file is (None, False).
+
+    One open and one read: a claim file is a few hundred bytes. A file that
+    fills the first read (past any claim looop writes) goes to jsonio's careful
+    reader, which caps it and says what is wrong with it.
+    """
     try:
-        body = jsonio.read_json(path)
-    except (CorruptFile, OSError):
-        return None, True
-    if body is None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
+    except FileNotFoundError:
         return None, False
-    name = os.path.basename(path).removesuffix(".json")
-    found = Claim.from_json(name, body)
+    except OSError:
+        return None, True
+    try:
+        data = os.read(fd, _FIRST_READ)
+    except OSError:  # a directory, say
+        return None, True
+    finally:
+        os.close(fd)
+    if len(data) >= _FIRST_READ:
+        try:
+            body = jsonio.read_json(path)
+        except (CorruptFile, OSError):
+            return None, True
+        if body is None:
+            return None, False
+    else:
+        try:
+            body = jsonio.loads(data)
+        except jsonio.JSONDecodeError:
+            return None, True
+    found = Claim.from_json(name or os.path.basename(path).removesuffix(".json"), body)
     return found, found is None
 
 
@@ -220,44 +258,105 @@ def claim(
     renew: bool = False,
     now: float,
 ) -> Outcome:
-    """Take `name` for `holder`, or raise ClaimHeld naming the live holder that has it."""
+    """Take `name` for `holder`, or raise ClaimHeld naming the live holder that has it.
+
+    Under the name's lock, a free name is taken in one O_EXCL open, the way a
+    bare flock loop would: no read, no parse. Only when the claim file is
+    already there is it read (once) to see whose it is.
+    """
     path = claim_path(paths, name)
     check_ttl(ttl_s)
+    fd = _lock(paths, name)
+    try:
+        seen = None
+        if not renew:
+            try:
+                out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            except FileExistsError:
+                seen = read_claim(path, name)
+            else:
+                return _fill(out, path, fd, name, holder, now=now, ttl_s=ttl_s)
+            cur = seen[0]
+            if cur is not None and not cur.expired(now) and not cur.held_by(holder):
+                # Someone else's: ask whether it lives (a /proc read) without the lock,
+                # so contended waiters are not held up. A refusal needs no lock.
+                os.close(fd)
+                fd = -1
+                if cur.holder_alive():
+                    raise held_error(name, cur)
+                fd = _lock(paths, name)  # a dead holder's: look again, under the lock
+                seen = None
+        return _decide(path, fd, name, holder, ttl_s=ttl_s, renew=renew, now=now, seen=seen)
+    finally:
+        if fd >= 0:
+            os.close(fd)  # drops the flock
 
-    # A lock-free look first (a claim file is complete when readable): refusing a
-    # live holder needs no lock, which keeps contended retries cheap.
-    cur, _ = read_claim(path)
-    if cur is not None and not cur.held_by(holder) and cur.live(now):
-        raise held_error(name, cur)
-    with locked(paths, name) as fd:
-        cur, unreadable = read_claim(path)
-        if unreadable:
-            raise CorruptFile(
-                f"{path} is unreadable, so nobody can tell who holds {name}",
-                "remove it if you are sure; the next beat removes it after a few seconds",
-            )
-        if cur is not None and not cur.expired(now):
-            if cur.held_by(holder):
-                if not renew:
-                    return Outcome(cur, "held")
-                renewed = cur.renewed(now, ttl_s)
-                jsonio.write_json(Path(path), renewed.to_json(), durable=False)
-                return Outcome(renewed, "renewed")
-            if cur.holder_alive():
-                raise held_error(name, cur)
-        if renew:
-            raise lapsed_error(name, cur, now)
-        # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
-        epoch = max(_last_epoch(fd), cur.epoch if cur else 0) + 1
-        new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
+
+def _decide(
+    path: str,
+    fd: int,
+    name: str,
+    holder: Holder,
+    *,
+    ttl_s: float | None,
+    renew: bool,
+    now: float,
+    seen: tuple[Claim | None, bool] | None,
+) -> Outcome:
+    """`claim` when its claim file is there (or a renewal), under the lock (`fd`); `seen`
+    is what read_claim found under this same hold, if it was read already."""
+    cur, unreadable = seen if seen is not None else read_claim(path, name)
+    if unreadable:
+        raise CorruptFile(
+            f"{path} is unreadable, so nobody can tell who holds {name}",
+            "remove it if you are sure; the next beat removes it after a few seconds",
+        )
+    if cur is not None and not cur.expired(now):
+        if cur.held_by(holder):
+            if not renew:
+                return Outcome(cur, "held")
+            renewed = cur.renewed(now, ttl_s)
+            jsonio.write_json(Path(path), renewed.to_json(), durable=False)
+            return Outcome(renewed, "renewed")
+        if cur.holder_alive():
+            raise held_error(name, cur)
+    if renew:
+        raise lapsed_error(name, cur, now)
+    # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
+    epoch = max(_last_epoch(fd), cur.epoch if cur else 0) + 1
+    new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
+    _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
+    # No fsync: a lease dies with its holder, and a power loss ends every holder.
+    body = jsonio.dumps(new.to_json(), pretty=True) + b"\n"
+    if cur is None:
+        _create(path, body)
+    else:  # replacing a dead holder's claim: readers see the old one or the new one
+        jsonio.atomic_write(Path(path), body, durable=False)
+    return Outcome(new, "acquired")
+
+
+def _fill(
+    out: int, path: str, fd: int, name: str, holder: Holder, *, now: float, ttl_s: float | None
+) -> Outcome:
+    """Write the claim file just created as `out` (closing it): the name's next epoch, which
+    goes to the lock file (held as `fd`) before the claim names it.
+
+    Lock-free readers may find the file empty for an instant: unreadable, so they
+    fail closed. A creator that dies before its write leaves it empty: unreadable
+    too, never taken over, and the reaper removes it once it is old.
+    """
+    try:
+        epoch = _last_epoch(fd) + 1
         _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
+        new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
         # No fsync: a lease dies with its holder, and a power loss ends every holder.
-        body = jsonio.dumps(new.to_json(), pretty=True) + b"\n"
-        if cur is None:
-            _create(path, body)
-        else:  # replacing a dead holder's claim: readers see the old one or the new one
-            jsonio.atomic_write(Path(path), body, durable=False)
-        return Outcome(new, "acquired")
+        os.write(out, jsonio.dumps(new.to_json(), pretty=True) + b"\n")  # one write
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(out)
+    return Outcome(new, "acquired")
 
 
 def _create(path: str, body: bytes) -> None:
@@ -316,11 +415,15 @@ def not_yours_error(name: str, cur: Claim) -> ClaimHeld:
 def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | None:
     """Release `name`; idempotent. Refuses (ClaimHeld) when another live holder has it."""
     path = claim_path(paths, name)
-    with locked(paths, name):
-        cur, unreadable = read_claim(path)
+    fd = _lock(paths, name)
+    try:
+        cur, unreadable = read_claim(path, name)
         if cur is None and not unreadable:
             return None
         if cur is not None and not cur.held_by(holder) and cur.live(now):
             raise not_yours_error(name, cur)
-        set_aside(paths, name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # its epoch stays in the lock file
         return cur
+    finally:
+        os.close(fd)  # drops the flock
