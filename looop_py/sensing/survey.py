@@ -106,25 +106,30 @@ def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
 def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
     """`g goals COUNT DIGEST`: every entry of goals/ by name, with the stat of each
     .md or .sh file, in name order. An edit in place changes only the file's own stat,
-    so each is taken (from the listing's entry: no path joins); one digest of them all
-    is what the seal keeps and the quiet beat compares. `g goals -`: not listable."""
-    parts = []
+    so each is taken (relative to the folder's descriptor: no path joins); one digest
+    of them all is what the seal keeps and the quiet beat compares. `g goals -`: the
+    folder cannot be listed."""
     try:
-        with os.scandir(folder) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith((".md", ".sh")):
-                    parts.append(f"{name}\0n")  # a name only, as in the other folders
-                    continue
-                try:
-                    text = stat_text(entry.stat(follow_symlinks=False))
-                except FileNotFoundError:
-                    text = "-"
-                if goals is not None:
-                    goals[f"{GOALS}/{name}"] = text
-                parts.append(f"{name}\0{text}")
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return f"g {GOALS} -"
+    parts = []
+    try:
+        for name in os.listdir(fd):
+            if not name.endswith((".md", ".sh")):
+                parts.append(f"{name}\0n")  # a name only, as in the other folders
+                continue
+            try:
+                text = stat_text(os.lstat(name, dir_fd=fd))
+            except FileNotFoundError:
+                text = "-"
+            if goals is not None:
+                goals[f"{GOALS}/{name}"] = text
+            parts.append(f"{name}\0{text}")
+    except OSError:
+        return f"g {GOALS} -"
+    finally:
+        os.close(fd)
     parts.sort()  # NUL sorts first and no name holds one: this is name order
     body = "\n".join(parts).encode("utf-8", "surrogateescape")
     return f"g {GOALS} {len(parts)} {digest(body)}"

@@ -150,18 +150,7 @@ def test_the_goals_line_is_canonical_whatever_order_the_folder_lists(
     assert sorted(stats) == sorted(f"goals/{n}" for n in names if n.endswith((".md", ".sh")))
     for rel, text in stats.items():
         assert text == survey.stat_text(os.lstat(goals / rel.removeprefix("goals/")))
-    real = os.scandir
-
-    class Reversed:
-        def __init__(self, path: str) -> None:
-            with real(path) as it:
-                self.entries = list(it)[::-1]
-
-        def __enter__(self) -> object:
-            return iter(self.entries)
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-    monkeypatch.setattr(os, "scandir", Reversed)
+    real = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: real(path)[::-1])
+    assert os.listdir(str(goals)) == real(str(goals))[::-1]
     assert survey.goals_line(str(goals)) == line
