@@ -2,13 +2,13 @@
 
 A full beat that ends with its world committed (skipped, or decided and
 committed) writes `state/quiet-seal`: a survey of every file its outcome
-depended on (looop.toml, PLAYBOOK.md, each goal and sensor script, the
-snapshots, the committed world, and the directories whose emptiness lets a
-beat skip its housekeeping and keeps the probes' signals constant), what the
-sensors' environment derives from, and for each sensor a digest of its raw
-run (exactly the bytes normalization reads) and of its signal item, so a run
-whose detail churned while its signal held is checked by parsing that one
-output (sensing/steady.py), not by a full beat. beat/quiet.py checks it.
+depended on (looop.toml, PLAYBOOK.md, each sensor script, the goals as one digest
+of their names and stats, the snapshots, the committed world, and the directories
+whose emptiness lets a beat skip its housekeeping and keeps the probes' signals
+constant), what the sensors' environment derives from, and for each sensor a
+digest of its raw run (exactly the bytes normalization reads) and of its signal
+item, so a run whose detail churned while its signal held is checked by parsing
+that one output (sensing/steady.py), not by a full beat. beat/quiet.py checks it.
 
 It seals only what it verified: the goals, PLAYBOOK and sensor headers are the files
 SENSE read (the stat they held then is the surveyed one; else each is re-read, stable
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
 
 SEAL = "state/quiet-seal"
-FORMAT = f"looop-quiet-seal 3 {__version__}"
+FORMAT = f"looop-quiet-seal 4 {__version__}"
 HEADER_LINES = 20
 
 
@@ -206,7 +206,8 @@ def seal(
     why = _unsealable(cfg, world, committed, loop_wake)
     if why:
         return why
-    lines = survey(root)
+    goal_stats: dict[str, str] = {}  # the survey keeps one digest of them: checked here
+    lines = survey(root, goal_stats)
     held = {line.split(" ")[1] for line in lines if line.startswith("e ") and line.endswith(" 1")}
     if held - {CLAIMS, ASKS, ANSWERS}:
         return "a worker, approval, timer or round exists"
@@ -227,6 +228,7 @@ def seal(
     if world.items.get("snap:sys-asks") != asks[0]:
         return "the asks changed while the beat ran"
     stats = {ln.split(" ")[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("f ")}
+    stats.update(goal_stats)
     if any(stats[FILES[k]] == "-" for k in ("config", "last_world")) or any(
         stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
     ):

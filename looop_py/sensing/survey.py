@@ -3,12 +3,16 @@
 sensing/seal.py records it at the end of a full beat; beat/quiet.py takes it again
 and compares. Files by inode, size, times and mode; snapshots by inode and size
 (each beat refreshes their mtime); directories by their entries. The names are
-work-dir relative strings: pathlib costs the quiet beat ~5 ms.
+work-dir relative strings: pathlib costs the quiet beat ~5 ms. The goals folder is
+one line however many goals it holds: a digest of each entry's name and stat in a
+canonical order (`goals_line`), so a quiet beat at 10,000 goals compares one line.
 """
 
 from __future__ import annotations
 
 import os
+
+from looop_py.world import digest
 
 # Work-dir relative names, keyed by the Paths attribute they mirror (a test keeps
 # them equal): this module sees the work dir as plain strings, pathlib costs ~5 ms.
@@ -34,6 +38,7 @@ EMPTY = {"asks": ASKS, "timers": "state/schedules"}
 # nothing but done/, whose archived rounds are surveyed file by file.
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
 SNAPSHOTS = "snapshots"
+GOALS = "goals"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
 # Worker sessions may stay only ended and settled (the writer checks): each one's files
@@ -52,11 +57,13 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def survey(root: str) -> list[str]:
+def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
     """One line per thing a quiet beat depends on; equal surveys, equal beats.
 
     Stat calls only. Files by inode, size, times and mode; snapshots by inode
     and size (each beat refreshes their mtime); directories by their entries.
+    `goals`, when given, receives each goal file's stat text by relative name
+    (the seal's writer checks them one by one; the survey holds only their digest).
     """
     lines = []
     for rel in FILES.values():
@@ -75,6 +82,9 @@ def survey(root: str) -> list[str]:
         folder = os.path.join(root, rel)
         st = _lstat(folder)
         lines.append(f"f {rel} {stat_text(st) if st else '-'}")
+        if rel == GOALS:
+            lines.append(goals_line(folder, goals))
+            continue
         try:
             with os.scandir(folder) as it:
                 names = sorted(e.name for e in it)
@@ -91,6 +101,38 @@ def survey(root: str) -> list[str]:
             else:
                 lines.append(f"n {sub}")
     return lines
+
+
+def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
+    """`g goals COUNT DIGEST`: every entry of goals/ by name, with the stat of each
+    .md or .sh file, in name order. An edit in place changes only the file's own stat,
+    so each is taken (relative to the folder's descriptor: no path joins); one digest
+    of them all is what the seal keeps and the quiet beat compares. `g goals -`: the
+    folder cannot be listed."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return f"g {GOALS} -"
+    parts = []
+    try:
+        for name in os.listdir(fd):
+            if not name.endswith((".md", ".sh")):
+                parts.append(f"{name}\0n")  # a name only, as in the other folders
+                continue
+            try:
+                text = stat_text(os.lstat(name, dir_fd=fd))
+            except FileNotFoundError:
+                text = "-"
+            if goals is not None:
+                goals[f"{GOALS}/{name}"] = text
+            parts.append(f"{name}\0{text}")
+    except OSError:
+        return f"g {GOALS} -"
+    finally:
+        os.close(fd)
+    parts.sort()  # NUL sorts first and no name holds one: this is name order
+    body = "\n".join(parts).encode("utf-8", "surrogateescape")
+    return f"g {GOALS} {len(parts)} {digest(body)}"
 
 
 def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]:

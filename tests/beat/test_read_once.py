@@ -230,7 +230,7 @@ def test_a_record_damaged_in_place_is_still_set_aside(wd: Paths) -> None:
 
 
 def test_a_goals_read_stamp_is_written_as_the_survey_writes_a_stat(wd: Paths) -> None:
-    """workdir/goals.py spells the survey's stat text itself (the survey imports nothing);
+    """workdir/goals.py spells the survey's stat text itself (it does not import the survey);
     a drift would make every seal read every goal again, or never match."""
     from looop_py.sensing import survey
     from looop_py.workdir import goals
