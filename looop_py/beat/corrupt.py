@@ -44,6 +44,7 @@ def corrupt_dir(paths: Paths) -> Path:
 
 Stamp = tuple[object, ...]
 INDEX_NAME = "records-checked.json"
+INDEX_V = 2  # v2: a record's stamp is one string (a flat file: no walk for nesting on read)
 SWEEP_S = 86400.0  # a folder of history is still looked at record by record once a day
 SETTLE_S = 2.0  # a folder changed this recently may change again within its mtime's tick
 
@@ -52,19 +53,22 @@ class Checked:
     """The records that fit when last read, by path relative to the work dir, with their
     stamps; `seen` collects this run's, so records that went drop out when it is saved."""
 
-    __slots__ = ("dirs", "dirs_was", "now", "path", "root", "seen", "was")
+    __slots__ = ("by_dir", "dirs", "dirs_was", "now", "path", "root", "seen", "was")
 
     def __init__(self, paths: Paths, now: float) -> None:
         self.root = paths.root
         self.path = paths.state / INDEX_NAME
         self.now = now
-        self.seen: dict[str, list[object]] = {}
-        self.dirs: dict[str, list[object]] = {}  # folder → [mtime, ctime, inode, looked at]
+        self.seen: dict[str, str] = {}
+        self.dirs: dict[str, list[object]] = {}
+        self.by_dir: dict[str, list[tuple[str, str]]] | None = (
+            None  # folder → (key, stem)  # folder → [mtime, ctime, inode, looked at]
+        )
         try:
             data = jsonio.read_json(self.path, {})
         except LooopError:
             data = {}
-        ok = isinstance(data, dict) and data.get("v") == 1
+        ok = isinstance(data, dict) and data.get("v") == INDEX_V
         fit, dirs = (data.get("fit"), data.get("dirs")) if ok else (None, None)
         self.was: dict[str, Any] = fit if isinstance(fit, dict) else {}
         self.dirs_was: dict[str, Any] = dirs if isinstance(dirs, dict) else {}
@@ -86,18 +90,19 @@ class Checked:
     def carry(self, directory: Path, stems: set[str] | None = None) -> set[str]:
         """Keep the index's records of an unchanged `directory` (only `stems`, if given)
         without a look; the stems of all it holds."""
-        prefix = str(directory.relative_to(self.root)) + "/"
-        rel = prefix[:-1]
+        rel = str(directory.relative_to(self.root))
         if rel in self.dirs_was:
             self.dirs[rel] = self.dirs_was[rel]
+        if self.by_dir is None:  # one pass over the index, however many folders carry
+            self.by_dir = {}
+            for key in self.was:
+                folder, _, name = key.rpartition("/")
+                self.by_dir.setdefault(folder, []).append((key, name.removesuffix(".json")))
         held: set[str] = set()
-        for key, stamp in self.was.items():
-            name = key[len(prefix) :] if key.startswith(prefix) else "/"
-            if "/" not in name:
-                stem = name.removesuffix(".json")
-                held.add(stem)
-                if stems is None or stem in stems:
-                    self.seen[key] = stamp
+        for key, stem in self.by_dir.get(rel, ()):
+            held.add(stem)
+            if stems is None or stem in stems:
+                self.seen[key] = self.was[key]
         return held
 
     def folder_fits(self, directory: Path, stamp: list[int] | None) -> None:
@@ -108,18 +113,18 @@ class Checked:
 
     def known(self, path: Path, stamp: Stamp) -> bool:
         """Did `path` fit when it was last read, and is it unchanged since?"""
-        rel = str(path.relative_to(self.root))
-        if self.was.get(rel) == list(stamp):
-            self.seen[rel] = list(stamp)
+        rel, text = str(path.relative_to(self.root)), _text(stamp)
+        if self.was.get(rel) == text:
+            self.seen[rel] = text
             return True
         return False
 
     def fits(self, path: Path, stamp: Stamp) -> None:
-        self.seen[str(path.relative_to(self.root))] = list(stamp)
+        self.seen[str(path.relative_to(self.root))] = _text(stamp)
 
     def save(self) -> None:
         if self.seen != self.was or self.dirs != self.dirs_was:
-            record = {"v": 1, "fit": self.seen, "dirs": self.dirs}
+            record = {"v": INDEX_V, "fit": self.seen, "dirs": self.dirs}
             with contextlib.suppress(OSError):
                 jsonio.write_json(self.path, record, durable=False)
 
@@ -151,6 +156,10 @@ def _stamp(path: Path) -> Stamp | None:
         return jsonio.file_stamp(path)
     except OSError:
         return None
+
+
+def _text(stamp: Stamp) -> str:
+    return " ".join(map(str, stamp))
 
 
 def _unchanged(checked: Checked, path: Path) -> tuple[bool, Stamp | None]:

@@ -134,7 +134,9 @@ def test_a_damaged_folder_note_means_look_record_by_record(wd: Paths) -> None:
         st = folder.stat()
         stamp = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         shaped = note(stamp) if callable(note) else note
-        index.write_text(json.dumps({"v": 1, "fit": fit, "dirs": {"rounds/done": shaped}}))
+        index.write_text(
+            json.dumps({"v": corrupt.INDEX_V, "fit": fit, "dirs": {"rounds/done": shaped}})
+        )
         return [e["path"] for e in corrupt.check_records(open_wd(wd), now + 60)]
 
     assert noted(lambda s: [*s, now]) == []  # the note as a beat writes it: trusted
