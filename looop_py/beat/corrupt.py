@@ -12,6 +12,11 @@ rebuild them when they do not fit.
 A record that fit is not read again while its file is unchanged: state/records-checked.json
 keeps the stat (mtime, ctime, size, inode) of each one that fit, so a beat reads only what
 was written since, never the whole history (a cache: unreadable, it is rebuilt).
+A folder of history (rounds/done/, answers/, and the answered asks in asks/) is not even
+listed while its own stat is the one it had when all its records fit: a record comes or
+goes only by a rename or a delete, which moves the folder's stat. A record damaged in
+place there is caught by the daily look record by record (`SWEEP_S`); live rounds,
+claims, sessions and pending asks are stat'ed on every beat.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,47 +44,96 @@ def corrupt_dir(paths: Paths) -> Path:
 
 Stamp = tuple[object, ...]
 INDEX_NAME = "records-checked.json"
+INDEX_V = 2  # v2: a record's stamp is one string (a flat file: no walk for nesting on read)
+SWEEP_S = 86400.0  # a folder of history is still looked at record by record once a day
+SETTLE_S = 2.0  # a folder changed this recently may change again within its mtime's tick
 
 
 class Checked:
     """The records that fit when last read, by path relative to the work dir, with their
     stamps; `seen` collects this run's, so records that went drop out when it is saved."""
 
-    __slots__ = ("path", "root", "seen", "was")
+    __slots__ = ("by_dir", "dirs", "dirs_was", "now", "path", "root", "seen", "was")
 
-    def __init__(self, paths: Paths) -> None:
+    def __init__(self, paths: Paths, now: float) -> None:
         self.root = paths.root
         self.path = paths.state / INDEX_NAME
-        self.seen: dict[str, list[object]] = {}
+        self.now = now
+        self.seen: dict[str, str] = {}
+        self.dirs: dict[str, list[object]] = {}
+        self.by_dir: dict[str, list[tuple[str, str]]] | None = (
+            None  # folder → (key, stem)  # folder → [mtime, ctime, inode, looked at]
+        )
         try:
             data = jsonio.read_json(self.path, {})
         except LooopError:
             data = {}
-        fit = data.get("fit") if isinstance(data, dict) and data.get("v") == 1 else None
+        ok = isinstance(data, dict) and data.get("v") == INDEX_V
+        fit, dirs = (data.get("fit"), data.get("dirs")) if ok else (None, None)
         self.was: dict[str, Any] = fit if isinstance(fit, dict) else {}
+        self.dirs_was: dict[str, Any] = dirs if isinstance(dirs, dict) else {}
+
+    def folder(self, directory: Path) -> tuple[bool, list[int] | None]:
+        """(unchanged, stamp): is `directory`'s stat the one it had when all its records
+        last fit, looked at record by record under `SWEEP_S` ago? Its stamp either way."""
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return False, None
+        stamp = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        was = self.dirs_was.get(str(directory.relative_to(self.root)))
+        if not (isinstance(was, list) and len(was) == 4 and was[:3] == stamp):
+            return False, stamp
+        looked = jsonio.number(was[3])
+        return looked is not None and 0 <= self.now - looked < SWEEP_S, stamp
+
+    def carry(self, directory: Path, stems: set[str] | None = None) -> set[str]:
+        """Keep the index's records of an unchanged `directory` (only `stems`, if given)
+        without a look; the stems of all it holds."""
+        rel = str(directory.relative_to(self.root))
+        if rel in self.dirs_was:
+            self.dirs[rel] = self.dirs_was[rel]
+        if self.by_dir is None:  # one pass over the index, however many folders carry
+            self.by_dir = {}
+            for key in self.was:
+                folder, _, name = key.rpartition("/")
+                self.by_dir.setdefault(folder, []).append((key, name.removesuffix(".json")))
+        held: set[str] = set()
+        for key, stem in self.by_dir.get(rel, ()):
+            held.add(stem)
+            if stems is None or stem in stems:
+                self.seen[key] = self.was[key]
+        return held
+
+    def folder_fits(self, directory: Path, stamp: list[int] | None) -> None:
+        """Every record of `directory` fit, as it was when its `stamp` was taken (before
+        they were listed); not kept while the folder changed too lately to trust its tick."""
+        if stamp is not None and self.now - stamp[0] / 1e9 >= SETTLE_S:
+            self.dirs[str(directory.relative_to(self.root))] = [*stamp, self.now]
 
     def known(self, path: Path, stamp: Stamp) -> bool:
         """Did `path` fit when it was last read, and is it unchanged since?"""
-        rel = str(path.relative_to(self.root))
-        if self.was.get(rel) == list(stamp):
-            self.seen[rel] = list(stamp)
+        rel, text = str(path.relative_to(self.root)), _text(stamp)
+        if self.was.get(rel) == text:
+            self.seen[rel] = text
             return True
         return False
 
     def fits(self, path: Path, stamp: Stamp) -> None:
-        self.seen[str(path.relative_to(self.root))] = list(stamp)
+        self.seen[str(path.relative_to(self.root))] = _text(stamp)
 
     def save(self) -> None:
-        if self.seen != self.was:
+        if self.seen != self.was or self.dirs != self.dirs_was:
+            record = {"v": INDEX_V, "fit": self.seen, "dirs": self.dirs}
             with contextlib.suppress(OSError):
-                jsonio.write_json(self.path, {"v": 1, "fit": self.seen}, durable=False)
+                jsonio.write_json(self.path, record, durable=False)
 
 
 def check_records(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     """Move every misfit record aside; one event dict (`record_set_aside`) for each."""
     events: list[dict[str, Any]] = []
-    checked = Checked(wd.paths)
-    for path, why in list(misfits(wd.paths, checked)):
+    checked = Checked(wd.paths, now)
+    for path, why in list(misfits(wd.paths, now, checked)):
         moved = set_aside(wd, path, why, now)
         if moved is not None:
             events.append(moved)
@@ -87,10 +141,10 @@ def check_records(wd: WorkDir, now: float) -> list[dict[str, Any]]:
     return events
 
 
-def misfits(paths: Paths, checked: Checked | None = None) -> Iterator[tuple[Path, str]]:
+def misfits(paths: Paths, now: float, checked: Checked | None = None) -> Iterator[tuple[Path, str]]:
     """(path, why) of each record that does not fit; a session is its whole directory.
     With `checked`, a record unchanged since it last fit is not read again."""
-    index = checked if checked is not None else Checked(paths)
+    index = checked if checked is not None else Checked(paths, now)
     yield from _rounds(paths, index)
     yield from _sessions(paths, index)
     yield from _claims(paths, index)
@@ -102,6 +156,10 @@ def _stamp(path: Path) -> Stamp | None:
         return jsonio.file_stamp(path)
     except OSError:
         return None
+
+
+def _text(stamp: Stamp) -> str:
+    return " ".join(map(str, stamp))
 
 
 def _unchanged(checked: Checked, path: Path) -> tuple[bool, Stamp | None]:
@@ -149,20 +207,47 @@ def _json_records(directory: Path) -> Iterator[Path]:
 
 
 def _rounds(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
-    files = [*_json_records(paths.rounds), *_json_records(paths.rounds / "done")]
-    for path, stamp in _changed(checked, files):
-        from looop_py.engine.rounds import RoundState  # only when a round changed
+    yield from _each(checked, list(_json_records(paths.rounds)), _round_misfit)
+    yield from _history(checked, paths.rounds / "done", _round_misfit)
 
+
+def _round_misfit(path: Path, data: Any) -> str | None:
+    from looop_py.engine.rounds import RoundState  # only when a round changed
+
+    try:
+        RoundState.from_dict(data)
+    except (AttributeError, KeyError, TypeError, ValueError, LooopError) as exc:
+        return f"not a round this looop can read ({exc})"
+    return None
+
+
+Fit = Callable[[Path, Any], "str | None"]
+
+
+def _each(checked: Checked, files: list[Path], why_not: Fit) -> Iterator[tuple[Path, str]]:
+    """(path, why) of each of `files` that changed since it fit and does not fit now."""
+    for path, stamp in _changed(checked, files):
         data, why = _why_json(path)
         if why is None and data is not None:
-            try:
-                RoundState.from_dict(data)
-            except (AttributeError, KeyError, TypeError, ValueError, LooopError) as exc:
-                why = f"not a round this looop can read ({exc})"
+            why = why_not(path, data)
         if why is not None:
             yield path, why
         elif data is not None:
             checked.fits(path, stamp)
+
+
+def _history(checked: Checked, folder: Path, why_not: Fit) -> Iterator[tuple[Path, str]]:
+    """`_each` over a folder of history, skipped whole while its stat says it is unchanged."""
+    same, stamp = checked.folder(folder)
+    if same:
+        checked.carry(folder)
+        return
+    bad = False
+    for misfit in _each(checked, list(_json_records(folder)), why_not):
+        bad = True
+        yield misfit
+    if not bad:
+        checked.folder_fits(folder, stamp)
 
 
 def _changed(checked: Checked, files: list[Path]) -> Iterator[tuple[Path, Stamp]]:
@@ -208,29 +293,33 @@ def _claims(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
 
 
 def _asks(paths: Paths, checked: Checked) -> Iterator[tuple[Path, str]]:
-    for path, stamp in _changed(checked, list(_json_records(paths.asks))):
-        data, why = _why_json(path)
-        if why is None and data is not None:
-            why = _ask_misfit(path.stem, data)
-        if why is not None:
-            yield path, why
-        elif data is not None:
-            checked.fits(path, stamp)
-    for path, stamp in _changed(checked, list(_json_records(paths.answers))):
-        data, why = _why_json(path)
-        if (
-            why is None
-            and data is not None
-            and not (isinstance(data, dict) and isinstance(data.get("answer"), str))
-        ):
-            why = "not an answer: an object with a string `answer` was expected"
-        if why is not None:
-            yield path, why
-        elif data is not None:
-            checked.fits(path, stamp)
+    """Answers are history; so are the asks they answer, while neither folder changed: then
+    only the pending asks (the ones a beat acts on) are stat'ed."""
+    answers_same = checked.folder(paths.answers)[0]
+    yield from _history(checked, paths.answers, _answer_misfit)
+    same = checked.folder(paths.asks)[0]
+    if not (same and answers_same):
+        yield from _history(checked, paths.asks, _ask_misfit)
+        return
+    answered = checked.carry(paths.answers)
+    held = checked.carry(paths.asks, stems=answered)
+    pending = [paths.asks / f"{stem}.json" for stem in sorted(held - answered)]
+    bad = False
+    for misfit in _each(checked, pending, _ask_misfit):
+        bad = True
+        yield misfit
+    if bad:
+        checked.dirs.pop(str(paths.asks.relative_to(paths.root)), None)
 
 
-def _ask_misfit(stem: str, data: Any) -> str | None:
+def _answer_misfit(path: Path, data: Any) -> str | None:
+    if isinstance(data, dict) and isinstance(data.get("answer"), str):
+        return None
+    return "not an answer: an object with a string `answer` was expected"
+
+
+def _ask_misfit(path: Path, data: Any) -> str | None:
+    stem = path.stem
     if not isinstance(data, dict):
         return "not an ask: a JSON object was expected"
     if data.get("id") != stem:

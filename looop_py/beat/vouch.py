@@ -73,7 +73,7 @@ def asks_now(wd: WorkDir) -> Holders | None:
     from looop_py.asks.mailbox import AskState  # loaded already: the probe listed asks
     from looop_py.beat import corrupt  # loaded already: housekeeping checked the records
 
-    if next(iter(corrupt.misfits(wd.paths)), None) is not None:
+    if next(iter(corrupt.misfits(wd.paths, time.time())), None) is not None:
         return None
     seen = probes.Seen(wd, time.time(), ())
     signal = jsonio.canonical(probes.asks(seen).get("signal")).decode()

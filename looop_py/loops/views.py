@@ -97,7 +97,12 @@ def held_loops(wd: WorkDir) -> dict[str, str]:
 
 
 def list_rounds(wd: WorkDir, *, include_done: bool) -> list[RoundRow]:
-    return store.rows(wd.shelf, include_done=include_done)
+    """Live rounds (with include_done the archived ones too, from their cache), oldest first."""
+    if not include_done or wd.shelf.shared:
+        return store.rows(wd.shelf, include_done=include_done)
+    found = [*store.kind_rows(wd.shelf, store.LIVE), *archived_rows(wd)]
+    found.sort(key=lambda r: (r.started_at or 0, r.id))
+    return found
 
 
 def overview(wd: WorkDir, now: float) -> LoopsView:
@@ -145,6 +150,8 @@ def overview(wd: WorkDir, now: float) -> LoopsView:
 
 
 TALLY = "rounds-tally.json"  # in state/
+ROWS = "rounds-done-rows.json"  # in state/: each archived round's row, for `looop rounds --all`
+SETTLE_S = 2.0  # a folder changed this recently may change again within its mtime's tick
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,21 +182,82 @@ def archived_tally(wd: WorkDir) -> dict[str, Tally]:
     """Each loop's tally of rounds/done/, from the cache while the folder is unchanged."""
     if wd.shelf.shared:
         return summed(store.kind_rows(wd.shelf, store.ARCHIVE))
-    folder = wd.paths.rounds / "done"
-    try:
-        st = folder.stat()
-    except OSError:
+    stamp = _archive_stamp(wd)
+    if stamp is None:
         return {}
-    stamp = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     cache = wd.paths.state / TALLY
     kept = _read_tally(cache, stamp)
     if kept is not None:
         return kept
     tallies = summed(store.kind_rows(wd.shelf, store.ARCHIVE))
     record = {"v": 1, "stamp": stamp, "loops": {k: t.to_json() for k, t in tallies.items()}}
-    with contextlib.suppress(OSError):
-        jsonio.write_json(cache, record, durable=False)
+    _keep(cache, stamp, record)
     return tallies
+
+
+def archived_rows(wd: WorkDir) -> list[RoundRow]:
+    """Every archived round's row (files shelf), from the cache while rounds/done/ is
+    unchanged: `looop rounds --all` lists them without reading each round."""
+    stamp = _archive_stamp(wd)
+    if stamp is None:
+        return []
+    cache = wd.paths.state / ROWS
+    kept = _read_rows(cache, stamp)
+    if kept is not None:
+        return kept
+    rows = store.kind_rows(wd.shelf, store.ARCHIVE)
+    record = {"v": 1, "stamp": stamp, "rows": [[getattr(r, f) for f in ROW_FIELDS] for r in rows]}
+    _keep(cache, stamp, record)
+    return rows
+
+
+def _archive_stamp(wd: WorkDir) -> list[int] | None:
+    """rounds/done/'s stat, taken before its rounds are read (a change after it makes
+    the stamp stale, so the next reader sums afresh); None when there is no archive."""
+    try:
+        st = (wd.paths.rounds / "done").stat()
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _keep(cache: Any, stamp: list[int], record: dict[str, Any]) -> None:
+    """Write a cache of the archive, unless the folder changed too lately to trust its tick."""
+    if time.time() - stamp[0] / 1e9 >= SETTLE_S:
+        with contextlib.suppress(OSError):
+            jsonio.write_json(cache, record, durable=False)
+
+
+ROW_FIELDS = tuple(RoundRow.__dataclass_fields__)
+_TEXTS = ("loop", "outcome", "trigger", "ask", "error", "host")
+
+
+def _read_rows(cache: Any, stamp: list[int]) -> list[RoundRow] | None:
+    try:
+        data = jsonio.read_json(cache)
+    except Exception:
+        return None
+    if not isinstance(data, dict) or data.get("v") != 1 or data.get("stamp") != stamp:
+        return None
+    rows = data.get("rows")
+    if not isinstance(rows, list):
+        return None
+    out = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == len(ROW_FIELDS)):
+            return None
+        f = dict(zip(ROW_FIELDS, row, strict=True))
+        if not (isinstance(f["id"], str) and isinstance(f["phase"], str) and _count(f["tokens"])):
+            return None
+        if not all(f[k] is None or isinstance(f[k], str) for k in _TEXTS):
+            return None
+        for k in ("started_at", "ended_at"):
+            if f[k] is not None:
+                f[k] = jsonio.number(f[k])
+                if f[k] is None:
+                    return None
+        out.append(RoundRow(**f))
+    return out
 
 
 def _read_tally(cache: Any, stamp: list[int]) -> dict[str, Tally] | None:
