@@ -41,9 +41,11 @@ SNAPSHOTS = "snapshots"
 GOALS = "goals"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
-# Worker sessions may stay only ended and settled (the writer checks): each one's files
-# are surveyed, one level deep.
+# Worker sessions may stay ended and settled, or live and steady (the writer checks): each
+# one's files are surveyed, one level deep; its output log by name only (a live worker's
+# churns: the seal keeps its mtime apart, which may only grow).
 SESSIONS = "sessions"
+OUTPUT = "output.log"
 
 
 def stat_text(st: os.stat_result) -> str:
@@ -152,7 +154,8 @@ def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]
 
 
 def _survey_sessions(root: str) -> list[str]:
-    """Each session directory and every entry in it (a subdirectory by its own stat)."""
+    """Each session directory and every entry in it (a subdirectory by its own stat; the
+    output log by name)."""
     folder = os.path.join(root, SESSIONS)
     st = _lstat(folder)
     lines = [f"f {SESSIONS} {stat_text(st) if st else '-'}"]
@@ -171,6 +174,9 @@ def _survey_sessions(root: str) -> list[str]:
         except OSError:
             continue
         for name in names:
+            if name == OUTPUT:
+                lines.append(f"n {rel}/{name}")
+                continue
             f = _lstat(os.path.join(root, rel, name))
             lines.append(f"f {rel}/{name} {stat_text(f) if f else '-'}")
     return lines
