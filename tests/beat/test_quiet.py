@@ -448,8 +448,12 @@ def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths, tmp_path: Path)
     assert beat["world_hash"] == _sensed_hash(wd)
     release.touch()
 
-    def sealed() -> bool:  # it ends; a beat settles it, then seals
-        if (wd.root / seal.SEAL).exists():
+    def status_text() -> str:
+        return (wd.sessions / "w1" / "status.json").read_text()
+
+    def sealed() -> bool:  # it ends; a beat settles it, then seals it ended
+        found = seal.read(str(wd.root))
+        if found is not None and not found.outputs and "finalized_at" in status_text():
             return True
         _pulse(wd)
         return False
