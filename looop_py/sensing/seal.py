@@ -21,7 +21,6 @@ import it loads nothing a quiet beat does not use (no pathlib, JSON, enum or sub
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
 from looop_py import __version__, logfile, procs
@@ -32,7 +31,7 @@ from looop_py.sensing.survey import (
     FILES,
     MUST_BE_ABSENT,
     SNAPSHOTS,
-    stat_text,
+    read_stable,
     survey,
 )
 from looop_py.world import digest
@@ -340,7 +339,7 @@ def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
     for rel in goal_files:
         if held.get(goal_id := rel[6:-3]) == stats[rel]:
             continue  # the bytes SENSE hashed are the file the survey found: not read again
-        body = _read_stable(root, rel, stats)
+        body = read_stable(root, rel, stats)
         if body is None or goal_items.get(goal_id) != digest(body):
             return f"goal {goal_id} changed while the beat ran"
     playbook = world.items.get("playbook")
@@ -348,31 +347,14 @@ def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
         return None if stats.get(FILES["playbook"]) == "-" else "PLAYBOOK.md appeared"
     if world.read.get(FILES["playbook"], ("",))[0] == stats.get(FILES["playbook"]):
         return None
-    body = _read_stable(root, FILES["playbook"], stats)
+    body = read_stable(root, FILES["playbook"], stats)
     if body is None or playbook != digest(body):
         return "PLAYBOOK.md changed while the beat ran"
     return None
 
 
-def _read_stable(root: str, rel: str, stats: dict[str, str], limit: int = -1) -> bytes | None:
-    """The bytes of a regular file, if its stat is the surveyed one before and after."""
-    try:
-        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode) or stat_text(before) != stats.get(rel):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            body = f.read(limit)
-        return body if stat_text(os.fstat(fd)) == stats.get(rel) else None
-    finally:
-        os.close(fd)
-
-
 def _read_header(root: str, rel: str, stats: dict[str, str]) -> dict[str, float] | None:
-    head = _read_stable(root, rel, stats, 4096)
+    head = read_stable(root, rel, stats, 4096)
     return None if head is None else parse_header(head)
 
 

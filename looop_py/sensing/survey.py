@@ -11,6 +11,7 @@ canonical order (`goals_line`), so a quiet beat at 10,000 goals compares one lin
 from __future__ import annotations
 
 import os
+import stat
 
 from looop_py.world import digest
 
@@ -188,3 +189,20 @@ def _holds(folder: str, *, dotfiles: bool, besides: str = "") -> bool:
             return any((dotfiles or not e.name.startswith(".")) and e.name != besides for e in it)
     except FileNotFoundError:
         return False
+
+
+def read_stable(root: str, rel: str, stats: dict[str, str], limit: int = -1) -> bytes | None:
+    """The bytes of a regular file, if its stat is the surveyed one before and after."""
+    try:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode) or stat_text(before) != stats.get(rel):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            body = f.read(limit)
+        return body if stat_text(os.fstat(fd)) == stats.get(rel) else None
+    finally:
+        os.close(fd)
