@@ -9,11 +9,10 @@ interleaved so a loaded machine slows them alike:
   needed;
 - live claim: a claim held (with a long TTL) by a live process;
 - all in play: the churning detail, the live claim, a `looop ask` waiting on a human
-  and an answered ask in its history, at once.
+  and an answered ask in its history, at once;
+- worker: a live shell worker writing a line to its output every 100 ms.
 
-A live worker (a running session) still takes the full beat: not measured here.
-
-    python bench/quiet_in_play.py [RUNS]
+    python bench/quiet_in_play.py [RUNS [KIND ...]]   (KIND: sealed churn claim all worker)
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from pathlib import Path
 from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+KINDS = tuple(sys.argv[2:]) or ("sealed", "churn", "claim", "all", "worker")
+WORKER = "while :; do date +%N; sleep 0.1; done"  # a worker whose output churns
 CHURN = 'echo "{\\"signal\\": {\\"n\\": 0}, \\"detail\\": {\\"at\\": $(date +%s%N)}}"'
 
 
@@ -52,14 +53,20 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
         waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=out, stderr=out))
         while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
             time.sleep(0.01)  # setting up, not measuring: the asker records itself
-    for _ in range(2):  # settle: the next beats see the claim, then seal what they can
+    if kind == "worker":
+        start = ["worker", "start", "w1", "--runtime", "shell", WORKER]
+        subprocess.run([*looop_cmd(), "-C", str(root), *start], check=True, capture_output=True)
+        status = root / "sessions" / "w1" / "status.json"
+        while '"running"' not in status.read_text():
+            time.sleep(0.01)  # setting up, not measuring: its supervisor records the pid
+    for _ in range(3):  # settle: the next beats see what is in play, then seal what they can
         subprocess.run(pulse, check=True)
     return root
 
 
 def main() -> None:
     holder = subprocess.Popen(["sleep", "86400"])  # the claim's live holder
-    kinds = ("sealed", "churn", "claim", "all")
+    kinds = KINDS if "sealed" in KINDS else ("sealed", *KINDS)  # the yardstick
     waiting: list[subprocess.Popen[bytes]] = []  # the `looop ask` processes to end
     roots = {kind: _workdir(kind, holder.pid, waiting) for kind in kinds}
     commands: dict[str, list[str]] = {}
@@ -85,6 +92,9 @@ def main() -> None:
     for proc in [holder, *waiting]:
         proc.kill()
         proc.wait()
+    if "worker" in roots:
+        stop = [*looop_cmd(), "-C", str(roots["worker"]), "worker", "kill", "w1"]
+        subprocess.run(stop, check=False, capture_output=True)
     for root in roots.values():
         cleanup(root)
 

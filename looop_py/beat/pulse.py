@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
     from looop_py.coord.etcdseal import Fingerprint
+    from looop_py.sensing.seal import Sessions
     from looop_py.workdir.context import WorkDir
 
 Clock = Callable[[], float]
@@ -275,27 +276,16 @@ def _seal(
         snap = probes.rounds(probes.Seen(wd, time.time(), ()))
         return jsonio.canonical(snap.get("signal")).decode()
 
-    def sessions_now() -> tuple[str, float] | None:
-        """sys-sessions now, and when the first ended session is pruned; None while one is
-        live or unsettled (housekeeping still has work to do on it)."""
+    def sessions_now() -> Sessions | None:
+        """sys-sessions now; when the first ended session is pruned or live one may turn
+        stuck; each live worker and its output log's mtime. None while one is unsettled
+        (housekeeping still has work to do on it) or its health rests on more than that."""
         now = time.time()
         seen = probes.Seen(wd, now, ())
         signal = jsonio.canonical(probes.sessions(seen).get("signal")).decode()
-        prune_at = float("inf")
         if not seen.sessions:
-            return signal, prune_at
-        from looop_py.workers import records  # loaded already: the probe listed sessions
-
-        for view in seen.sessions:
-            status = records.read_record(wd.paths.sessions / view.id / records.STATUS)
-            # reap.housekeeping's rule: a settled session is pruned ttl after it ended.
-            ended = jsonio.number(status.get("ended_at")) or jsonio.number(
-                status.get("finalized_at")
-            )
-            if view.alive or not status.get("finalized_at") or ended is None:
-                return None
-            prune_at = min(prune_at, ended + cfg.workers.session_ttl_s)
-        return signal, prune_at
+            return signal, float("inf"), [], []
+        return vouch.sessions_now(wd, signal, seen.sessions)
 
     seal.seal(
         str(wd.paths.root),

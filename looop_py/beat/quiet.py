@@ -72,7 +72,7 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not lock.acquire():
         return None  # the full beat reports `locked`
     try:
-        if survey.survey(root) != sealed.survey or not _holders_alive(sealed):
+        if survey.survey(root) != sealed.survey or not _holders_alive(root, sealed):
             lock.release()
             return None
         if sealed.shared is not None and not _shared_holds(sealed.shared):
@@ -111,8 +111,16 @@ def _shared_holds(line: str) -> bool:
         return False  # unreachable, no password, a damaged line: the full beat says which
 
 
-def _holders_alive(sealed: Sealed) -> bool:
-    """Every sealed claim's holder still runs (a dead one's claim is reaped by a full beat)."""
+def _holders_alive(root: str, sealed: Sealed) -> bool:
+    """Every sealed claim's holder, ask's waiter and live worker still runs (a dead one's
+    record is a full beat's work), and no live worker's output log went back in time
+    (its health, `stuck` from that mtime on, would change sooner than the seal says)."""
+    for rel, ns in sealed.outputs:
+        try:
+            if os.lstat(os.path.join(root, rel)).st_mtime_ns < ns:
+                return False
+        except OSError:
+            return False
     if not sealed.holders:
         return True
     from looop_py import identity  # only with a live claim: reads /proc

@@ -17,8 +17,11 @@ from looop_py import jsonio
 from looop_py.sensing import probes
 
 if TYPE_CHECKING:
-    from looop_py.sensing.seal import Holders
+    from collections.abc import Sequence
+
+    from looop_py.sensing.seal import Holders, Sessions
     from looop_py.workdir.context import WorkDir
+    from looop_py.workers.records import SessionView
 
 
 def claims_now(wd: WorkDir) -> Holders | None:
@@ -88,3 +91,40 @@ def asks_now(wd: WorkDir) -> Holders | None:
                 return None
             holders.append((pid, float(created)))
     return signal, holders, float("inf")
+
+
+def sessions_now(wd: WorkDir, signal: str, views: Sequence[SessionView]) -> Sessions | None:
+    """What the sys-sessions signal rests on: an ended session's settled files (surveyed),
+    pruned ttl after it ended (reap.housekeeping's rule); a live worker's process (pid,
+    create time) and its output log's mtime, from which it turns stuck after
+    stuck_after_s. None while a session is not settled, a round's, or not plainly live."""
+    from looop_py.workers import records  # loaded already: the probe listed sessions
+
+    until, holders, outputs = float("inf"), [], []
+    for view in views:
+        d = wd.paths.sessions / view.id
+        status = records.read_record(d / records.STATUS)
+        if view.alive:
+            meta = records.read_record(d / records.META)
+            created = jsonio.number(meta.get("create_time"))
+            stuck_after = jsonio.number(records.as_dict(meta.get("limits")).get("stuck_after_s"))
+            if view.pid is None or created is None or view.round is not None:
+                return None  # starting, or a round's worker: the engine acts on it
+            if view.state is not records.WorkerState.RUNNING or view.health not in (
+                records.Health.BUSY,
+                records.Health.WAITING_ASK,
+            ):
+                return None
+            try:
+                mtime = (d / records.OUTPUT).stat().st_mtime_ns
+            except OSError:
+                return None
+            holders.append((view.pid, created))
+            outputs.append((f"sessions/{view.id}/{records.OUTPUT}", mtime))
+            until = min(until, mtime / 1e9 + (stuck_after or 900.0))  # records.view's default
+            continue
+        ended = jsonio.number(status.get("ended_at")) or jsonio.number(status.get("finalized_at"))
+        if not status.get("finalized_at") or ended is None:
+            return None
+        until = min(until, ended + wd.config.workers.session_ttl_s)
+    return signal, until, holders, outputs

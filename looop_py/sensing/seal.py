@@ -21,7 +21,6 @@ import it loads nothing a quiet beat does not use (no pathlib, JSON, enum or sub
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
 from looop_py import __version__, logfile, procs
@@ -32,7 +31,7 @@ from looop_py.sensing.survey import (
     FILES,
     MUST_BE_ABSENT,
     SNAPSHOTS,
-    stat_text,
+    read_stable,
     survey,
 )
 from looop_py.world import digest
@@ -75,6 +74,9 @@ if TYPE_CHECKING:
     # A probe's signal now, each process it rests on (pid, create time), when the
     # first of its records expires: what beat/vouch.py tells the writer.
     Holders = tuple[str, list[tuple[int, float]], float]
+    # The same for live workers, with each one's output log and its mtime (ns) then:
+    # health turns `stuck` only from that mtime on, so it may grow but never shrink.
+    Sessions = tuple[str, float, list[tuple[int, float]], list[tuple[str, int]]]
 
     class Committed(Protocol):
         @property
@@ -88,7 +90,7 @@ if TYPE_CHECKING:
 
 
 SEAL = "state/quiet-seal"
-FORMAT = f"looop-quiet-seal 4 {__version__}"
+FORMAT = f"looop-quiet-seal 5 {__version__}"
 HEADER_LINES = 20
 
 
@@ -182,7 +184,7 @@ def seal(
     looop_bin: str,
     loop_wake: float | None,
     rounds_signal: Callable[[], str],
-    sessions_now: Callable[[], tuple[str, float] | None],
+    sessions_now: Callable[[], Sessions | None],
     claims_now: Callable[[], Holders | None] = lambda: None,
     asks_now: Callable[[], Holders | None] = lambda: None,
     shared_now: Callable[[], str | None] = lambda: None,
@@ -193,8 +195,9 @@ def seal(
 
     `loop_wake`: when the first loop cadence falls due (inf: none; None: not known).
     `rounds_signal`: the sys-rounds signal as the probe reads it now (canonical JSON).
-    `sessions_now`: the sys-sessions signal now and when the first session is pruned,
-    or None while a session is live or not yet settled.
+    `sessions_now`: the sys-sessions signal now, the first time it may change by the
+    clock alone (an ended session pruned, a live one turning stuck), each live worker
+    (pid, create time) and its output log's mtime; None while one is not settled.
     `claims_now`: the sys-claims signal now, each claim's holder (pid, create time) and
     when the first claim expires; None while a claim is not plainly held by a live
     process (a round's, unreadable); on a shared backend a claim goes with its lease.
@@ -237,7 +240,7 @@ def seal(
         return "the rounds changed while the beat ran"  # read after the survey: it holds
     sessions = sessions_now()  # after the survey too
     if sessions is None:
-        return "a worker session is live or not settled yet"
+        return "a worker session is not settled, or its health may change"
     if world.items.get(sessions_key) != sessions[0]:
         return "the workers changed while the beat ran"
     why = _verify_texts(root, world, stats)
@@ -278,8 +281,9 @@ def seal(
             f"run {cap} {cfg.sensors.concurrency}",
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
-            "holders " + " ".join(f"{pid}:{t!r}" for pid, t in [*claims[1], *asks[1]]),
+            "holders " + " ".join(f"{p}:{t!r}" for p, t in [*claims[1], *asks[1], *sessions[2]]),
             f"shared {fingerprint}",
+            "outputs " + " ".join(f"{rel}:{ns}" for rel, ns in sessions[3]),
             *sensor_lines,
             "survey",
             *lines,
@@ -335,7 +339,7 @@ def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
     for rel in goal_files:
         if held.get(goal_id := rel[6:-3]) == stats[rel]:
             continue  # the bytes SENSE hashed are the file the survey found: not read again
-        body = _read_stable(root, rel, stats)
+        body = read_stable(root, rel, stats)
         if body is None or goal_items.get(goal_id) != digest(body):
             return f"goal {goal_id} changed while the beat ran"
     playbook = world.items.get("playbook")
@@ -343,31 +347,14 @@ def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
         return None if stats.get(FILES["playbook"]) == "-" else "PLAYBOOK.md appeared"
     if world.read.get(FILES["playbook"], ("",))[0] == stats.get(FILES["playbook"]):
         return None
-    body = _read_stable(root, FILES["playbook"], stats)
+    body = read_stable(root, FILES["playbook"], stats)
     if body is None or playbook != digest(body):
         return "PLAYBOOK.md changed while the beat ran"
     return None
 
 
-def _read_stable(root: str, rel: str, stats: dict[str, str], limit: int = -1) -> bytes | None:
-    """The bytes of a regular file, if its stat is the surveyed one before and after."""
-    try:
-        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode) or stat_text(before) != stats.get(rel):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            body = f.read(limit)
-        return body if stat_text(os.fstat(fd)) == stats.get(rel) else None
-    finally:
-        os.close(fd)
-
-
 def _read_header(root: str, rel: str, stats: dict[str, str]) -> dict[str, float] | None:
-    head = _read_stable(root, rel, stats, 4096)
+    head = read_stable(root, rel, stats, 4096)
     return None if head is None else parse_header(head)
 
 
@@ -387,7 +374,7 @@ class Sealed:
     def __init__(self, text: str) -> None:
         head, sep, rest = text.partition("\nsurvey\n")
         lines = head.split("\n")
-        if not sep or lines[0] != FORMAT or len(lines) < 8:
+        if not sep or lines[0] != FORMAT or len(lines) < 9:
             raise ValueError("not a seal of this looop")
         self.survey = rest.rstrip("\n").split("\n")
         self.hash = lines[1].removeprefix("hash ")
@@ -404,10 +391,17 @@ class Sealed:
         if not lines[7].startswith("shared "):
             raise ValueError("not a shared line")
         self.shared = None if lines[7] == "shared -" else lines[7][7:]  # coord/etcdseal.py's
+        word, _, logs = lines[8].partition(" ")
+        if word != "outputs":
+            raise ValueError("not an outputs line")
+        outs = (o.rsplit(":", 1) for o in logs.split(" ") if o)
+        self.outputs = [(rel, int(ns)) for rel, ns in outs]  # a live worker's log, its mtime
+        if any(not rel.startswith("sessions/") or "/." in rel for rel, _ in self.outputs):
+            raise ValueError("an output log outside sessions/")
         self.sensors: list[tuple[str, float, float, str, str]] = []
         self.signals: dict[str, str] = {}  # sensor name → digest of its world item
         scripts = {ln.split(" ")[1] for ln in self.survey if ln.startswith("f sensors/")}
-        for line in lines[8:]:
+        for line in lines[9:]:
             word, name, timeout, interval, raw, signal, error = line.split(" ", 6)
             if word != "sensor":
                 raise ValueError("not a sensor line")
@@ -424,7 +418,7 @@ class Sealed:
         for the snapshots folder they were renamed into (`folder`: its stat text)."""
         head, _, _ = self.text.partition("\nsurvey\n")
         lines = head.split("\n")
-        for i, line in enumerate(lines[8:], 8):
+        for i, line in enumerate(lines[9:], 9):
             word, name, rest = line.split(" ", 2)
             if name in digests:
                 timeout, interval, _, more = rest.split(" ", 3)

@@ -11,6 +11,7 @@ canonical order (`goals_line`), so a quiet beat at 10,000 goals compares one lin
 from __future__ import annotations
 
 import os
+import stat
 
 from looop_py.world import digest
 
@@ -41,9 +42,11 @@ SNAPSHOTS = "snapshots"
 GOALS = "goals"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
-# Worker sessions may stay only ended and settled (the writer checks): each one's files
-# are surveyed, one level deep.
+# Worker sessions may stay ended and settled, or live and steady (the writer checks): each
+# one's files are surveyed, one level deep; its output log by name only (a live worker's
+# churns: the seal keeps its mtime apart, which may only grow).
 SESSIONS = "sessions"
+OUTPUT = "output.log"
 
 
 def stat_text(st: os.stat_result) -> str:
@@ -152,7 +155,8 @@ def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]
 
 
 def _survey_sessions(root: str) -> list[str]:
-    """Each session directory and every entry in it (a subdirectory by its own stat)."""
+    """Each session directory and every entry in it (a subdirectory by its own stat; the
+    output log by name)."""
     folder = os.path.join(root, SESSIONS)
     st = _lstat(folder)
     lines = [f"f {SESSIONS} {stat_text(st) if st else '-'}"]
@@ -171,6 +175,9 @@ def _survey_sessions(root: str) -> list[str]:
         except OSError:
             continue
         for name in names:
+            if name == OUTPUT:
+                lines.append(f"n {rel}/{name}")
+                continue
             f = _lstat(os.path.join(root, rel, name))
             lines.append(f"f {rel}/{name} {stat_text(f) if f else '-'}")
     return lines
@@ -182,3 +189,20 @@ def _holds(folder: str, *, dotfiles: bool, besides: str = "") -> bool:
             return any((dotfiles or not e.name.startswith(".")) and e.name != besides for e in it)
     except FileNotFoundError:
         return False
+
+
+def read_stable(root: str, rel: str, stats: dict[str, str], limit: int = -1) -> bytes | None:
+    """The bytes of a regular file, if its stat is the surveyed one before and after."""
+    try:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode) or stat_text(before) != stats.get(rel):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            body = f.read(limit)
+        return body if stat_text(os.fstat(fd)) == stats.get(rel) else None
+    finally:
+        os.close(fd)

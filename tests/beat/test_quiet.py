@@ -437,18 +437,23 @@ def test_archived_rounds_are_surveyed_file_by_file(wd: Paths) -> None:
 
 def test_an_ended_worker_is_sealed_until_it_is_pruned(wd: Paths, tmp_path: Path) -> None:
     """A settled session is inert files: sealed (surveyed file by file) until its prune
-    time; while it runs, and until a beat settles it, every beat is a full one."""
+    time. While it runs it is sealed by its process (test_quiet_worker.py); once it ends,
+    beats are full ones until a beat settles it."""
     _quiet_wd(wd)
     release = tmp_path / "release"  # the worker runs until the test says so
     script = f"while [ ! -e {release} ]; do sleep 0.05; done; echo done"
     done = invoke_looop("-C", str(wd.root), "worker", "start", "w1", "--runtime", "shell", script)
     assert done.returncode == 0, done.stderr
-    assert not _pulse(wd).get("sealed")  # it runs: full beats
-    assert not (wd.root / seal.SEAL).exists()
+    beat = _pulse(wd)  # it runs: whether this beat was quiet or not, it saw the worker
+    assert beat["world_hash"] == _sensed_hash(wd)
     release.touch()
 
-    def sealed() -> bool:  # it ends; a beat settles it, then seals
-        if (wd.root / seal.SEAL).exists():
+    def status_text() -> str:
+        return (wd.sessions / "w1" / "status.json").read_text()
+
+    def sealed() -> bool:  # it ends; a beat settles it, then seals it ended
+        found = seal.read(str(wd.root))
+        if found is not None and not found.outputs and "finalized_at" in status_text():
             return True
         _pulse(wd)
         return False
