@@ -232,14 +232,20 @@ ROW_FIELDS = tuple(RoundRow.__dataclass_fields__)
 _TEXTS = ("loop", "outcome", "trigger", "ask", "error", "host")
 
 
-def _read_rows(cache: Any, stamp: list[int]) -> list[RoundRow] | None:
+def _cached(cache: Any, stamp: list[int], key: str) -> Any:
+    """A cache of the archive's `key`, only if it was written for the folder as it is now
+    (its stamp); None for a cache that is missing, damaged, stale or another version's."""
     try:
         data = jsonio.read_json(cache)
     except Exception:
         return None
     if not isinstance(data, dict) or data.get("v") != 1 or data.get("stamp") != stamp:
         return None
-    rows = data.get("rows")
+    return data.get(key)
+
+
+def _read_rows(cache: Any, stamp: list[int]) -> list[RoundRow] | None:
+    rows = _cached(cache, stamp, "rows")
     if not isinstance(rows, list):
         return None
     out = []
@@ -261,13 +267,7 @@ def _read_rows(cache: Any, stamp: list[int]) -> list[RoundRow] | None:
 
 
 def _read_tally(cache: Any, stamp: list[int]) -> dict[str, Tally] | None:
-    try:
-        data = jsonio.read_json(cache)
-    except Exception:
-        return None
-    if not isinstance(data, dict) or data.get("v") != 1 or data.get("stamp") != stamp:
-        return None
-    loops = data.get("loops")
+    loops = _cached(cache, stamp, "loops")
     if not isinstance(loops, dict):
         return None
     out: dict[str, Tally] = {}
