@@ -169,11 +169,7 @@ def _judge(
     if word.startswith("--"):
         opt, eq, value = word.partition("=")
         if opt in spec.valued:
-            if eq:
-                return 1, _value(spec, word, value)
-            if i + 1 >= len(words):
-                return 1, f"{word!r} needs a value"
-            return 2, _value(spec, word, words[i + 1])
+            return _valued(spec, word, value if eq else None, words, i)
         return 1, _unknown(name, word)
     for j in range(1, len(word)):  # a cluster of short options, maybe ending in a value
         opt = "-" + word[j]
@@ -181,11 +177,7 @@ def _judge(
         if opt in spec.attached:
             return 1, None if rest.isdigit() or not rest else _unknown(name, word)
         if opt in spec.valued:
-            if rest:
-                return 1, _value(spec, word, rest)
-            if i + 1 >= len(words):
-                return 1, f"{word!r} needs a value"
-            return 2, _value(spec, word, words[i + 1])
+            return _valued(spec, word, rest or None, words, i)
         if opt not in spec.flags:
             return 1, _unknown(name, word)
     return 1, None
@@ -193,6 +185,18 @@ def _judge(
 
 def _short_hits(word: str, options: frozenset[str]) -> bool:
     return any(len(o) == 2 and o[1] in word[1:] for o in options)
+
+
+def _valued(
+    spec: Program, word: str, inline: str | None, words: list[str], i: int
+) -> tuple[int, str | None]:
+    """An option that takes a value: written into the word (`--out=F`, `-oF`), else the
+    next word, which it then consumes (2 words)."""
+    if inline is not None:
+        return 1, _value(spec, word, inline)
+    if i + 1 >= len(words):
+        return 1, f"{word!r} needs a value"
+    return 2, _value(spec, word, words[i + 1])
 
 
 def _unknown(name: str, word: str) -> str:
