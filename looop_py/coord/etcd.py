@@ -38,6 +38,7 @@ from looop_py.errors import Unavailable, UsageError
 # typing is not imported at run time: the quiet beat on etcd loads this module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any, Protocol
 
     class Settings(Protocol):
@@ -124,6 +125,41 @@ class Endpoint:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    def stream(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        idle_s: float,
+        opened: Callable[[Connection], None],
+    ) -> Iterator[dict[str, Any]]:
+        """Each JSON object of a reply that streams (a watch), on a connection of its own
+        (handed to `opened` first, so another thread can close it); WireError if it broke,
+        _Refused if etcd answered with an error."""
+        c = self.cfg
+        conn = Connection(
+            self.url,
+            timeout_s=c.timeout_s,
+            ca_cert=c.ca_cert,
+            cert_cert=c.cert_cert,
+            cert_key=c.cert_key,
+        )
+        opened(conn)
+        headers = {"Authorization": self.token} if self.token else None
+        data = json.dumps(body, separators=(",", ":")).encode()
+        for line in conn.stream(API + path, data, headers, idle_s=idle_s):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                raise WireError(f"a streamed line that is not JSON: {line[:80]!r}") from None
+            if not isinstance(found, dict):
+                raise WireError(f"a streamed line that is not an object: {line[:80]!r}")
+            if "error" in found:
+                error = found["error"]
+                text = error.get("message", error) if isinstance(error, dict) else error
+                raise _Refused(f"etcd ended the stream: {text}"[:200])
+            yield found
 
 
 def _error_text(status: int, text: str) -> str:
@@ -213,6 +249,27 @@ class Client:
                 continue
             found.append((endpoint.url, None, status))
         return found
+
+    def watch(
+        self,
+        body: dict[str, Any],
+        *,
+        attempt: int,
+        idle_s: float,
+        opened: Callable[[Connection], None],
+    ) -> Iterator[dict[str, Any]]:
+        """Each response of one watch (`body`: its create_request), on endpoint number
+        `attempt` (modulo their count: a caller that reopens after a failure moves on to
+        the next); Unavailable when it could not be opened or broke, saying why."""
+        endpoint = self._endpoints[attempt % len(self._endpoints)]
+        try:
+            self._authenticate(endpoint)
+            for found in endpoint.stream("/watch", body, idle_s=idle_s, opened=opened):
+                yield found.get("result") or {}
+        except (WireError, _Refused) as exc:
+            if "invalid auth token" in str(exc):
+                endpoint.token = None  # authenticate again on the next attempt
+            raise Unavailable(f"the watch on {endpoint.url} ended: {exc}") from exc
 
     def close(self) -> None:
         """Close the kept connections (a later request opens new ones)."""

@@ -13,10 +13,11 @@ before a side effect (a command, a worker, a notification) leaves looop's hands.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from looop_py.coord.etcd import cmp, cmp_value, delete, put, rng, unb64, value_of
+from looop_py.coord.etcdwatch import RecordWatch
 from looop_py.coord.remote import EtcdCoordinator
 from looop_py.errors import Busy, FenceLost
 from looop_py.ids import check_segment
@@ -135,6 +136,14 @@ class EtcdShelf:
             return None
         name, token = fence
         return Fencing(name, token, self.coord.confirm(name, token))
+
+    def watch(
+        self, kinds: tuple[str, ...], on_change: Callable[[], None]
+    ) -> Callable[[], None] | None:
+        """Call `on_change` (from a thread) whenever a record of these kinds is written or
+        removed by any host (coord/etcdwatch.py); the function that stops it."""
+        prefixes = [self._key(kind) for kind in kinds]  # P/data/KIND/
+        return RecordWatch(self.client, prefixes, on_change).start().close
 
     def close(self) -> None:
         """Revoke this process's lease and stop its keeper thread (the coordinator's)."""

@@ -10,7 +10,8 @@ is written at most once per `post`. A reply is read by its Content-Length, or
 chunk by chunk (Go's server chunks a reply past 2 KB), within MAX_BODY and with
 `timeout_s` for the connect and for every read and write. Whatever goes wrong
 below HTTP (refused, reset, timed out, TLS, not HTTP) is a WireError, and the
-connection is dropped.
+connection is dropped. `stream` is the one request whose reply never ends (etcd's
+watch): its connection is its own, read line by line as the chunks arrive.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import socket
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
+    from collections.abc import Iterator
 
 MAX_LINE = 8192  # a status or header line
 MAX_HEADERS = 100
 MAX_BODY = 64 << 20  # a reply larger than this is not etcd's
+MAX_STREAM_LINE = 16 << 20  # one streamed message (a watch response) larger than this is not
 
 
 class WireError(Exception):
@@ -76,14 +79,7 @@ class Connection:
         """(HTTP status, reply body) of one POST; WireError when no reply was read."""
         try:
             sock, reader = self._open()
-            head = [
-                f"POST {path} HTTP/1.1",
-                f"Host: {self._host_header}",
-                "Content-Type: application/json",
-                f"Content-Length: {len(body)}",
-                *(f"{k}: {v}" for k, v in (headers or {}).items()),
-            ]
-            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+            sock.sendall(self._request(path, body, headers))
             status, reply, keep = reader.response()
         except (OSError, ValueError) as exc:
             self.close()
@@ -91,6 +87,45 @@ class Connection:
         if not keep:
             self.close()
         return status, reply
+
+    def stream(
+        self, path: str, body: bytes, headers: dict[str, str] | None = None, *, idle_s: float
+    ) -> Iterator[bytes]:
+        """Each line of a reply that streams (chunked, newline-delimited), as it arrives.
+
+        WireError when the connection fails or the reply is not a 200 stream (its text
+        says why); waits at most `idle_s` for each chunk. The connection is closed when
+        the stream ends, and `close()` from another thread ends a wait for the next line.
+        """
+        try:
+            sock, reader = self._open()
+            sock.sendall(self._request(path, body, headers))
+            status, fields = reader.head()
+            if status != 200 or "chunked" not in fields.get("transfer-encoding", "").lower():
+                reply = reader.body(fields).decode("utf-8", "replace")
+                raise WireError(f"HTTP {status}: {reply}".replace("\n", " ")[:200])
+            sock.settimeout(idle_s)
+            pending = b""
+            while (chunk := reader.chunk()) is not None:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                yield from (line for line in lines if line.strip())
+                if len(pending) > MAX_STREAM_LINE:
+                    raise ValueError("a streamed line past 16 MB")
+        except (OSError, ValueError) as exc:
+            raise WireError(_why(exc)) from exc
+        finally:
+            self.close()
+
+    def _request(self, path: str, body: bytes, headers: dict[str, str] | None) -> bytes:
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self._host_header}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            *(f"{k}: {v}" for k, v in (headers or {}).items()),
+        ]
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
     def _open(self) -> tuple[socket.socket, _Reader]:
         if self._sock is not None and self._file is not None:
@@ -120,6 +155,8 @@ class Connection:
     def close(self) -> None:
         sock, self._sock, self._file = self._sock, None, None
         if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
             with contextlib.suppress(OSError):
                 sock.close()
 
@@ -175,11 +212,22 @@ class _Reader:
 
     def response(self) -> tuple[int, bytes, bool]:
         """(status, body, whether the connection stays open)."""
+        status, fields = self.head()
+        keep = fields[":version"] == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
+        if (
+            "content-length" not in fields
+            and "chunked" not in fields.get("transfer-encoding", "").lower()
+        ):
+            keep = False  # delimited by the close (HTTP/1.0 style)
+        return status, self.body(fields), keep
+
+    def head(self) -> tuple[int, dict[str, str]]:
+        """The status and the header fields (lower-case names; ":version" is the HTTP version)."""
         version, _, rest = self.line().decode("latin-1").partition(" ")
         code = rest[:3]
         if not version.startswith("HTTP/1.") or not code.isdigit():
             raise ValueError(f"not an HTTP reply: {version[:40]!r}")
-        fields: dict[str, str] = {}
+        fields: dict[str, str] = {":version": version}  # no header name holds a colon
         for _ in range(MAX_HEADERS + 1):
             raw = self.line()
             if not raw:
@@ -190,35 +238,43 @@ class _Reader:
             fields[name.strip().lower()] = value.strip()
         else:
             raise ValueError(f"more than {MAX_HEADERS} header lines")
-        keep = version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
+        return int(code), fields
+
+    def body(self, fields: dict[str, str]) -> bytes:
+        """The whole body the header fields announce."""
         if "chunked" in fields.get("transfer-encoding", "").lower():
-            return int(code), self._chunks(), keep
+            parts: list[bytes] = []
+            total = 0
+            while (part := self.chunk()) is not None:
+                total += len(part)
+                if total > MAX_BODY:
+                    raise ValueError("a chunked reply past 64 MB")
+                parts.append(part)
+            return b"".join(parts)
         length = fields.get("content-length")
-        if length is None:  # delimited by the close (HTTP/1.0 style)
-            return int(code), self._until_closed(), False
+        if length is None:
+            return self._until_closed()
         if not length.isdigit() or int(length) > MAX_BODY:
             raise ValueError(f"a Content-Length that is not a size: {length[:20]!r}")
-        return int(code), self.exactly(int(length)), keep
+        return self.exactly(int(length))
 
-    def _chunks(self) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            size_text = self.line().split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ValueError(f"a chunk size that is not hex: {size_text[:20]!r}") from None
-            if size < 0 or total + size > MAX_BODY:
-                raise ValueError("a chunked reply past 64 MB")
-            if size == 0:
-                while self.line():  # trailers, up to the blank line
-                    pass
-                return b"".join(parts)
-            parts.append(self.exactly(size))
-            total += size
-            if self.exactly(2) != b"\r\n":
-                raise ValueError("a chunk not ended by CRLF")
+    def chunk(self) -> bytes | None:
+        """The next chunk of a chunked body; None after the last (its trailers read)."""
+        size_text = self.line().split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise ValueError(f"a chunk size that is not hex: {size_text[:20]!r}") from None
+        if size < 0 or size > MAX_BODY:
+            raise ValueError("a chunk past 64 MB")
+        if size == 0:
+            while self.line():  # trailers, up to the blank line
+                pass
+            return None
+        found = self.exactly(size)
+        if self.exactly(2) != b"\r\n":
+            raise ValueError("a chunk not ended by CRLF")
+        return found
 
     def _until_closed(self) -> bytes:
         while True:

@@ -6,9 +6,10 @@ ending — goals/, PLAYBOOK.md, looop.toml, sensors/, answers/, asks/, approvals
 a released claim, a worker's exit record — through inotify on Linux (ops/watch.py:
 no CPU while idle, at any number of goals; a polling fallback elsewhere), so an
 answer or an edited goal starts a beat within milliseconds. On a shared backend
-(etcd) the asks, answers and approvals are records every host writes: their
-names are polled there too, once a second (three keys-only reads), so an answer
-given on another host is acted on within about a second. The pulse lock stays
+(etcd) the asks, answers and approvals are records every host writes: an etcd
+watch on their keys (coord/etcdwatch.py) ends the wait the moment another host
+writes one, so an answer given there is acted on here within milliseconds, and
+an idle `up` sends etcd nothing. The pulse lock stays
 the single-instance guard for beats, so cron and `up` never beat at once; a
 second `up` for the same work dir is refused by its own lock. `looop down`
 sends SIGTERM and waits: the beat in progress ends cleanly. On etcd the pulse this
@@ -37,7 +38,6 @@ from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
 
-SHARED_POLL_S = 1.0  # how often the shared records are (each look is a round trip to etcd)
 DOWN_WAIT_S = 30.0
 
 
@@ -52,17 +52,27 @@ def _pid_file(paths: Paths) -> os.PathLike[str]:
 SHARED_KINDS = ("asks", "answers", "approved")  # what humans write, on a shared backend
 
 
-def shared_signature(wd: WorkDir) -> tuple[tuple[str, ...], ...] | None:
-    """The names of the asks, answers and approvals on a shared backend; None on files, or
-    when it cannot be read (a looop.toml half edited, etcd out of reach: the next timed
-    beat says so)."""
-    try:
-        box = wd.shelf
-        if not box.shared:
-            return None
-        return tuple(tuple(box.names(kind)) for kind in SHARED_KINDS)
-    except LooopError:
-        return None
+class SharedWatch:
+    """The watch on the records other hosts write (etcd), following the WorkDir: opened
+    again when looop.toml was edited (a new WorkDir), none on files."""
+
+    def __init__(self, waiter: Watch) -> None:
+        self.waiter = waiter
+        self._for: WorkDir | None = None
+        self._stop: Callable[[], None] | None = None
+
+    def follow(self, wd: WorkDir) -> None:
+        if wd is self._for:
+            return
+        self.close()
+        self._for = wd
+        with contextlib.suppress(LooopError):  # a bad config: the beat says so
+            self._stop = wd.shelf.watch(SHARED_KINDS, self.waiter.notify)
+
+    def close(self) -> None:
+        stop, self._stop, self._for = self._stop, None, None
+        if stop is not None:
+            stop()
 
 
 def run(
@@ -83,29 +93,24 @@ def run(
         raise UsageError(f"the interval must be positive, got {interval_s:g}")
     own = watching is None
     waiter = watch.open_watch(opened.paths) if watching is None else watching
+    shared = SharedWatch(waiter)
     beats = 0
     try:
         while not stop.is_set():
             wd = opened.current()  # looop.toml again, if it was edited
+            shared.follow(wd)
             # What changed so far, this beat reads; a change made while it runs (its own
             # writes included) wakes the next one, so no edit waits for the interval.
             waiter.drain()
             hold_pulse(wd)
             on_beat(beat(wd))
             beats += 1
-            shared = shared_signature(wd)
-            now = time.monotonic()
-            shared_due, deadline = now + SHARED_POLL_S, now + interval_s
+            deadline = time.monotonic() + interval_s
             while not stop.is_set() and (now := time.monotonic()) < deadline:
-                until = deadline if shared is None else min(deadline, shared_due)
-                if waiter.wait(until - now):
-                    break  # a human changed something, or a worker ended: beat now
-                if shared is not None and time.monotonic() >= shared_due:
-                    shared_due = time.monotonic() + SHARED_POLL_S
-                    now_shared = shared_signature(wd)
-                    if now_shared is not None and now_shared != shared:
-                        break  # a human answered or approved on another host
+                if waiter.wait(deadline - now):
+                    break  # a human changed something, a worker ended, another host wrote
     finally:
+        shared.close()
         if own:
             waiter.close()
     return beats

@@ -10,8 +10,10 @@ again when it reappears; an overflowing event queue (the kernel drops events pas
 fs.inotify.max_queued_events) counts as a change and rebuilds every watch from a rescan.
 Dot-names are temporary files (jsonio's atomic writes, editors' swap files) and ignored.
 Elsewhere, or when the kernel refuses an inotify instance, `Polling` compares the stat
-signature of the same files every POLL_S. Both are woken early by `wake()` (a signal
-handler's `looop down`) through a pipe.
+signature of the same files every POLL_S. Both are woken early through a pipe: by
+`wake()` (a signal handler's `looop down`: the wait ends, no change) and by `notify()`
+(a change seen elsewhere, such as a record another host wrote on etcd: the wait ends
+with a change).
 """
 
 from __future__ import annotations
@@ -60,14 +62,23 @@ class Watch:
         raise NotImplementedError
 
     def wake(self) -> None:
-        """End a `wait` early (safe in a signal handler)."""
+        """End a `wait` early, as if nothing changed (safe in a signal handler)."""
         with contextlib.suppress(BlockingIOError):
             os.write(self._wake_w, b"!")
 
-    def _woken(self) -> None:
+    def notify(self) -> None:
+        """End a `wait` with a change (from any thread): something worth a beat happened
+        outside what this watch sees."""
         with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_r, 512):
-                pass
+            os.write(self._wake_w, b"+")
+
+    def _woken(self) -> bool:
+        """Empty the pipe; whether `notify` wrote to it."""
+        notified = False
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self._wake_r, 512):
+                notified = notified or b"+" in chunk
+        return notified
 
     def close(self) -> None:
         for fd in (self._wake_r, self._wake_w):
@@ -123,8 +134,7 @@ class Events(Watch):
                 return False
             ready, _, _ = select.select([self._ino.fd, self._wake_r], [], [], left)
             if self._wake_r in ready:
-                self._woken()
-                return False
+                return self._woken()
             if ready and self._handle(self._ino.read()):
                 return True
 
@@ -265,8 +275,7 @@ class Polling(Watch):
         while (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([self._wake_r], [], [], min(POLL_S, left))
             if ready:
-                self._woken()
-                return False
+                return self._woken()
             now = signature(self.paths)
             if now != self._seen:
                 self._seen = now

@@ -46,7 +46,7 @@ from looop_py.workdir.paths import Paths
 # typing is not imported at run time: a worker's supervisor loads this at every start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from contextlib import AbstractContextManager
     from typing import Any, Protocol
 
@@ -78,6 +78,10 @@ if TYPE_CHECKING:
         def fenced(self, claim: str, token: int) -> AbstractContextManager[None]: ...
 
         def confirm(self, what: str) -> Fencing | None: ...
+
+        def watch(
+            self, kinds: tuple[str, ...], on_change: Callable[[], None]
+        ) -> Callable[[], None] | None: ...
 
         def close(self) -> None: ...
 
@@ -239,6 +243,12 @@ class FilesShelf:
 
     def confirm(self, what: str) -> Fencing | None:
         """Nothing to ask: on one machine the beat's flock is the fence, held until it ends."""
+        return None
+
+    def watch(
+        self, kinds: tuple[str, ...], on_change: Callable[[], None]
+    ) -> Callable[[], None] | None:
+        """None: the records are files in the work dir, which `looop up` watches itself."""
         return None
 
     def close(self) -> None:
