@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 POLL_S = 0.2
+WATCHED_RECHECK_S = 10.0  # waiting on a shared backend's watch: look anyway this often
 
 
 class AskKind(enum.StrEnum):
@@ -323,23 +325,34 @@ def wait(wd: WorkDir, ask_id: str, *, timeout_s: float | None = None) -> Answer:
     if get_ask(wd, ask_id).waiter != _me():
         _update(wd, ask_id, waiter=_me())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        got = checked_answer(wd, ask_id, now=time.time())
-        if got is not None:
-            if got.verdict == WITHDRAWN:
-                raise AskError(
-                    f"ask {ask_id} was withdrawn" + (f": {got.note}" if got.note else "")
+    # On etcd a look is two round trips: sleep on a watch of the asks and answers instead
+    # (None on files, where a look is two stat calls).
+    changed = threading.Event()
+    stop_watch = wd.shelf.watch(("asks", "answers"), changed.set)
+    pause = POLL_S if stop_watch is None else WATCHED_RECHECK_S
+    try:
+        while True:
+            changed.clear()  # before the look: a change during it ends the next pause
+            got = checked_answer(wd, ask_id, now=time.time())
+            if got is not None:
+                if got.verdict == WITHDRAWN:
+                    raise AskError(
+                        f"ask {ask_id} was withdrawn" + (f": {got.note}" if got.note else "")
+                    )
+                return got
+            if wd.shelf.get("asks", ask_id) is None:
+                raise NoAnswer(f"ask {ask_id} was removed before it was answered")
+            if deadline is not None and time.monotonic() >= deadline:
+                _update(wd, ask_id, expired_at=time.time())
+                raise NoAnswer(
+                    f"no answer to {ask_id} within {timeout_s:g}s",
+                    f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
                 )
-            return got
-        if wd.shelf.get("asks", ask_id) is None:
-            raise NoAnswer(f"ask {ask_id} was removed before it was answered")
-        if deadline is not None and time.monotonic() >= deadline:
-            _update(wd, ask_id, expired_at=time.time())
-            raise NoAnswer(
-                f"no answer to {ask_id} within {timeout_s:g}s",
-                f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
-            )
-        time.sleep(POLL_S)
+            left = pause if deadline is None else min(pause, deadline - time.monotonic())
+            changed.wait(max(left, 0.0))
+    finally:
+        if stop_watch is not None:
+            stop_watch()
 
 
 def _me() -> dict[str, Any]:

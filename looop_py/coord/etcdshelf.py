@@ -141,9 +141,12 @@ class EtcdShelf:
         self, kinds: tuple[str, ...], on_change: Callable[[], None]
     ) -> Callable[[], None] | None:
         """Call `on_change` (from a thread) whenever a record of these kinds is written or
-        removed by any host (coord/etcdwatch.py); the function that stops it."""
+        removed by any host (coord/etcdwatch.py); the function that stops it. Returns once
+        the watch is open (or its first try failed): a change after that is not missed."""
         prefixes = [self._key(kind) for kind in kinds]  # P/data/KIND/
-        return RecordWatch(self.client, prefixes, on_change).start().close
+        watching = RecordWatch(self.client, prefixes, on_change).start()
+        watching.ready.wait(self.client.cfg.timeout_s * len(self.client.cfg.endpoints))
+        return watching.close
 
     def close(self) -> None:
         """Revoke this process's lease and stop its keeper thread (the coordinator's)."""

@@ -62,6 +62,7 @@ class RecordWatch:
         self.backoff_s = backoff_s
         self.opened = 0  # streams opened (the first, and each reopening)
         self.failures: list[str] = []  # why each stream ended, the last few
+        self.ready = threading.Event()  # the first stream is open, or its first try failed
         self._stop = threading.Event()
         self._conn: Connection | None = None
         self._lock = threading.Lock()
@@ -102,6 +103,7 @@ class RecordWatch:
                     opened=self._keep,
                 ):
                     if result.get("created"):
+                        self.ready.set()
                         self.opened += 1
                         backoff = self.backoff_s
                         if not after:  # what was written before this is what a beat reads
@@ -122,6 +124,7 @@ class RecordWatch:
                 if self._stop.is_set():
                     return
                 self.failures = [*self.failures[-4:], exc.message]
+                self.ready.set()
                 attempt += 1  # the next endpoint
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, max(BACKOFF_MAX_S, self.backoff_s))

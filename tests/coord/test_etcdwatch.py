@@ -280,3 +280,34 @@ def test_an_idle_looop_up_asks_etcd_nothing_and_hears_another_hosts_answer(
         up.wait()
     assert idle.get("Range", 0) - before.get("Range", 0) == 0, (before, idle)
     assert idle.get("Txn", 0) - before.get("Txn", 0) == 0, (before, idle)
+
+
+@pytest.mark.timeout(60)
+def test_a_waiting_looop_ask_asks_etcd_nothing_until_the_answer_comes(two: Hosts) -> None:
+    """`looop ask` on host a waits on the watch (it looked twice every 0.2 s before)."""
+    from looop_py.asks import mailbox
+
+    a, b = two.workdir("a"), two.workdir("b")
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    asking = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(a.root), "ask", "--prompt", "ship it?"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: mailbox.pending(open_wd(b)), timeout=20, what="the ask on host b")
+        (ask,) = mailbox.pending(open_wd(b))
+        wait_for(lambda: mailbox.get_ask(open_wd(b), ask.id).waiter, timeout=10, what="waiter")
+        time.sleep(0.5)  # into its wait
+        before = grpc_calls(two.cluster)  # type: ignore[arg-type]
+        time.sleep(2)
+        idle = grpc_calls(two.cluster)  # type: ignore[arg-type]
+        mailbox.answer(open_wd(b), ask.id, "yes, ship", now=time.time())
+        out, err = asking.communicate(timeout=5)
+    finally:
+        asking.kill()
+    assert asking.returncode == 0, err
+    assert "yes, ship" in out
+    assert idle.get("Range", 0) - before.get("Range", 0) == 0, (before, idle)
