@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 POLL_S = 0.2
-WATCHED_RECHECK_S = 10.0  # waiting on a shared backend's watch: look anyway this often
 
 
 class AskKind(enum.StrEnum):
@@ -325,14 +323,8 @@ def wait(wd: WorkDir, ask_id: str, *, timeout_s: float | None = None) -> Answer:
     if get_ask(wd, ask_id).waiter != _me():
         _update(wd, ask_id, waiter=_me())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    # On etcd a look is two round trips: sleep on a watch of the asks and answers instead
-    # (None on files, where a look is two stat calls).
-    changed = threading.Event()
-    stop_watch = wd.shelf.watch(("asks", "answers"), changed.set)
-    pause = POLL_S if stop_watch is None else WATCHED_RECHECK_S
-    try:
+    with shelf.Pause(wd.shelf, ("asks", "answers"), poll_s=POLL_S) as pause:  # etcd: a watch
         while True:
-            changed.clear()  # before the look: a change during it ends the next pause
             got = checked_answer(wd, ask_id, now=time.time())
             if got is not None:
                 if got.verdict == WITHDRAWN:
@@ -348,11 +340,7 @@ def wait(wd: WorkDir, ask_id: str, *, timeout_s: float | None = None) -> Answer:
                     f"no answer to {ask_id} within {timeout_s:g}s",
                     f"it is listed as expired until answered or withdrawn (withdraw {ask_id})",
                 )
-            left = pause if deadline is None else min(pause, deadline - time.monotonic())
-            changed.wait(max(left, 0.0))
-    finally:
-        if stop_watch is not None:
-            stop_watch()
+            pause.sleep(deadline)
 
 
 def _me() -> dict[str, Any]:

@@ -16,6 +16,7 @@ from looop_py.errors import LooopError, UsageError
 from looop_py.jsonio import atomic_write
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.paths import Paths
+from looop_py.workdir.shelf import Pause
 
 WAIT_POLL_S = 0.2
 
@@ -160,13 +161,12 @@ def wait(wd: WorkDir, only_asks: bool, timeout: float | None, as_json: bool) -> 
       looop wait --only-asks --json | jq -r '.items[0].id'
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        items = needs_human(wd, only_asks=only_asks, now=time.time())
-        if items:
-            break
-        if deadline is not None and time.monotonic() >= deadline:
-            raise NothingYet(f"nothing needed a human within {timeout:g} s")
-        time.sleep(WAIT_POLL_S)
+    kinds = ("asks",) if only_asks else ()  # a stuck worker is a local clock: poll for it
+    with Pause(wd.shelf, kinds, poll_s=WAIT_POLL_S) as pause:  # etcd: a watch on the asks
+        while not (items := needs_human(wd, only_asks=only_asks, now=time.time())):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise NothingYet(f"nothing needed a human within {timeout:g} s")
+            pause.sleep(deadline)
     if as_json:
         json_out({"items": items})
         return

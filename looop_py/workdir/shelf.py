@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +85,39 @@ if TYPE_CHECKING:
         ) -> Callable[[], None] | None: ...
 
         def close(self) -> None: ...
+
+
+class Pause:
+    """The sleep between two looks at records, ended early by a change to `kinds` where
+    the shelf can watch them (etcd: each look costs round trips, so it waits on a watch
+    and looks anyway every `watched_s`); on files a look is a few stat calls: `poll_s`."""
+
+    def __init__(
+        self, box: Shelf, kinds: tuple[str, ...], *, poll_s: float, watched_s: float = 10.0
+    ) -> None:
+        import threading  # only while something waits
+
+        self._changed = threading.Event()
+        self._stop = box.watch(kinds, self._changed.set) if kinds else None
+        self.every = poll_s if self._stop is None else watched_s
+
+    def sleep(self, deadline: float | None = None) -> None:
+        """Until a change, `every` seconds, or the monotonic `deadline`, whichever is first.
+        A change made during the last look ends this at once: none is missed."""
+        left = self.every if deadline is None else min(self.every, deadline - time.monotonic())
+        self._changed.wait(max(left, 0.0))
+        self._changed.clear()
+
+    def close(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+
+    def __enter__(self) -> Pause:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 FENCE_ENV = "LOOOP_FENCE"  # `<claim>:<token>`, in the environment of what a fenced beat runs

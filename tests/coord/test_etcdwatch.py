@@ -311,3 +311,29 @@ def test_a_waiting_looop_ask_asks_etcd_nothing_until_the_answer_comes(two: Hosts
     assert asking.returncode == 0, err
     assert "yes, ship" in out
     assert idle.get("Range", 0) - before.get("Range", 0) == 0, (before, idle)
+
+
+@pytest.mark.timeout(60)
+def test_looop_wait_only_asks_waits_on_the_watch_and_returns_for_another_hosts_ask(
+    two: Hosts,
+) -> None:
+    from looop_py.asks import mailbox
+
+    a, b = two.workdir("a"), two.workdir("b")
+    open_wd(a).shelf.names("asks")  # the prefix checked in before anyone waits
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    argv = [sys.executable, "-m", "looop_py", "-C", str(a.root), "wait", "--only-asks", "--json"]
+    waiting = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.5)  # started, looked once, and waiting
+        before = grpc_calls(two.cluster)  # type: ignore[arg-type]
+        time.sleep(2)
+        idle = grpc_calls(two.cluster)  # type: ignore[arg-type]
+        assert waiting.poll() is None
+        ask = mailbox.open_ask(open_wd(b), prompt="deploy?", asker="human", now=time.time())
+        out, _ = waiting.communicate(timeout=5)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0
+    assert json.loads(out)["items"][0]["id"] == ask.id
+    assert idle.get("Range", 0) - before.get("Range", 0) == 0, (before, idle)
