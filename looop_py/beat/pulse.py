@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
@@ -272,9 +272,10 @@ def _seal(
 
     cfg = wd.config
 
-    def rounds_signal() -> str:
-        snap = probes.rounds(probes.Seen(wd, time.time(), ()))
-        return jsonio.canonical(snap.get("signal")).decode()
+    rounds = cache(partial(vouch.rounds_now, wd))  # once, when the seal first asks for it
+
+    def round_workers() -> dict[str, tuple[int, float]] | None:
+        return None if (found := rounds()) is None else found[1]
 
     def sessions_now() -> Sessions | None:
         """sys-sessions now; when the first ended session is pruned or live one may turn
@@ -295,9 +296,9 @@ def _seal(
         removed_env=environ.secret_names(os.environ, cfg),
         looop_bin=environ.looop_bin(),
         loop_wake=loop_wake,
-        rounds_signal=rounds_signal,
+        rounds_now=lambda: None if (found := rounds()) is None else found[0],
         sessions_now=sessions_now,
-        claims_now=partial(vouch.claims_now, wd),
+        claims_now=partial(vouch.claims_now, wd, round_workers),
         asks_now=partial(vouch.asks_now, wd),
         shared_now=partial(fence.settled, shared_mark) if fence else lambda: None,
         sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",

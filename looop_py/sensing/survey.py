@@ -35,8 +35,8 @@ NO_ENTRIES = {"claims": CLAIMS, "answers": ANSWERS}
 NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
 EMPTY = {"asks": ASKS, "timers": "state/schedules"}
-# No round may be live (or recently done: a beat archives it later), so rounds/ holds
-# nothing but done/, whose archived rounds are surveyed file by file.
+# Live rounds (and the last hour's done ones) are surveyed file by file (`r` lines: the
+# seal vouches for a round waiting on its worker), and so are the archived ones in done/.
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
 SNAPSHOTS = "snapshots"
 GOALS = "goals"
@@ -80,6 +80,7 @@ def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
     lines += _survey_records(root, CLAIMS) + _survey_records(root, ANSWERS)
     lines += _survey_records(root, ASKS, dotfiles=True)
+    lines += [f"r{ln[1:]}" for ln in _survey_records(root, ROUNDS, dotfiles=True, skip="done")]
     lines += _survey_sessions(root)
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
@@ -138,13 +139,15 @@ def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
     return f"g {GOALS} {len(parts)} {digest(body)}"
 
 
-def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]:
+def _survey_records(root: str, rel: str, *, dotfiles: bool = False, skip: str = "") -> list[str]:
     """Each file in a records folder (dotfiles, such as the claim locks, only if they
-    count for the folder's emptiness)."""
+    count for the folder's emptiness; `skip`: a subfolder surveyed on its own)."""
     folder = os.path.join(root, rel)
     try:
         with os.scandir(folder) as it:
-            names = sorted(e.name for e in it if dotfiles or not e.name.startswith("."))
+            names = sorted(
+                e.name for e in it if (dotfiles or not e.name.startswith(".")) and e.name != skip
+            )
     except OSError:
         return []
     lines = []
