@@ -84,8 +84,10 @@ def _running_round(wd: Paths, release: Path, **extra: str) -> Paths:
 
 def _maker_ends(wd: Paths, release: Path) -> str:
     meta = _worker_meta(wd)
+    status = wd.sessions / meta["id"] / "status.json"
     release.touch()
     wait_for(lambda: not is_alive(meta["pid"], meta["create_time"]), 10, "the maker to end")
+    wait_for(lambda: '"exited"' in status.read_text(), 10, "its supervisor to record the end")
     return "checker-running"
 
 
