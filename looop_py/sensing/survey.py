@@ -43,10 +43,13 @@ GOALS = "goals"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
 # Worker sessions may stay ended and settled, or live and steady (the writer checks): each
-# one's files are surveyed, one level deep; its output log by name only (a live worker's
-# churns: the seal keeps its mtime apart, which may only grow).
+# one's files are surveyed, one level deep; its logs by name only: a live worker's output
+# churns (the seal keeps its mtime apart, which may only grow), and so do the logs aider
+# keeps beside it (its usage streams into the events log), which only its supervisor
+# reads, once, when the worker has ended (workers/aider.py) and status.json says so.
 SESSIONS = "sessions"
 OUTPUT = "output.log"
+LOGS = (OUTPUT, "aider.chat.md", "aider.events.jsonl")
 
 
 def stat_text(st: os.stat_result) -> str:
@@ -159,7 +162,7 @@ def _survey_records(root: str, rel: str, *, dotfiles: bool = False, skip: str = 
 
 def _survey_sessions(root: str) -> list[str]:
     """Each session directory and every entry in it (a subdirectory by its own stat; the
-    output log by name)."""
+    worker's logs by name)."""
     folder = os.path.join(root, SESSIONS)
     st = _lstat(folder)
     lines = [f"f {SESSIONS} {stat_text(st) if st else '-'}"]
@@ -178,7 +181,7 @@ def _survey_sessions(root: str) -> list[str]:
         except OSError:
             continue
         for name in names:
-            if name == OUTPUT:
+            if name in LOGS:
                 lines.append(f"n {rel}/{name}")
                 continue
             f = _lstat(os.path.join(root, rel, name))
