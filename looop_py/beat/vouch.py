@@ -155,13 +155,11 @@ def rounds_now(wd: WorkDir) -> tuple[Holders, dict[str, Holder]] | None:
     is archived DONE_KEEP_S after it ended). A round steps on only when its worker ends
     (the quiet beat checks the process), its record changes or its wall time runs out.
     None while a round waits on anything else (a step to take, a human, a claim), cannot
-    be read, or rounds are shared (a round's worker may run on another host)."""
+    be read, or is live on a shared shelf (its worker may run on another host)."""
     seen = probes.Seen(wd, time.time(), ())
     signal = jsonio.canonical(probes.rounds(seen).get("signal")).decode()
     if wd.shelf.empty("rounds"):
         return (signal, [], float("inf")), {}
-    if wd.shelf.shared:
-        return None
     from looop_py.engine.rounds import Phase  # loaded already: ADVANCE stepped the rounds
     from looop_py.identity import is_alive
     from looop_py.loops import store
@@ -175,6 +173,8 @@ def rounds_now(wd: WorkDir) -> tuple[Holders, dict[str, Holder]] | None:
         if state.phase is Phase.DONE:
             until = min(until, (state.ended_at or 0.0) + store.DONE_KEEP_S)
             continue
+        if wd.shelf.shared:
+            return None  # its worker may run on another host (loops/advance.py)
         running = {Phase.MAKER_RUNNING: state.maker_handle}
         running[Phase.CHECKER_RUNNING] = state.checker_handle
         handle = running.get(state.phase)
