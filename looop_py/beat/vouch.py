@@ -17,7 +17,7 @@ from looop_py import jsonio
 from looop_py.sensing import probes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence, Set
 
     from looop_py.sensing.seal import Holders, Sessions
     from looop_py.workdir.context import WorkDir
@@ -148,18 +148,22 @@ def sessions_now(wd: WorkDir, signal: str, views: Sequence[SessionView]) -> Sess
     return signal, until, holders, outputs
 
 
-def rounds_now(wd: WorkDir) -> tuple[Holders, dict[str, Holder]] | None:
+def rounds_now(
+    wd: WorkDir, busy: Set[str] = frozenset()
+) -> tuple[Holders, dict[str, Holder]] | None:
     """What ADVANCE would find of the rounds: the sys-rounds signal now, each live round's
     running worker (pid, create time; also by round id, for its claim), and the first
     time a round may change by the clock alone (its wall budget runs out; a done round
     is archived DONE_KEEP_S after it ended). A round steps on only when its worker ends
     (the quiet beat checks the process), its record changes or its wall time runs out.
     None while a round waits on anything else (a step to take, a human, a claim), cannot
-    be read, or is live on a shared shelf (its worker may run on another host)."""
+    be read, or is live on a shared shelf (its worker may run on another host); or while
+    a loop in `busy` (whose due slot the seal leaves out: its round is live) has no live
+    round now."""
     seen = probes.Seen(wd, time.time(), ())
     signal = jsonio.canonical(probes.rounds(seen).get("signal")).decode()
     if wd.shelf.empty("rounds"):
-        return (signal, [], float("inf")), {}
+        return None if busy else ((signal, [], float("inf")), {})
     from looop_py.engine.rounds import Phase  # loaded already: ADVANCE stepped the rounds
     from looop_py.identity import is_alive
     from looop_py.loops import store
@@ -190,4 +194,6 @@ def rounds_now(wd: WorkDir) -> tuple[Holders, dict[str, Holder]] | None:
         wall = state.spec.budget.max_wall_s
         if wall is not None:
             until = min(until, state.started_at + wall)
+    if not busy <= {state.loop for state in rounds if state.phase is not Phase.DONE}:
+        return None  # a round ended since the loop's slot was left out: it fires now
     return (signal, list(workers.values()), until), workers

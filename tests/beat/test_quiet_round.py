@@ -209,3 +209,35 @@ def test_a_done_round_is_sealed_until_it_is_archived(wd: Paths, release: Path) -
     assert sealed is not None and sealed.until <= _round(wd)["ended_at"] + 3600
     assert _pulse(wd).get("sealed") is True
     assert _round(wd)["phase"] == "done"  # not archived yet: the seal expires first
+
+
+def _next_slot(wd: Paths) -> float:
+    book = json.loads((wd.root / "state" / "loop-schedule.json").read_text())
+    return float(book["loops"]["sweep"]["next_at"])
+
+
+def test_a_slot_due_while_its_round_runs_keeps_the_seal_and_fires_once_it_ends(
+    wd: Paths, release: Path
+) -> None:
+    """A loop's slot falls due while its round runs: ADVANCE holds it until the round
+    ends (one live round per loop), so the clock alone changes nothing; the round's end
+    breaks the seal, and that full beat starts the due round as it always did."""
+    _running_round(wd, release, cadence="every 2s")
+    slot = _next_slot(wd)
+    wait_for(lambda: time.time() > slot + 0.1, 10, "the loop's slot to fall due", interval=0.1)
+    for _ in range(2):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True, beat
+    assert beat["world_hash"] == _sensed_hash(wd)
+    first = _round(wd)["id"]
+    assert _round(wd)["phase"] == "maker-running"
+    release.touch()
+    (release.parent / "release-checker").touch()
+
+    def fired() -> bool:
+        beat = _pulse(wd)
+        rounds = [json.loads(p.read_text()) for p in wd.rounds.glob("*.json")]
+        by_cadence = [r for r in rounds if r["id"] != first and r["trigger"] == "cadence"]
+        return bool(by_cadence) and not beat.get("sealed")
+
+    wait_for(fired, 20, lambda: f"a round by cadence: {list(wd.rounds.glob('*.json'))}")
