@@ -10,13 +10,24 @@ interleaved so a loaded machine slows them alike:
 - live claim: a claim held (with a long TTL) by a live process;
 - all in play: the churning detail, the live claim, a `looop ask` waiting on a human
   and an answered ask in its history, at once;
-- worker: a live shell worker writing a line to its output every 100 ms.
+- worker: a live shell worker writing a line to its output every 100 ms;
+- round: a loop round whose shell maker runs (writing a line every 100 ms), started by
+  the rules decider when its trigger sensor appeared;
+- usage: a live shell worker whose usage log grows every 100 ms, as aider's does (an
+  event per reply in $LOOOP_SESSION_DIR/aider.events.jsonl), beside its output.
 
-    python bench/quiet_in_play.py [RUNS [KIND ...]]   (KIND: sealed churn claim all worker)
+Each beat is timed by the wall clock and by the CPU time (user + sys) of the process
+and the children it waited for (resource.getrusage), which a loaded machine inflates
+less; both medians are printed.
+
+    python bench/quiet_in_play.py [RUNS [KIND ...]]
+    (KIND: sealed churn claim all worker round usage)
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,8 +37,21 @@ from pathlib import Path
 from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-KINDS = tuple(sys.argv[2:]) or ("sealed", "churn", "claim", "all", "worker")
+KINDS = tuple(sys.argv[2:]) or ("sealed", "churn", "claim", "all", "worker", "round", "usage")
 WORKER = "while :; do date +%N; sleep 0.1; done"  # a worker whose output churns
+EVENT = '{"event": "message_send", "properties": {"prompt_tokens": 120, "completion_tokens": 30}}'
+USAGE = f"""log="$LOOOP_SESSION_DIR/aider.events.jsonl"
+while :; do echo '{EVENT}' >> "$log"; date +%N; sleep 0.1; done"""
+LOOP = """---
+intent: sweep the floor
+level: L1-report
+runtime: shell
+on: [s1]
+maker: 'while [ -d {root} ]; do date +%N; sleep 0.1; done'
+checker: 'true'
+---
+# sweep
+"""
 CHURN = 'echo "{\\"signal\\": {\\"n\\": 0}, \\"detail\\": {\\"at\\": $(date +%s%N)}}"'
 
 
@@ -38,6 +62,8 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
         add_sensor(root, f"s{i}", CHURN if (kind in ("churn", "all") and i == 0) else body)
     for i in range(100):
         (root / "goals" / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
+    if kind == "round":  # the first beat's rules start its round (its trigger appeared)
+        (root / "goals" / "sweep.md").write_text(LOOP.format(root=root))
     pulse = [*looop_cmd(), "-C", str(root), "pulse", "-q"]
     subprocess.run(pulse, check=True)  # the first beat decides and commits
     if kind in ("claim", "all"):
@@ -53,14 +79,26 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
         waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=out, stderr=out))
         while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
             time.sleep(0.01)  # setting up, not measuring: the asker records itself
-    if kind == "worker":
-        start = ["worker", "start", "w1", "--runtime", "shell", WORKER]
+    if kind in ("worker", "usage"):
+        start = [
+            "worker",
+            "start",
+            "w1",
+            "--runtime",
+            "shell",
+            WORKER if kind == "worker" else USAGE,
+        ]
         subprocess.run([*looop_cmd(), "-C", str(root), *start], check=True, capture_output=True)
         status = root / "sessions" / "w1" / "status.json"
         while '"running"' not in status.read_text():
             time.sleep(0.01)  # setting up, not measuring: its supervisor records the pid
+    if kind == "round":
+        while not list((root / "sessions").glob("*.maker/meta.json")):
+            time.sleep(0.01)  # setting up, not measuring: the round started its maker
     for _ in range(3):  # settle: the next beats see what is in play, then seal what they can
         subprocess.run(pulse, check=True)
+    if kind in ("round", "usage", "worker") and not (root / "state" / "quiet-seal").exists():
+        print(f"  ({kind}: the settled beat left no seal)")
     return root
 
 
@@ -75,28 +113,36 @@ def main() -> None:
         loop = f'cd "{root}" && for s in sensors/*.sh; do "$s"; done | sha256sum >/dev/null'
         commands[f"bash loop ({kind})"] = ["bash", "-c", loop]
     times: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(3 + RUNS):  # the first 3 rounds warm the page cache and are dropped
         for name, argv in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
             times[name].append(time.perf_counter() - start)
-    median = {name: statistics.median(samples[3:]) * 1000 for name, samples in times.items()}
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            cpu[name].append(used)
     print(f"quiet beat with work in play, 8 sensors + 100 goals, {RUNS} interleaved runs each")
-    for name, ms in median.items():
-        print(f"  {name:30} median {ms:7.1f} ms")
-    sealed = median["looop pulse (sealed)"]
-    for kind in roots:
-        looop, bash = median[f"looop pulse ({kind})"], median[f"bash loop ({kind})"]
-        print(f"  {kind:8} looop / bash {looop / bash:.2f}", end="")
-        print(f"   looop / sealed looop {looop / sealed:.2f}")
+    print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for label, samples in (("wall", times), ("cpu", cpu)):
+        median = {name: statistics.median(runs[3:]) * 1000 for name, runs in samples.items()}
+        for name, ms in median.items():
+            print(f"  {label:4} {name:30} median {ms:7.1f} ms")
+        sealed = median["looop pulse (sealed)"]
+        for kind in roots:
+            looop, bash = median[f"looop pulse ({kind})"], median[f"bash loop ({kind})"]
+            print(f"  {label:4} {kind:8} looop / bash {looop / bash:.2f}", end="")
+            print(f"   looop / sealed looop {looop / sealed:.2f}")
     for proc in [holder, *waiting]:
         proc.kill()
         proc.wait()
-    if "worker" in roots:
-        stop = [*looop_cmd(), "-C", str(roots["worker"]), "worker", "kill", "w1"]
-        subprocess.run(stop, check=False, capture_output=True)
+    for kind in ("worker", "usage"):
+        if kind in roots:
+            stop = [*looop_cmd(), "-C", str(roots[kind]), "worker", "kill", "w1"]
+            subprocess.run(stop, check=False, capture_output=True)
     for root in roots.values():
-        cleanup(root)
+        cleanup(root)  # the round's maker ends with its work dir
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
@@ -175,7 +175,7 @@ def _beat_body(
 
         # 3. SENSE
         world = sense(wd, now, ran=ran)
-        loop_wake = _loop_wake(wd)  # the index is built once per scan: for the seal
+        loop_wake, busy = _loop_wake(wd)  # the index is built once per scan: for the seal
         if not wd.shelf.empty("asks"):  # a broken-sensor ask whose sensors read again
             from looop_py.beat.healed import close_healed
 
@@ -207,7 +207,7 @@ def _beat_body(
     if reason is None:
         wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
         if fence is None or shared_mark is not None:
-            _seal(wd, world, last, loop_wake, fence=fence, shared_mark=shared_mark)
+            _seal(wd, world, last, loop_wake, busy, fence=fence, shared_mark=shared_mark)
         return _finish(wd, base, started)
 
     if fence is not None and not fence.held():
@@ -238,24 +238,32 @@ def _beat_body(
         action = (verdict.move or {}).get("action")
         if fence is None:
             committed = commit(wd.paths, world, now, action, verdict.next_wake)
-            _seal(wd, world, committed, loop_wake)
+            _seal(wd, world, committed, loop_wake, busy)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
     return _finish(wd, result, started)
 
 
-def _loop_wake(wd: WorkDir) -> float | None:
+def _loop_wake(wd: WorkDir) -> tuple[float | None, frozenset[str]]:
     """When the first loop cadence falls due (ADVANCE then starts a round): inf with no
-    cadence, None when the schedule book does not know a loop's next slot."""
+    cadence, None when the schedule book does not know a loop's next slot; and the loops
+    left out, each with a live round: it is not started at its slot but stays due until
+    the round ends, which the seal vouches only a full beat does (vouch.rounds_now)."""
     due = loopindex.cadences(loopindex.index(wd))
     if not due:
-        return float("inf")
+        return float("inf"), frozenset()
     from looop_py.schedules.book import book_of  # loaded already: ADVANCE ran
 
     book = book_of(wd).load().loops
     if not all(name in book for name in due):
-        return None
-    return min(book[name].next_at for name in due)
+        return None, frozenset()
+    busy: frozenset[str] = frozenset()
+    if not wd.shelf.empty("rounds"):
+        from looop_py.loops import store  # loaded already: ADVANCE stepped the rounds
+
+        busy = frozenset(state.loop for state in store.rounds_of(wd).live()) & set(due)
+    wakes = (book[name].next_at for name in due if name not in busy)
+    return min(wakes, default=float("inf")), busy
 
 
 def _seal(
@@ -263,18 +271,21 @@ def _seal(
     world: World,
     committed: Committed,
     loop_wake: float | None,
+    busy: frozenset[str],
     *,
     fence: Fence | None = None,
     shared_mark: Fingerprint | None = None,
 ) -> None:
     """Let the next beat prove from the seal that nothing changed (sensing/seal.py); on a
-    shared backend, with the fingerprint of its keys taken as the beat started."""
+    shared backend, with the fingerprint of its keys taken as the beat started. `busy`:
+    the loops whose slot `loop_wake` left out, each with a live round."""
 
     cfg = wd.config
 
-    def rounds_signal() -> str:
-        snap = probes.rounds(probes.Seen(wd, time.time(), ()))
-        return jsonio.canonical(snap.get("signal")).decode()
+    rounds = cache(partial(vouch.rounds_now, wd, busy))  # once, when the seal first asks
+
+    def round_workers() -> dict[str, tuple[int, float]] | None:
+        return None if (found := rounds()) is None else found[1]
 
     def sessions_now() -> Sessions | None:
         """sys-sessions now; when the first ended session is pruned or live one may turn
@@ -295,9 +306,9 @@ def _seal(
         removed_env=environ.secret_names(os.environ, cfg),
         looop_bin=environ.looop_bin(),
         loop_wake=loop_wake,
-        rounds_signal=rounds_signal,
+        rounds_now=lambda: None if (found := rounds()) is None else found[0],
         sessions_now=sessions_now,
-        claims_now=partial(vouch.claims_now, wd),
+        claims_now=partial(vouch.claims_now, wd, round_workers),
         asks_now=partial(vouch.asks_now, wd),
         shared_now=partial(fence.settled, shared_mark) if fence else lambda: None,
         sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",

@@ -1,6 +1,6 @@
-"""What the probes say of claims and asks right after a full beat, for the seal.
+"""What the probes say of claims, asks, workers and rounds right after a full beat, for the seal.
 
-sensing/seal.py vouches for a live claim or a pending ask only when the probe's
+sensing/seal.py vouches for a live claim, a pending ask or a running round only when the probe's
 signal now is the one the world hashed and the state rests on nothing but the
 surveyed files and the processes named here, which the quiet beat checks are
 still running (beat/quiet.py). Each returns (the probe's signal as canonical
@@ -17,25 +17,39 @@ from looop_py import jsonio
 from looop_py.sensing import probes
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence, Set
 
     from looop_py.sensing.seal import Holders, Sessions
     from looop_py.workdir.context import WorkDir
     from looop_py.workers.records import SessionView
 
+    Holder = tuple[int, float]  # a process: pid, create time
 
-def claims_now(wd: WorkDir) -> Holders | None:
-    """None while a claim is not plainly held by a live process (a round's claim,
-    an unreadable one): housekeeping may have work to do on it."""
+
+def claims_now(
+    wd: WorkDir, round_workers: Callable[[], Mapping[str, Holder] | None] = dict
+) -> Holders | None:
+    """None while a claim is not plainly held by a live process (an unreadable one, a
+    round's whose round is not waiting on its worker): housekeeping may have work to do on
+    it. A round's claim rests on its round staying live: on the round's worker
+    (`round_workers`, by round id: see rounds_now)."""
     if wd.shelf.shared:
         return _shared_claims_now(wd)
     from looop_py.coord import reaper  # loaded already: the probe listed claims
+    from looop_py.coord.holders import ROUND_PREFIX
 
     now = time.time()
     signal = jsonio.canonical(probes.claims(probes.Seen(wd, now, ())).get("signal"))
     holders, first = [], float("inf")
     for view in reaper.list_claims(wd.paths, now):
         held = view.claim
+        label = (held.session if held is not None else None) or ""
+        if view.live and held is not None and label.startswith(ROUND_PREFIX):
+            worker = (round_workers() or {}).get(label.removeprefix(ROUND_PREFIX))
+            if held.pid is not None or worker is None:
+                return None
+            holders.append(worker)  # the reaper keeps it while its round is live
+            continue
         if not view.live or held is None or held.pid is None or held.create_time is None:
             return None
         holders.append((held.pid, held.create_time))
@@ -97,7 +111,8 @@ def sessions_now(wd: WorkDir, signal: str, views: Sequence[SessionView]) -> Sess
     """What the sys-sessions signal rests on: an ended session's settled files (surveyed),
     pruned ttl after it ended (reap.housekeeping's rule); a live worker's process (pid,
     create time) and its output log's mtime, from which it turns stuck after
-    stuck_after_s. None while a session is not settled, a round's, or not plainly live."""
+    stuck_after_s; a round's running worker by its process alone (its health is not in
+    the signal). None while a session is not settled or not plainly live."""
     from looop_py.workers import records  # loaded already: the probe listed sessions
 
     until, holders, outputs = float("inf"), [], []
@@ -108,8 +123,11 @@ def sessions_now(wd: WorkDir, signal: str, views: Sequence[SessionView]) -> Sess
             meta = records.read_record(d / records.META)
             created = jsonio.number(meta.get("create_time"))
             stuck_after = jsonio.number(records.as_dict(meta.get("limits")).get("stuck_after_s"))
-            if view.pid is None or created is None or view.round is not None:
-                return None  # starting, or a round's worker: the engine acts on it
+            if view.pid is None or created is None:
+                return None  # starting: housekeeping acts on it
+            if view.round is not None and view.state is records.WorkerState.RUNNING:
+                holders.append((view.pid, created))  # its health is no signal (rounds_now)
+                continue
             if view.state is not records.WorkerState.RUNNING or view.health not in (
                 records.Health.BUSY,
                 records.Health.WAITING_ASK,
@@ -128,3 +146,54 @@ def sessions_now(wd: WorkDir, signal: str, views: Sequence[SessionView]) -> Sess
             return None
         until = min(until, ended + wd.config.workers.session_ttl_s)
     return signal, until, holders, outputs
+
+
+def rounds_now(
+    wd: WorkDir, busy: Set[str] = frozenset()
+) -> tuple[Holders, dict[str, Holder]] | None:
+    """What ADVANCE would find of the rounds: the sys-rounds signal now, each live round's
+    running worker (pid, create time; also by round id, for its claim), and the first
+    time a round may change by the clock alone (its wall budget runs out; a done round
+    is archived DONE_KEEP_S after it ended). A round steps on only when its worker ends
+    (the quiet beat checks the process), its record changes or its wall time runs out.
+    None while a round waits on anything else (a step to take, a human, a claim), cannot
+    be read, or is live on a shared shelf (its worker may run on another host); or while
+    a loop in `busy` (whose due slot the seal leaves out: its round is live) has no live
+    round now."""
+    seen = probes.Seen(wd, time.time(), ())
+    signal = jsonio.canonical(probes.rounds(seen).get("signal")).decode()
+    if wd.shelf.empty("rounds"):
+        return None if busy else ((signal, [], float("inf")), {})
+    from looop_py.engine.rounds import Phase  # loaded already: ADVANCE stepped the rounds
+    from looop_py.identity import is_alive
+    from looop_py.loops import store
+    from looop_py.workers import records
+
+    names, rounds = wd.shelf.names(store.LIVE), store.rounds_of(wd).all()
+    if len(rounds) != len(names):
+        return None  # one cannot be read: the full beat says so
+    until, workers = float("inf"), {}
+    for state in rounds:
+        if state.phase is Phase.DONE:
+            until = min(until, (state.ended_at or 0.0) + store.DONE_KEEP_S)
+            continue
+        if wd.shelf.shared:
+            return None  # its worker may run on another host (loops/advance.py)
+        running = {Phase.MAKER_RUNNING: state.maker_handle}
+        running[Phase.CHECKER_RUNNING] = state.checker_handle
+        handle = running.get(state.phase)
+        if handle is None:
+            return None
+        meta = records.read_meta(wd.paths, handle)
+        pid, created = meta.get("pid"), jsonio.number(meta.get("create_time"))
+        if type(pid) is not int or created is None or meta.get("round") != state.id:
+            return None  # starting, or not the round's: the engine acts on it
+        if not is_alive(pid, created):
+            return None  # ended: the next beat steps the round on
+        workers[state.id] = (pid, created)
+        wall = state.spec.budget.max_wall_s
+        if wall is not None:
+            until = min(until, state.started_at + wall)
+    if not busy <= {state.loop for state in rounds if state.phase is not Phase.DONE}:
+        return None  # a round ended since the loop's slot was left out: it fires now
+    return (signal, list(workers.values()), until), workers

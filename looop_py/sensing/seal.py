@@ -30,6 +30,7 @@ from looop_py.sensing.survey import (
     CLAIMS,
     FILES,
     MUST_BE_ABSENT,
+    ROUNDS,
     SNAPSHOTS,
     read_stable,
     survey,
@@ -183,7 +184,7 @@ def seal(
     removed_env: Iterable[str],
     looop_bin: str,
     loop_wake: float | None,
-    rounds_signal: Callable[[], str],
+    rounds_now: Callable[[], Holders | None],
     sessions_now: Callable[[], Sessions | None],
     claims_now: Callable[[], Holders | None] = lambda: None,
     asks_now: Callable[[], Holders | None] = lambda: None,
@@ -194,7 +195,7 @@ def seal(
     else why not (for tests). Never raises for what it finds.
 
     `loop_wake`: when the first loop cadence falls due (inf: none; None: not known).
-    `rounds_signal`: the sys-rounds signal as the probe reads it now (canonical JSON).
+    `rounds_now`: sys-rounds now, each round's running worker, the first clock-borne step.
     `sessions_now`: the sys-sessions signal now, the first time it may change by the
     clock alone (an ended session pruned, a live one turning stuck), each live worker
     (pid, create time) and its output log's mtime; None while one is not settled.
@@ -212,9 +213,11 @@ def seal(
     goal_stats: dict[str, str] = {}  # the survey keeps one digest of them: checked here
     lines = survey(root, goal_stats)
     held = {line.split(" ")[1] for line in lines if line.startswith("e ") and line.endswith(" 1")}
-    if held - {CLAIMS, ASKS, ANSWERS}:
+    if held - {CLAIMS, ASKS, ANSWERS, ROUNDS}:
         return "a worker, approval, timer or round exists"
-    records = [ln.split(" ")[1] for ln in lines if ln.startswith(("f claims/", "f ask", "f ans"))]
+    records = [
+        ln.split(" ")[1] for ln in lines if ln.startswith(("f claims/", "f ask", "f ans", "r "))
+    ]
     if any(not rel.endswith(".json") or "/." in rel for rel in records):
         return "a records folder holds a file that is no record"
     shared = cfg.coordination.backend != "files"  # claims kept there: CLAIMS is empty here
@@ -236,8 +239,9 @@ def seal(
         stats[FILES[k]] != "-" for k in MUST_BE_ABSENT
     ):
         return "the committed world is missing, or a move or step left a record"
-    if world.items.get("snap:sys-rounds") != rounds_signal():
-        return "the rounds changed while the beat ran"  # read after the survey: it holds
+    rounds = rounds_now()  # read after the survey: it holds
+    if rounds is None or world.items.get("snap:sys-rounds") != rounds[0]:
+        return "a round waits on more than its running worker, or the rounds changed"
     sessions = sessions_now()  # after the survey too
     if sessions is None:
         return "a worker session is not settled, or its health may change"
@@ -267,11 +271,11 @@ def seal(
         fields = (name, repr(timeout), repr(interval), reading.raw_digest or "-", signal, error)
         sensor_lines.append("sensor " + " ".join(fields))
     until = min(_until(committed, cfg.limits.noop_ttl_s), loop_wake or 0.0, sessions[1])
-    until = min(until, claims[2])  # an expired claim is reaped by a full beat
+    until = min(until, claims[2], rounds[2])  # an expired claim is reaped by a full beat
     fingerprint = shared_now() if shared else "-"
     if fingerprint is None:
         return "the shared keys changed while the beat ran, or cannot be fingerprinted"
-    env = dict(os.environ)
+    env, holders = dict(os.environ), [*claims[1], *asks[1], *sessions[2], *rounds[1]]
     removed = sorted(set(removed_env) & set(env))
     text = "\n".join(
         [
@@ -281,7 +285,7 @@ def seal(
             f"run {cap} {cfg.sensors.concurrency}",
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
-            "holders " + " ".join(f"{p}:{t!r}" for p, t in [*claims[1], *asks[1], *sessions[2]]),
+            "holders " + " ".join(f"{p}:{t!r}" for p, t in dict.fromkeys(holders)),
             f"shared {fingerprint}",
             "outputs " + " ".join(f"{rel}:{ns}" for rel, ns in sessions[3]),
             *sensor_lines,

@@ -35,18 +35,21 @@ NO_ENTRIES = {"claims": CLAIMS, "answers": ANSWERS}
 NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
 EMPTY = {"asks": ASKS, "timers": "state/schedules"}
-# No round may be live (or recently done: a beat archives it later), so rounds/ holds
-# nothing but done/, whose archived rounds are surveyed file by file.
+# Live rounds (and the last hour's done ones) are surveyed file by file (`r` lines: the
+# seal vouches for a round waiting on its worker), and so are the archived ones in done/.
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
 SNAPSHOTS = "snapshots"
 GOALS = "goals"
 LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
 # Worker sessions may stay ended and settled, or live and steady (the writer checks): each
-# one's files are surveyed, one level deep; its output log by name only (a live worker's
-# churns: the seal keeps its mtime apart, which may only grow).
+# one's files are surveyed, one level deep; its logs by name only: a live worker's output
+# churns (the seal keeps its mtime apart, which may only grow), and so do the logs aider
+# keeps beside it (its usage streams into the events log), which only its supervisor
+# reads, once, when the worker has ended (workers/aider.py) and status.json says so.
 SESSIONS = "sessions"
 OUTPUT = "output.log"
+LOGS = (OUTPUT, "aider.chat.md", "aider.events.jsonl")
 
 
 def stat_text(st: os.stat_result) -> str:
@@ -80,6 +83,7 @@ def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
     lines += _survey_records(root, CLAIMS) + _survey_records(root, ANSWERS)
     lines += _survey_records(root, ASKS, dotfiles=True)
+    lines += [f"r{ln[1:]}" for ln in _survey_records(root, ROUNDS, dotfiles=True, skip="done")]
     lines += _survey_sessions(root)
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
@@ -138,13 +142,15 @@ def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
     return f"g {GOALS} {len(parts)} {digest(body)}"
 
 
-def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]:
+def _survey_records(root: str, rel: str, *, dotfiles: bool = False, skip: str = "") -> list[str]:
     """Each file in a records folder (dotfiles, such as the claim locks, only if they
-    count for the folder's emptiness)."""
+    count for the folder's emptiness; `skip`: a subfolder surveyed on its own)."""
     folder = os.path.join(root, rel)
     try:
         with os.scandir(folder) as it:
-            names = sorted(e.name for e in it if dotfiles or not e.name.startswith("."))
+            names = sorted(
+                e.name for e in it if (dotfiles or not e.name.startswith(".")) and e.name != skip
+            )
     except OSError:
         return []
     lines = []
@@ -156,7 +162,7 @@ def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]
 
 def _survey_sessions(root: str) -> list[str]:
     """Each session directory and every entry in it (a subdirectory by its own stat; the
-    output log by name)."""
+    worker's logs by name)."""
     folder = os.path.join(root, SESSIONS)
     st = _lstat(folder)
     lines = [f"f {SESSIONS} {stat_text(st) if st else '-'}"]
@@ -175,7 +181,7 @@ def _survey_sessions(root: str) -> list[str]:
         except OSError:
             continue
         for name in names:
-            if name == OUTPUT:
+            if name in LOGS:
                 lines.append(f"n {rel}/{name}")
                 continue
             f = _lstat(os.path.join(root, rel, name))

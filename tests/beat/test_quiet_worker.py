@@ -19,14 +19,23 @@ from pathlib import Path
 import pytest
 
 from looop_py.identity import is_alive
-from looop_py.sensing import seal
+from looop_py.sensing import seal, survey
 from looop_py.workdir.paths import Paths
+from looop_py.workers import aider, records
 from tests.beat.test_quiet import _last_beat, _pulse, _quiet_wd, _sensed_hash
 from tests.conftest import invoke_looop, wait_for
 
 # Writes a line every 100 ms until the test releases it.
 CHATTY = "while [ ! -e {release} ]; do date +%N; sleep 0.1; done; echo done"
 SILENT = "while [ ! -e {release} ]; do sleep 0.05; done"
+# Its usage streams into the events log beside its output, as aider's does (workers/aider.py).
+EVENT = (
+    '{{"event": "message_send", "properties": {{"prompt_tokens": 120, "completion_tokens": 30}}}}'
+)
+USAGE = (
+    'log="$LOOOP_SESSION_DIR/aider.events.jsonl"; : > "$log"; '
+    f"while [ ! -e {{release}} ]; do echo '{EVENT}' >> \"$log\"; date +%N; sleep 0.1; done"
+)
 
 
 def _meta(wd: Paths) -> dict[str, object]:
@@ -166,3 +175,50 @@ def test_a_live_worker_with_a_steady_signal_stays_quiet(wd: Paths, release: Path
         beat = _pulse(wd)
         assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
     assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+
+
+def _usage_log(wd: Paths) -> Path:
+    return wd.sessions / "w1" / "aider.events.jsonl"
+
+
+def _usage_log_replaced(wd: Paths, release: Path) -> None:
+    log = _usage_log(wd)
+    (log.parent / "events.tmp").write_text(log.read_text())
+    (log.parent / "events.tmp").replace(log)
+
+
+USAGE_MUTATIONS = {
+    "worker ends": _ends,
+    "usage log removed": lambda wd, release: _usage_log(wd).unlink(),
+    "usage log replaced": _usage_log_replaced,
+    "status.json rewritten": _status_rewritten,
+}
+
+
+@pytest.mark.parametrize("name", sorted(USAGE_MUTATIONS))
+def test_no_change_past_a_growing_usage_log_slips_past_the_seal(
+    wd: Paths, release: Path, name: str
+) -> None:
+    """The usage log is surveyed by name only: whatever else changes still shows."""
+    _working_wd(wd, release, USAGE)
+    assert _pulse(wd).get("sealed") is True
+    USAGE_MUTATIONS[name](wd, release)
+    beat = _pulse(wd)
+    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed worker"
+    assert beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_worker_whose_usage_log_grows_stays_quiet(wd: Paths, release: Path) -> None:
+    """Usage is detail, not signal: its log growing is no reason for a full beat."""
+    _working_wd(wd, release, USAGE)
+    log = _usage_log(wd)
+    for _ in range(3):
+        size = log.stat().st_size
+        wait_for(lambda: log.stat().st_size > size, 5, "more usage")  # noqa: B023
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+    assert beat["world_hash"] == beat["prev_hash"] == _sensed_hash(wd)
+
+
+def test_the_survey_names_the_worker_logs_the_supervisor_writes() -> None:
+    assert set(survey.LOGS) == {records.OUTPUT, aider.EVENTS, aider.CHAT}
