@@ -64,7 +64,7 @@ def gather_prompt(
     paths = wd.paths
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
-    goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
+    goals = [(g.id, g.text) for g in seen.goals]  # read (if not held) only if shown
     probed = seen.probed
     asks = [
         {

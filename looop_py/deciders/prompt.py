@@ -18,9 +18,9 @@ total cap, with visible markers where something was cut.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from looop_py import jsonio
 from looop_py.deciders.base import prompt_blocks
@@ -72,7 +72,8 @@ CONSTITUTION = """\
 class PromptInput:
     now: float
     playbook: str | None
-    goals: Sequence[tuple[str, str]]  # (id, body)
+    # (id, body, or what reads it: only the goals that fit the prompt are read)
+    goals: Sequence[tuple[str, str | Callable[[], str]]]
     snapshots: Sequence[tuple[str, Any]]  # (stem, {signal, detail})
     asks: Sequence[dict[str, Any]] = ()  # {id, asker, kind, age_s, prompt, live, state, why}
     goal_ages: dict[str, float | None] = field(default_factory=dict)  # id → age in s, or None
@@ -134,7 +135,29 @@ class _Fit:
         return len(self.body().encode()) + 64  # and the section's title line
 
 
-def _fit(entries: Sequence[str], budget: int, noun: str, *, keep: Sequence[int] = ()) -> _Fit:
+class _Entries(Protocol):
+    """What `_fit` takes: a list, or goals rendered as they are asked for (`_Lazy`)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int, /) -> str: ...
+
+
+class _Lazy:
+    """Entries rendered on first use, each once: only the goals that fit are read."""
+
+    def __init__(self, n: int, render: Callable[[int], str]) -> None:
+        self._n, self._render, self._done = n, render, dict[int, str]()
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int, /) -> str:
+        if i not in self._done:
+            self._done[i] = self._render(i)
+        return self._done[i]
+
+
+def _fit(entries: _Entries, budget: int, noun: str, *, keep: Sequence[int] = ()) -> _Fit:
     """As many entries as fit `budget` bytes, in their order; indexes in `keep` go first.
 
     The marker naming what was left out is counted inside the budget.
@@ -231,12 +254,13 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
     order = [s for s in sensor_stems if s not in changed_snaps]
     order += [s for s in sensor_stems if s in changed_snaps]  # changed ones go first when cut
     readings = [_reading(s, split[s][0]) for s in order]
-    goal_rows = sorted(inp.goals)
-    goals = [f"--- goals/{gid}.md\n{escape(clip(body, CAP_GOAL))}" for gid, body in goal_rows]
+    goal_rows = sorted(inp.goals, key=lambda row: row[0])
+    goals = _Lazy(len(goal_rows), lambda i: _goal_entry(*goal_rows[i]))
     changed_goals = {c["item"].removeprefix("goal:") for c in inp.changed}
     keep_goals = [i for i, (gid, _) in enumerate(goal_rows) if gid in changed_goals]
     keep_readings = list(range(len(order) - len(changed_snaps & set(order)), len(order)))
-    room_readings = max(max(0, room) // 2, room - _natural(goals))
+    half = max(0, room) // 2  # past it, how much more the goals would take does not matter
+    room_readings = max(half, room - _natural(goals, enough=room - half))
     readings_fit = _fit(readings, room_readings, "readings", keep=keep_readings)
     goals_fit = _fit(goals, max(0, room - readings_fit.size()), "goals", keep=keep_goals)
 
@@ -301,8 +325,19 @@ def _is_sys(stem: str) -> bool:
     return stem.startswith("sys-")
 
 
-def _natural(entries: Sequence[str]) -> int:
-    return sum(len(e.encode()) + 1 for e in entries) + 128
+def _natural(entries: _Entries, enough: float = float("inf")) -> int:
+    """What the entries take in full, summed only until it reaches `enough`."""
+    total = 128
+    for i in range(len(entries)):
+        if total >= enough:
+            break
+        total += len(entries[i].encode()) + 1
+    return total
+
+
+def _goal_entry(goal_id: str, body: str | Callable[[], str]) -> str:
+    text = body if isinstance(body, str) else body()
+    return f"--- goals/{goal_id}.md\n{escape(clip(text, CAP_GOAL))}"
 
 
 READINGS_TITLE = "SENSOR READINGS (unchanged since your last decision; oldest first)"

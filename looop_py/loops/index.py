@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import frontmatter, goal_paths, read_goal_once
+from looop_py.workdir.goals import frontmatter, goal_stamps, read_goal_once
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -39,16 +39,13 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
-    for goal_id, path in goal_paths(wd):
-        try:
-            st = path.stat()
-        except OSError:
+    for goal_id, stamp in goal_stamps(wd):  # the stat goals/ was listed with: taken once
+        if stamp is None:
             continue  # gone, or a link to nowhere or to itself: not a loop
-        stamp = f"{st.st_mtime_ns}.{st.st_size}.{st.st_ino}"
         entry = entries.get(goal_id)
         known = entry if isinstance(entry, str) else _get(entry, "stamp")
         if known != stamp:
-            described = _describe(wd, goal_id, path)
+            described = _describe(wd, goal_id, paths.goals / f"{goal_id}.md")
             # A goal that is no loop is its stamp alone: at 10,000 goals the file stays flat,
             # so reading it never walks 10,000 objects for their depth.
             entry = {"stamp": stamp, **described} if described.get("loop") else stamp
@@ -62,7 +59,7 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
     return {g: e for g, e in fresh.items() if isinstance(e, dict) and e.get("loop")}
 
 
-VERSION = 2  # 2: a goal that is no loop is its stamp string alone
+VERSION = 3  # 2: a goal that is no loop is its stamp string alone; 3: the full stat (ctime too)
 
 
 def _get(entry: Any, key: str) -> Any:

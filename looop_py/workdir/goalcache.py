@@ -1,0 +1,104 @@
+"""state/goals-cache.json: what a beat learnt of each goal file, keyed by the file's full stat.
+
+A full beat at 10,000 goals opened 10,000 files to hash bytes it hashed the beat before.
+The cache keeps, per goal, the stat the file had while it was read (`stamp_of`: inode,
+size, mtime, ctime and mode) with the digest of its bytes and whether it opens a
+frontmatter fence; a goal whose stat is that one is not opened again. The key holds the
+ctime, which no one can set back, so an edit in place that keeps the size and puts the
+mtime back still misses. Nor is a goal trusted that changed within `RACY_NS` of the read:
+a file's times tick coarsely, and a second write in the same tick would keep its stat
+(git's "racily clean" entries); such a goal is read again next beat.
+
+One line of JSON per goal, a string each: `STAMP HEX FENCED`. A file that does not parse,
+is not this version or holds an entry of another shape is ignored and written afresh:
+it is a cache, never a record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from looop_py import jsonio
+
+if TYPE_CHECKING:
+    from looop_py.workdir.context import WorkDir
+
+VERSION = 1
+RACY_NS = 2_000_000_000  # a goal changed this close to its read is read again next beat
+_PREFIX = "xxh3:"  # world.PREFIX: the digest is stored without it
+
+
+class GoalCache:
+    """The cache as one beat uses it: `hit` on a goal's stamp, `put` what a read learnt,
+    `save` once at the end (only when something changed)."""
+
+    __slots__ = ("_entries", "_seen", "changed", "wd")
+
+    def __init__(self, wd: WorkDir, entries: dict[str, str]) -> None:
+        self.wd = wd
+        self._entries = entries
+        self._seen: set[str] = set()
+        self.changed = False
+
+    def hit(self, goal_id: str, stamp: str) -> tuple[str, bool] | None:
+        """(digest, fenced) of a goal whose file still has `stamp`; None: read it."""
+        self._seen.add(goal_id)
+        parts = self._entries.get(goal_id, "").split(" ")
+        if len(parts) != 3 or parts[0] != stamp or parts[2] not in ("0", "1"):
+            return None
+        return _PREFIX + parts[1], parts[2] == "1"
+
+    def put(self, goal_id: str, stamp: str | None, digest: str, fenced: bool, now_ns: int) -> None:
+        """Remember a goal read whole at `stamp` (None: it changed while it was read)."""
+        self._seen.add(goal_id)
+        entry = None
+        if stamp is not None and trusted(stamp, now_ns) and digest.startswith(_PREFIX):
+            entry = f"{stamp} {digest.removeprefix(_PREFIX)} {int(fenced)}"
+        if self._entries.get(goal_id) != entry:
+            self.changed = True
+            if entry is None:
+                self._entries.pop(goal_id, None)
+            else:
+                self._entries[goal_id] = entry
+
+    def save(self) -> None:
+        """Write the cache when an entry changed or a goal went (entries for goals not seen
+        this beat are dropped)."""
+        gone = self._entries.keys() - self._seen
+        if not (self.changed or gone):
+            return
+        for goal_id in gone:
+            del self._entries[goal_id]
+        record = {"v": VERSION, "goals": self._entries}
+        with contextlib.suppress(OSError):  # a cache: a beat that cannot write it goes on
+            jsonio.atomic_write(self.wd.paths.goals_cache, jsonio.dumps(record), durable=False)
+        self.changed = False
+
+
+def trusted(stamp: str, now_ns: int) -> bool:
+    """Whether a goal read at `stamp` may be known by that stat from now on: its mtime and
+    ctime are at least RACY_NS before `now_ns` (a stamp that does not parse: never)."""
+    parts = stamp.split(".")
+    try:
+        mtime_ns, ctime_ns = int(parts[2]), int(parts[3])
+    except (IndexError, ValueError):
+        return False
+    return max(mtime_ns, ctime_ns) <= now_ns - RACY_NS
+
+
+def load(wd: WorkDir) -> GoalCache:
+    """The cache as state/ holds it; an empty one when there is none that fits."""
+    data = jsonio.read_object(wd.paths.goals_cache)
+    goals = data.get("goals") if data is not None and data.get("v") == VERSION else None
+    entries: dict[str, str] = {}
+    if isinstance(goals, dict):
+        entries = {k: v for k, v in goals.items() if isinstance(v, str)}
+    return GoalCache(wd, entries)
+
+
+def now_ns() -> int:
+    """The wall clock the file system stamps times with (not the work dir's clock, which a
+    test may fix: a file's ctime is always real time)."""
+    return time.time_ns()
