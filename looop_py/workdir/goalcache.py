@@ -6,12 +6,14 @@ size, mtime, ctime and mode) with the digest of its bytes and whether it opens a
 frontmatter fence; a goal whose stat is that one is not opened again. The key holds the
 ctime, which no one can set back, so an edit in place that keeps the size and puts the
 mtime back still misses. Nor is a goal trusted that changed within `RACY_NS` of the read:
-a file's times tick coarsely, and a second write in the same tick would keep its stat
-(git's "racily clean" entries); such a goal is read again next beat.
+a file's times come from the kernel's coarse clock (one tick, 4-10 ms, behind the fine
+one), and a second write in the tick of the read would keep the stat (git's "racily
+clean" entries); such a goal is read again next beat.
 
-One line of JSON per goal, a string each: `STAMP HEX FENCED`. A file that does not parse,
-is not this version or holds an entry of another shape is ignored and written afresh:
-it is a cache, never a record.
+One string per goal: `STAMP HEX FENCED`. A file that does not parse, is not this version
+or holds an entry of another shape is ignored and written afresh: it is a cache, never a
+record. (What no stat cache can catch is an entry forged whole for the file's current
+stat; state/ is looop's own, as the quiet seal beside it is.)
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 VERSION = 1
-RACY_NS = 2_000_000_000  # a goal changed this close to its read is read again next beat
+# A goal changed this close before the beat began is read again next beat: past it, the
+# coarse clock files are stamped by has moved on, so any later write changes the stat.
+RACY_NS = 50_000_000
 _PREFIX = "xxh3:"  # world.PREFIX: the digest is stored without it
+_HEX = frozenset("0123456789abcdef")
 
 
 class GoalCache:
@@ -48,6 +53,8 @@ class GoalCache:
         parts = self._entries.get(goal_id, "").split(" ")
         if len(parts) != 3 or parts[0] != stamp or parts[2] not in ("0", "1"):
             return None
+        if len(parts[1]) != 32 or not _HEX.issuperset(parts[1]):
+            return None  # not a digest this module wrote
         return _PREFIX + parts[1], parts[2] == "1"
 
     def put(self, goal_id: str, stamp: str | None, digest: str, fenced: bool, now_ns: int) -> None:
@@ -100,5 +107,6 @@ def load(wd: WorkDir) -> GoalCache:
 
 def now_ns() -> int:
     """The wall clock the file system stamps times with (not the work dir's clock, which a
-    test may fix: a file's ctime is always real time)."""
+    test may fix: a file's ctime is always real time). Taken before the reads: a goal
+    changed RACY_NS before it was last changed before its read, too."""
     return time.time_ns()
