@@ -109,10 +109,19 @@ def _with_goal_ages(snapshots: dict[str, Any], ages: dict[str, float | None]) ->
     goals = snap.get("detail", {}).get("goals") if isinstance(snap, dict) else None
     if not isinstance(goals, dict):
         return snapshots
-    shown = {
-        g: {**row, "age_s": ages.get(g)} if isinstance(row, dict) else row
-        for g, row in goals.items()
-    }
+    shared: dict[int, dict[str, Any]] = {}  # rows seen twice (never acted on) shown once
+
+    def aged(g: str, row: Any) -> Any:
+        if not isinstance(row, dict):
+            return row
+        age = ages.get(g)
+        if age is not None:
+            return {**row, "age_s": age}
+        if id(row) not in shared:
+            shared[id(row)] = {**row, "age_s": None}
+        return shared[id(row)]
+
+    shown = {g: aged(g, row) for g, row in goals.items()}
     return {**snapshots, "sys-goals": {**snap, "detail": {**snap["detail"], "goals": shown}}}
 
 

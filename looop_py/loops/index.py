@@ -3,7 +3,9 @@
 It is asked on every beat (for ADVANCE and the sys-schedules probe), so it is
 cached by goal-file stat in state/loops-index.json, imports nothing heavy, and
 parses a goal's YAML only when the file changed since the last beat; a goal
-without frontmatter is never parsed. specs.py reads the full LoopSpecs.
+without frontmatter is never parsed. A goal the goal cache (workdir/goalcache.py)
+knows by its stat to have no `---` fence has no entry here: at 10,000 plain goals
+the index holds only the fenced ones. specs.py reads the full LoopSpecs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
+from looop_py.workdir import goalcache
 from looop_py.workdir.goals import frontmatter, goal_stamps, read_goal_once
 
 if TYPE_CHECKING:
@@ -39,12 +42,16 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
+    known = goalcache.of_beat(wd)  # what SENSE will ask too
     for goal_id, stamp in goal_stamps(wd):  # the stat goals/ was listed with: taken once
         if stamp is None:
             continue  # gone, or a link to nowhere or to itself: not a loop
+        unread = known.hit(goal_id, stamp)
+        if unread is not None and not unread[1]:
+            continue  # no `---` fence, says the goal cache: not a loop, and no entry here
         entry = entries.get(goal_id)
-        known = entry if isinstance(entry, str) else _get(entry, "stamp")
-        if known != stamp:
+        held = entry if isinstance(entry, str) else _get(entry, "stamp")
+        if held != stamp:
             described = _describe(wd, goal_id, paths.goals / f"{goal_id}.md")
             # A goal that is no loop is its stamp alone: at 10,000 goals the file stays flat,
             # so reading it never walks 10,000 objects for their depth.

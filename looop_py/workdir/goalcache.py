@@ -95,6 +95,12 @@ def trusted(stamp: str, now_ns: int) -> bool:
     return max(mtime_ns, ctime_ns) <= now_ns - RACY_NS
 
 
+def of_beat(wd: WorkDir) -> GoalCache:
+    """The cache, loaded once within a beat's pass over goals/ (`wd.memo.scope()`): the
+    loop index (ADVANCE) and SENSE ask the same one."""
+    return wd.memo.once(("goals-cache", wd.paths.goals_cache), lambda: load(wd))
+
+
 def load(wd: WorkDir) -> GoalCache:
     """The cache as state/ holds it; an empty one when there is none that fits."""
     data = jsonio.read_object(wd.paths.goals_cache)

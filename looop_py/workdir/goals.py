@@ -87,10 +87,9 @@ class GoalFile:
         return self.body.decode("utf-8", "replace")
 
     def _read_hashed(self) -> bytes:
-        try:
-            body, _ = jsonio.read_stamped(self.path, GOAL_CAP)
-        except (FileNotFoundError, CorruptFile):
-            body = None
+        """The file's bytes if they are the ones hashed, else a notice. No stat: the digest
+        says whether they are (a FIFO or a device read as bytes that do not match)."""
+        body = _read_plain(os.path.join(self.folder, f"{self.id}.md"), GOAL_CAP)
         if body is not None and world.digest(body) == self.digest:
             return body
         return notice(f"goals/{self.id}.md", CHANGED_SINCE)
@@ -100,6 +99,24 @@ class GoalFile:
 
 
 CHANGED_SINCE = "it changed after this beat hashed it; the next beat reads it again"
+
+
+def _read_plain(path: str, cap: int) -> bytes | None:
+    """At most cap + 1 bytes of `path`, opened without blocking; None if it cannot be."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks, left = [], cap + 1
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str | None:
@@ -270,7 +287,7 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     goals: list[GoalFile] = [
         GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()
     ]
-    cache = goalcache.load(wd)
+    cache = goalcache.of_beat(wd)
     now_ns = goalcache.now_ns()
     room, held = GOALS_TOTAL_CAP, HELD_CAP
     for goal_id, stamp in found:
