@@ -46,8 +46,7 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
     for goal_id, stamp in goal_stamps(wd):  # the stat goals/ was listed with: taken once
         if stamp is None:
             continue  # gone, or a link to nowhere or to itself: not a loop
-        unread = known.hit(goal_id, stamp)
-        if unread is not None and not unread[1]:
+        if known.plain(goal_id, stamp):
             continue  # no `---` fence, says the goal cache: not a loop, and no entry here
         entry = entries.get(goal_id)
         held = entry if isinstance(entry, str) else _get(entry, "stamp")

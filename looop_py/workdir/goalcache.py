@@ -57,6 +57,17 @@ class GoalCache:
             return None  # not a digest this module wrote
         return _PREFIX + parts[1], parts[2] == "1"
 
+    def plain(self, goal_id: str, stamp: str) -> bool:
+        """Whether the goal, at `stamp`, opens no `---` fence (so it is no loop): the loop
+        index's cheap test; `hit` checks the whole entry before SENSE trusts its digest."""
+        entry = self._entries.get(goal_id)
+        return (
+            entry is not None
+            and entry.endswith(" 0")
+            and entry.startswith(stamp)
+            and entry[len(stamp) : len(stamp) + 1] == " "
+        )
+
     def put(self, goal_id: str, stamp: str | None, digest: str, fenced: bool, now_ns: int) -> None:
         """Remember a goal read whole at `stamp` (None: it changed while it was read)."""
         self._seen.add(goal_id)

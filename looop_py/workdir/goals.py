@@ -315,7 +315,8 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
         goals.append(goal)
     if save:
         cache.save()
-    goals.sort(key=lambda g: g.id)
+    if refused:  # the rest came in id order from the listing
+        goals.sort(key=lambda g: g.id)
     return goals
 
 

@@ -73,6 +73,9 @@ def _settled(path: Path) -> None:
 
 
 def _cached(wd: Paths) -> dict[str, str]:
+    """The cache's entries; none when no goal was old enough to be written down."""
+    if not wd.goals_cache.exists():
+        return {}
     return json.loads(wd.goals_cache.read_bytes())["goals"]
 
 
