@@ -98,35 +98,39 @@ class RulesDecider:
         }
 
     def _queue(self, request: DecideRequest) -> tuple[dict[str, _Spec], list[str]]:
-        """Each goal's frontmatter, and the goals waiting to start (stored ones first).
+        """Each fenced goal's frontmatter, and the goals waiting to start (stored ones first).
 
-        A goal without a `---` fence has none: it is not read (at 10,000 goals a full beat
-        opens only the fenced ones, and the one it starts)."""
+        A goal without a `---` fence has none, so no `on:`: it is not read and has no spec
+        (at 10,000 goals a full beat opens only the fenced ones, and the one it starts)."""
         changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
         specs: dict[str, _Spec] = {}
+        readable: set[str] = set()  # a goal that cannot be read triggers nothing
         for goal in request.goals:
             if goal.error is not None:
-                continue  # a goal that cannot be read triggers nothing
-            if not goal.fenced:
-                specs[goal.id] = ({}, goal)
                 continue
-            try:
-                meta, _ = frontmatter(goal.text())
-            except LooopError:
-                continue
-            specs[goal.id] = (meta, goal)
+            if goal.fenced:
+                try:
+                    meta, _ = frontmatter(goal.text())
+                except LooopError:
+                    continue
+                specs[goal.id] = (meta, goal)
+            readable.add(goal.id)
         try:
             stored = jsonio.read_json(request.state_dir / PENDING, {})
         except LooopError:
             stored = {}
         queued = stored.get("pending") if isinstance(stored, dict) else None
         queued = queued if isinstance(queued, list) else []  # a damaged cache starts empty
-        pending = [g for g in queued if isinstance(g, str) and g in specs]
+        pending = [g for g in queued if isinstance(g, str) and g in readable]
         for goal_id, (meta, _) in specs.items():
             on = meta.get("on") or []
             on = [on] if isinstance(on, str) else on if isinstance(on, list) else []
             if changed_sensors & {str(s) for s in on} and goal_id not in pending:
                 pending.append(goal_id)
+        plain = set(pending) - specs.keys()  # plain goals still queued from before
+        for goal in request.goals if plain else ():
+            if goal.id in plain:
+                specs[goal.id] = ({}, goal)  # no frontmatter: an empty spec
         return specs, pending
 
     def _ready(self, request: DecideRequest, pending: list[str]) -> list[str]:

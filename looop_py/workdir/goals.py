@@ -88,8 +88,10 @@ class GoalFile:
 
     def _read_hashed(self) -> bytes:
         """The file's bytes if they are the ones hashed, else a notice. No stat: the digest
-        says whether they are (a FIFO or a device read as bytes that do not match)."""
-        body = _read_plain(os.path.join(self.folder, f"{self.id}.md"), GOAL_CAP)
+        says whether they are (a FIFO or a device read as bytes that do not match), and one
+        byte past the size the stamp names tells a file that grew."""
+        size = int(self.stamp.split(".", 2)[1]) if self.stamp else GOAL_CAP
+        body = _read_plain(os.path.join(self.folder, f"{self.id}.md"), min(size, GOAL_CAP))
         if body is not None and world.digest(body) == self.digest:
             return body
         return notice(f"goals/{self.id}.md", CHANGED_SINCE)
@@ -102,17 +104,15 @@ CHANGED_SINCE = "it changed after this beat hashed it; the next beat reads it ag
 
 
 def _read_plain(path: str, cap: int) -> bytes | None:
-    """At most cap + 1 bytes of `path`, opened without blocking; None if it cannot be."""
+    """Up to cap + 1 bytes of `path`, opened without blocking; None if it cannot be."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        chunks, left = [], cap + 1
-        while left > 0 and (chunk := os.read(fd, left)):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        # One read: a regular file gives all of it (a short read, never seen on a local
+        # file system, would not match the digest and would read as changed).
+        return os.read(fd, cap + 1)
     except OSError:
         return None
     finally:
