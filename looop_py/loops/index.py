@@ -3,8 +3,8 @@
 It is asked on every beat (for ADVANCE and the sys-schedules probe), so it is
 cached by goal-file stat in state/loops-index.json, imports nothing heavy, and
 parses a goal's YAML only when the file changed since the last beat; a goal
-without frontmatter is never parsed. A goal the goal cache (workdir/goalcache.py)
-knows by its stat to have no `---` fence has no entry here: at 10,000 plain goals
+without frontmatter is never parsed. A goal without a `---` fence has no entry here
+(the goal cache, workdir/goalcache.py, knows it by its stat): at 10,000 plain goals
 the index holds only the fenced ones. specs.py reads the full LoopSpecs.
 """
 
@@ -52,6 +52,8 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         held = entry if isinstance(entry, str) else _get(entry, "stamp")
         if held != stamp:
             described = _describe(wd, goal_id, paths.goals / f"{goal_id}.md")
+            if described is None:
+                continue  # no fence: no entry (SENSE's read tells the goal cache so)
             # A goal that is no loop is its stamp alone: at 10,000 goals the file stays flat,
             # so reading it never walks 10,000 objects for their depth.
             entry = {"stamp": stamp, **described} if described.get("loop") else stamp
@@ -65,7 +67,9 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
     return {g: e for g, e in fresh.items() if isinstance(e, dict) and e.get("loop")}
 
 
-VERSION = 3  # 2: a goal that is no loop is its stamp string alone; 3: the full stat (ctime too)
+# 2: a goal that is no loop is its stamp string alone; 3: the full stat (ctime too), and
+# no entry for a goal without a fence
+VERSION = 3
 
 
 def _get(entry: Any, key: str) -> Any:
@@ -86,12 +90,13 @@ def _parse(path: Path) -> dict[str, Any]:
     return jsonio.read_object(path) or {}
 
 
-def _describe(wd: WorkDir, goal_id: str, path: Path) -> dict[str, Any]:
+def _describe(wd: WorkDir, goal_id: str, path: Path) -> dict[str, Any] | None:
+    """Whether the goal is a loop, and its cadence; None: it opens no `---` fence."""
     goal = read_goal_once(wd, goal_id, path)
     if goal is None or goal.error is not None:
         return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
-    if goal.body[:3] != b"---":
-        return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
+    if not goal.fenced:
+        return None  # no frontmatter: not a loop, and no YAML to parse
     from looop_py.engine.spec import LoopSpec, is_loop  # only for a goal edited since
 
     try:

@@ -10,10 +10,11 @@ a file's times come from the kernel's coarse clock (one tick, 4-10 ms, behind th
 one), and a second write in the tick of the read would keep the stat (git's "racily
 clean" entries); such a goal is read again next beat.
 
-One string per goal: `STAMP HEX FENCED`. A file that does not parse, is not this version
-or holds an entry of another shape is ignored and written afresh: it is a cache, never a
-record. (What no stat cache can catch is an entry forged whole for the file's current
-stat; state/ is looop's own, as the quiet seal beside it is.)
+One string per goal: `STAMP HEX FENCED`, and ` racy` after one read too soon to be
+trusted (listed all the same, so the file names every goal). A file that does not parse,
+is not this version or holds an entry of another shape is ignored and written afresh: it
+is a cache, never a record. (What no stat cache can catch is an entry forged whole for
+the file's current stat; state/ is looop's own, as the quiet seal beside it is.)
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ class GoalCache:
         """Remember a goal read whole at `stamp` (None: it changed while it was read)."""
         self._seen.add(goal_id)
         entry = None
-        if stamp is not None and trusted(stamp, now_ns) and digest.startswith(_PREFIX):
+        if stamp is not None and digest.startswith(_PREFIX):
             entry = f"{stamp} {digest.removeprefix(_PREFIX)} {int(fenced)}"
+            if not trusted(stamp, now_ns):
+                entry += " racy"  # written down, never a hit: the next beat reads it again
         if self._entries.get(goal_id) != entry:
             self.changed = True
             if entry is None:

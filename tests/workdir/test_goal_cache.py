@@ -113,7 +113,10 @@ def test_a_goal_written_just_now_is_read_again_by_the_next_beat(wd: Paths) -> No
     (wd.goals / "fresh.md").write_text("# Fresh\n")
     pulse.beat(open_wd(wd), force=True)
     if time.time_ns() - (wd.goals / "fresh.md").stat().st_ctime_ns < goalcache.RACY_NS:
-        assert "fresh" not in _cached(wd)
+        assert _cached(wd)["fresh"].endswith(" racy"), "listed, and marked: never a hit"
+        known = goalcache.load(open_wd(wd))
+        stamp = _cached(wd)["fresh"].split(" ")[0]
+        assert known.hit("fresh", stamp) is None and not known.plain("fresh", stamp)
 
 
 @pytest.mark.parametrize(
