@@ -33,13 +33,24 @@ def build_items(
     snapshots: Iterable[tuple[str, Any]],
 ) -> dict[str, str]:
     """The item map; `snapshots` yields (stem, signal) pairs."""
+    return build_items_digested(
+        playbook, ((goal_id, digest(body)) for goal_id, body in goals), snapshots
+    )
+
+
+def build_items_digested(
+    playbook: bytes | None,
+    goals: Iterable[tuple[str, str]],
+    snapshots: Iterable[tuple[str, Any]],
+) -> dict[str, str]:
+    """`build_items` with each goal given by its `digest` (a goal cache knows it unread)."""
     from looop_py import jsonio  # canonical JSON: the quiet beat compares digests instead
 
     items: dict[str, str] = {}
     if playbook is not None:
         items["playbook"] = digest(playbook)
-    for goal_id, body in sorted(goals):
-        items[f"goal:{goal_id}"] = digest(body)
+    for goal_id, goal_digest in sorted(goals):
+        items[f"goal:{goal_id}"] = goal_digest
     for stem, signal in sorted(snapshots, key=lambda pair: pair[0]):
         items[f"snap:{stem}"] = jsonio.canonical(signal).decode("utf-8")
     return items

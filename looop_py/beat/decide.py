@@ -64,7 +64,7 @@ def gather_prompt(
     paths = wd.paths
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")
-    goals = [(g.id, g.body.decode("utf-8", "replace")) for g in seen.goals]
+    goals = [(g.id, g.text) for g in seen.goals]  # read (if not held) only if shown
     probed = seen.probed
     asks = [
         {
@@ -109,10 +109,19 @@ def _with_goal_ages(snapshots: dict[str, Any], ages: dict[str, float | None]) ->
     goals = snap.get("detail", {}).get("goals") if isinstance(snap, dict) else None
     if not isinstance(goals, dict):
         return snapshots
-    shown = {
-        g: {**row, "age_s": ages.get(g)} if isinstance(row, dict) else row
-        for g, row in goals.items()
-    }
+    shared: dict[int, dict[str, Any]] = {}  # rows seen twice (never acted on) shown once
+
+    def aged(g: str, row: Any) -> Any:
+        if not isinstance(row, dict):
+            return row
+        age = ages.get(g)
+        if age is not None:
+            return {**row, "age_s": age}
+        if id(row) not in shared:
+            shared[id(row)] = {**row, "age_s": None}
+        return shared[id(row)]
+
+    shown = {g: aged(g, row) for g, row in goals.items()}
     return {**snapshots, "sys-goals": {**snap, "detail": {**snap["detail"], "goals": shown}}}
 
 

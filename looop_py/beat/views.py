@@ -129,7 +129,9 @@ def limits_now(wd: WorkDir, now: float) -> LimitsView:
     lim = cfg.limits
     led = limits.load(wd)
     playbook = read_playbook(wd)
-    policy = policy_hash(world.build_items(playbook, ((g.id, g.body) for g in read_goals(wd)), ()))
+    policy = policy_hash(
+        world.build_items_digested(playbook, ((g.id, g.digest) for g in read_goals(wd)), ())
+    )
     spend = limits.spend_today(led.spend, now)
     b = led.backoff
     retry = b.at + limits.backoff_delay(b.fails, lim.backoff_base_s, lim.backoff_max_s) - now

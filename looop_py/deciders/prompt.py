@@ -18,12 +18,13 @@ total cap, with visible markers where something was cut.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from looop_py import jsonio
 from looop_py.deciders.base import prompt_blocks
+from looop_py.deciders.fitting import Fit, Lazy, fit, natural
 from looop_py.moves import union
 
 TOTAL_CAP = 256 * 1024
@@ -72,7 +73,8 @@ CONSTITUTION = """\
 class PromptInput:
     now: float
     playbook: str | None
-    goals: Sequence[tuple[str, str]]  # (id, body)
+    # (id, body, or what reads it: only the goals that fit the prompt are read)
+    goals: Sequence[tuple[str, str | Callable[[], str]]]
     snapshots: Sequence[tuple[str, Any]]  # (stem, {signal, detail})
     asks: Sequence[dict[str, Any]] = ()  # {id, asker, kind, age_s, prompt, live, state, why}
     goal_ages: dict[str, float | None] = field(default_factory=dict)  # id → age in s, or None
@@ -114,44 +116,6 @@ def _age(seconds: float | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit} ago"
     return f"{seconds:.0f}s ago"
-
-
-@dataclass
-class _Fit:
-    """Entries of one list section that fit its budget, and how many did not."""
-
-    kept: list[str]
-    left_out: int
-    noun: str
-
-    def body(self) -> str:
-        lines = list(self.kept)
-        if self.left_out:
-            lines.append(f"(section truncated: {self.left_out} more {self.noun} not shown)")
-        return "\n".join(lines) if lines else f"(no {self.noun})"
-
-    def size(self) -> int:
-        return len(self.body().encode()) + 64  # and the section's title line
-
-
-def _fit(entries: Sequence[str], budget: int, noun: str, *, keep: Sequence[int] = ()) -> _Fit:
-    """As many entries as fit `budget` bytes, in their order; indexes in `keep` go first.
-
-    The marker naming what was left out is counted inside the budget.
-    """
-    room = max(0, budget - 80)
-    chosen: set[int] = set()
-    for i in (*keep, *range(len(entries))):
-        if i in chosen:
-            continue
-        size = len(entries[i].encode()) + 1
-        if size > room:
-            if i in keep:
-                continue
-            break
-        chosen.add(i)
-        room -= size
-    return _Fit([entries[i] for i in sorted(chosen)], len(entries) - len(chosen), noun)
 
 
 def _signal_and_detail(snap: Any) -> tuple[Any, Any]:
@@ -198,10 +162,10 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
     # looop's own probes: their signals always show, the unchanged ones first.
     sys_order = [s for s in sys_stems if s not in changed_snaps]
     sys_order += [s for s in sys_stems if s in changed_snaps]
-    sys_fit = _fit([_reading(s, split[s][0]) for s in sys_order], share(SHARE_SYS), "looop probes")
+    sys_fit = fit([_reading(s, split[s][0]) for s in sys_order], share(SHARE_SYS), "looop probes")
     room -= sys_fit.size()
     changes = _change_lines(inp)
-    changes_fit = _fit(changes, share(SHARE_CHANGED), "changes")
+    changes_fit = fit(changes, share(SHARE_CHANGED), "changes")
     room -= changes_fit.size() + 512
     sensor_stems = [s for s in stems if not _is_sys(s)]
     details = [
@@ -209,13 +173,13 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
         for s in (*sys_stems, *sensor_stems)
         if split[s][1] is not None
     ]
-    details_fit = _fit(details, share(SHARE_DETAIL), "details")
+    details_fit = fit(details, share(SHARE_DETAIL), "details")
     room -= details_fit.size()
     extra = _extra_sections(inp, share(SHARE_EXTRA))
     room -= len(extra.encode())
-    asks_fit = _fit(_ask_entries(inp), share(SHARE_ASKS), "pending asks")
+    asks_fit = fit(_ask_entries(inp), share(SHARE_ASKS), "pending asks")
     room -= asks_fit.size()
-    journal_fit = _fit(
+    journal_fit = fit(
         [escape(clip(line, CAP_JOURNAL_LINE)) for line in inp.journal],
         share(SHARE_JOURNAL),
         "journal lines",
@@ -231,14 +195,15 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
     order = [s for s in sensor_stems if s not in changed_snaps]
     order += [s for s in sensor_stems if s in changed_snaps]  # changed ones go first when cut
     readings = [_reading(s, split[s][0]) for s in order]
-    goal_rows = sorted(inp.goals)
-    goals = [f"--- goals/{gid}.md\n{escape(clip(body, CAP_GOAL))}" for gid, body in goal_rows]
+    goal_rows = sorted(inp.goals, key=lambda row: row[0])
+    goals = Lazy(len(goal_rows), lambda i: _goal_entry(*goal_rows[i]))
     changed_goals = {c["item"].removeprefix("goal:") for c in inp.changed}
     keep_goals = [i for i, (gid, _) in enumerate(goal_rows) if gid in changed_goals]
     keep_readings = list(range(len(order) - len(changed_snaps & set(order)), len(order)))
-    room_readings = max(max(0, room) // 2, room - _natural(goals))
-    readings_fit = _fit(readings, room_readings, "readings", keep=keep_readings)
-    goals_fit = _fit(goals, max(0, room - readings_fit.size()), "goals", keep=keep_goals)
+    half = max(0, room) // 2  # past it, how much more the goals would take does not matter
+    room_readings = max(half, room - natural(goals, enough=room - half))
+    readings_fit = fit(readings, room_readings, "readings", keep=keep_readings)
+    goals_fit = fit(goals, max(0, room - readings_fit.size()), "goals", keep=keep_goals)
 
     cuts = [
         f"{f.left_out} of {len(f.kept) + f.left_out} {f.noun}"
@@ -256,7 +221,7 @@ def build(inp: PromptInput, total_cap: int = TOTAL_CAP) -> str:
         [*stable_sys, *stable_rd, *(details_fit.kept[i] for i in sorted(steady))],
         key=lambda e: _rank(inp, e),
     )
-    moving = _Fit(
+    moving = Fit(
         [e for i, e in enumerate(details_fit.kept) if i not in steady],
         details_fit.left_out,
         "details",
@@ -301,8 +266,9 @@ def _is_sys(stem: str) -> bool:
     return stem.startswith("sys-")
 
 
-def _natural(entries: Sequence[str]) -> int:
-    return sum(len(e.encode()) + 1 for e in entries) + 128
+def _goal_entry(goal_id: str, body: str | Callable[[], str]) -> str:
+    text = body if isinstance(body, str) else body()
+    return f"--- goals/{goal_id}.md\n{escape(clip(text, CAP_GOAL))}"
 
 
 READINGS_TITLE = "SENSOR READINGS (unchanged since your last decision; oldest first)"
@@ -330,13 +296,13 @@ def _rank(inp: PromptInput, entry: str) -> tuple[float, bool, str, bool]:
     return (inp.since.get(key, 0.0), not _is_sys(stem), stem, key.startswith("detail:"))
 
 
-def _part(fit: _Fit, changed: set[str]) -> tuple[list[str], list[str]]:
+def _part(fit: Fit, changed: set[str]) -> tuple[list[str], list[str]]:
     """The kept entries whose signal did not change, and those whose signal did."""
     same = [e for e in fit.kept if _stem(e) not in changed]
     return same, [e for e in fit.kept if _stem(e) in changed]
 
 
-def _readings_body(entries: list[str], *fits: _Fit) -> str:
+def _readings_body(entries: list[str], *fits: Fit) -> str:
     """The unchanged readings, looop's probes first; each list says what it left out."""
     lines = list(entries)
     for f in fits:

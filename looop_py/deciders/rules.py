@@ -20,7 +20,7 @@ from looop_py import jsonio
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import frontmatter
+from looop_py.workdir.goals import GoalFile, frontmatter
 from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5
@@ -47,6 +47,9 @@ def _signal(value: str | None) -> Any:
 
 def _sensor_name(item: str) -> str | None:
     return item.removeprefix("snap:sensor-") if item.startswith("snap:sensor-") else None
+
+
+_Spec = tuple[dict[str, Any], GoalFile]  # a goal's frontmatter, and the goal
 
 
 class RulesDecider:
@@ -94,32 +97,40 @@ class RulesDecider:
             "journal": f"{len(broken)} sensor(s) broke",
         }
 
-    def _queue(
-        self, request: DecideRequest
-    ) -> tuple[dict[str, tuple[dict[str, Any], str]], list[str]]:
-        """Each goal's frontmatter, and the goals waiting to start (stored ones first)."""
+    def _queue(self, request: DecideRequest) -> tuple[dict[str, _Spec], list[str]]:
+        """Each fenced goal's frontmatter, and the goals waiting to start (stored ones first).
+
+        A goal without a `---` fence has none, so no `on:`: it is not read and has no spec
+        (at 10,000 goals a full beat opens only the fenced ones, and the one it starts)."""
         changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
-        specs: dict[str, tuple[dict[str, Any], str]] = {}
+        specs: dict[str, _Spec] = {}
+        readable: set[str] = set()  # a goal that cannot be read triggers nothing
         for goal in request.goals:
             if goal.error is not None:
-                continue  # a goal that cannot be read triggers nothing
-            try:
-                meta, body = frontmatter(goal.body.decode("utf-8", "replace"))
-            except LooopError:
                 continue
-            specs[goal.id] = (meta, body)
+            if goal.fenced:
+                try:
+                    meta, _ = frontmatter(goal.text())
+                except LooopError:
+                    continue
+                specs[goal.id] = (meta, goal)
+            readable.add(goal.id)
         try:
             stored = jsonio.read_json(request.state_dir / PENDING, {})
         except LooopError:
             stored = {}
         queued = stored.get("pending") if isinstance(stored, dict) else None
         queued = queued if isinstance(queued, list) else []  # a damaged cache starts empty
-        pending = [g for g in queued if isinstance(g, str) and g in specs]
+        pending = [g for g in queued if isinstance(g, str) and g in readable]
         for goal_id, (meta, _) in specs.items():
             on = meta.get("on") or []
             on = [on] if isinstance(on, str) else on if isinstance(on, list) else []
             if changed_sensors & {str(s) for s in on} and goal_id not in pending:
                 pending.append(goal_id)
+        plain = set(pending) - specs.keys()  # plain goals still queued from before
+        for goal in request.goals if plain else ():
+            if goal.id in plain:
+                specs[goal.id] = ({}, goal)  # no frontmatter: an empty spec
         return specs, pending
 
     def _ready(self, request: DecideRequest, pending: list[str]) -> list[str]:
@@ -130,7 +141,7 @@ class RulesDecider:
     def _triggered_goal(
         self,
         request: DecideRequest,
-        specs: dict[str, tuple[dict[str, Any], str]],
+        specs: dict[str, _Spec],
         pending: list[str],
     ) -> dict[str, Any] | None:
         state_path = request.state_dir / PENDING
@@ -142,7 +153,8 @@ class RulesDecider:
         goal_id = ready[0]
         pending.remove(goal_id)
         jsonio.write_json(state_path, {"v": 1, "pending": pending})
-        meta, body = specs[goal_id]
+        meta, goal = specs[goal_id]
+        body = frontmatter(goal.text())[1] if goal.fenced else goal.text()
         move: dict[str, Any]
         if is_loop(meta):
             move = {"action": "start_round", "loop": goal_id}

@@ -3,7 +3,9 @@
 It is asked on every beat (for ADVANCE and the sys-schedules probe), so it is
 cached by goal-file stat in state/loops-index.json, imports nothing heavy, and
 parses a goal's YAML only when the file changed since the last beat; a goal
-without frontmatter is never parsed. specs.py reads the full LoopSpecs.
+without frontmatter is never parsed. A goal without a `---` fence has no entry here
+(the goal cache, workdir/goalcache.py, knows it by its stat): at 10,000 plain goals
+the index holds only the fenced ones. specs.py reads the full LoopSpecs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import frontmatter, goal_paths, read_goal_once
+from looop_py.workdir import goalcache
+from looop_py.workdir.goals import frontmatter, goal_stamps, read_goal_once
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -39,16 +42,18 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
-    for goal_id, path in goal_paths(wd):
-        try:
-            st = path.stat()
-        except OSError:
+    known = goalcache.of_beat(wd)  # what SENSE will ask too
+    for goal_id, stamp in goal_stamps(wd):  # the stat goals/ was listed with: taken once
+        if stamp is None:
             continue  # gone, or a link to nowhere or to itself: not a loop
-        stamp = f"{st.st_mtime_ns}.{st.st_size}.{st.st_ino}"
+        if known.plain(goal_id, stamp):
+            continue  # no `---` fence, says the goal cache: not a loop, and no entry here
         entry = entries.get(goal_id)
-        known = entry if isinstance(entry, str) else _get(entry, "stamp")
-        if known != stamp:
-            described = _describe(wd, goal_id, path)
+        held = entry if isinstance(entry, str) else _get(entry, "stamp")
+        if held != stamp:
+            described = _describe(wd, goal_id, paths.goals / f"{goal_id}.md")
+            if described is None:
+                continue  # no fence: no entry (SENSE's read tells the goal cache so)
             # A goal that is no loop is its stamp alone: at 10,000 goals the file stays flat,
             # so reading it never walks 10,000 objects for their depth.
             entry = {"stamp": stamp, **described} if described.get("loop") else stamp
@@ -62,7 +67,9 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
     return {g: e for g, e in fresh.items() if isinstance(e, dict) and e.get("loop")}
 
 
-VERSION = 2  # 2: a goal that is no loop is its stamp string alone
+# 2: a goal that is no loop is its stamp string alone; 3: the full stat (ctime too), and
+# no entry for a goal without a fence
+VERSION = 3
 
 
 def _get(entry: Any, key: str) -> Any:
@@ -83,12 +90,13 @@ def _parse(path: Path) -> dict[str, Any]:
     return jsonio.read_object(path) or {}
 
 
-def _describe(wd: WorkDir, goal_id: str, path: Path) -> dict[str, Any]:
+def _describe(wd: WorkDir, goal_id: str, path: Path) -> dict[str, Any] | None:
+    """Whether the goal is a loop, and its cadence; None: it opens no `---` fence."""
     goal = read_goal_once(wd, goal_id, path)
     if goal is None or goal.error is not None:
         return {"loop": False}  # unreadable goals are reported by SENSE and `looop loops`
-    if goal.body[:3] != b"---":
-        return {"loop": False}  # no frontmatter: not a loop, and no YAML to parse
+    if not goal.fenced:
+        return None  # no frontmatter: not a loop, and no YAML to parse
     from looop_py.engine.spec import LoopSpec, is_loop  # only for a goal edited since
 
     try:

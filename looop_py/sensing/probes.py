@@ -161,13 +161,14 @@ def goals(seen: Seen) -> Snapshot:
             with contextlib.suppress(OSError):
                 box.delete("state", GOAL_ACTIVITY)
     detail: dict[str, Any] = {}
+    never = {"last_acted": None}  # one row for every goal never acted on: 10,000 share it
     for goal_id in seen.goal_ids:
         last = acted.get(goal_id)
         last = float(last) if isinstance(last, int | float) else None
         seen.last_acted[goal_id] = last
         # No age here: it would change every beat and rewrite the snapshot; the
         # prompt computes it when it shows the probe (decide.gather_prompt).
-        detail[goal_id] = {"last_acted": last}
+        detail[goal_id] = never if last is None else {"last_acted": last}
     return {"signal": {}, "detail": {"goals": detail}}
 
 

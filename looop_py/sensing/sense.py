@@ -80,16 +80,16 @@ def sense(
     for reading in refused:
         jsonio.write_json_if_changed(wd.paths.snapshot(reading.stem), reading.snapshot)
     readings = sorted([*readings, *refused], key=lambda r: r.stem)
-    goals = tuple(read_goals(wd))
+    goals = tuple(read_goals(wd, save=persist))
     snapshots = {r.stem: r.snapshot for r in readings}
     found_by_probes, probed = probes.run_probes(wd, now, goals=goals, persist=persist)
     for stem, snap in found_by_probes:
         jsonio.write_json_if_changed(wd.paths.snapshot(stem), snap)
         snapshots[stem] = snap
     playbook, playbook_stat = read_playbook_stamped(wd)
-    items = world.build_items(
+    items = world.build_items_digested(
         playbook,
-        ((g.id, g.body) for g in goals),
+        ((g.id, g.digest) for g in goals),
         ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
     )
     read = {}  # goals keep their own stamp (GoalFile.stamp): no second table of 10,000

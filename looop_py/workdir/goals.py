@@ -11,11 +11,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looop_py import jsonio
+from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
 from looop_py.workdir.paths import Paths
@@ -33,16 +32,91 @@ GOALS_TOTAL_CAP = 16 * 1024 * 1024  # all goals of one beat together
 FRONTMATTER_MAX_VALUES = 100_000  # YAML aliases can expand a small file enormously
 
 
-@dataclass(frozen=True, slots=True)
 class GoalFile:
-    """A goal as one beat read it. `error` set: it could not be read, and `body` is a
-    notice saying why (stable while the file stays wrong, so it hashes and shows)."""
+    """A goal as one beat saw it: its id, the digest the world hashed (`goal:<id>`), the
+    file's stat while it was read (`stamp_of`, if it held) and whether it opens a
+    frontmatter fence. `error` set: it could not be read, and `body` is a notice saying
+    why (stable while the file stays wrong, so it hashes and shows).
 
-    id: str
-    path: Path
-    body: bytes
-    error: str | None = None
-    stamp: str | None = None  # the file's stat while it was read (`stamp_of`), if it held
+    A goal the beat knew by its stat (state/goals-cache.json) was not opened: its `body`
+    is read on first use, and if those bytes are not the ones hashed (an edit since) it
+    reads as a notice saying so; the next beat sees the edit, since the world committed
+    holds the digest this one hashed. So a prompt shows only bytes that were hashed."""
+
+    __slots__ = ("_body", "digest", "error", "fenced", "folder", "id", "stamp")
+
+    def __init__(
+        self,
+        goal_id: str,
+        folder: Path,
+        body: bytes | None,
+        error: str | None = None,
+        stamp: str | None = None,
+        *,
+        digest: str | None = None,
+        fenced: bool | None = None,
+    ) -> None:
+        self.id = goal_id
+        self.folder = folder  # goals/, one Path shared by every goal: no Path per goal
+        self._body = body
+        self.error = error
+        self.stamp = stamp
+        if body is not None:
+            digest, fenced = world.digest(body), body[:3] == b"---"
+        if digest is None or fenced is None:
+            raise ValueError("a goal not read needs its digest and fence")
+        self.digest = digest
+        self.fenced = fenced
+
+    @property
+    def path(self) -> Path:
+        return self.folder / f"{self.id}.md"
+
+    @property
+    def held(self) -> bool:
+        """Whether its bytes are in memory (it was read this beat)."""
+        return self._body is not None
+
+    @property
+    def body(self) -> bytes:
+        if self._body is None:
+            self._body = self._read_hashed()
+        return self._body
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def _read_hashed(self) -> bytes:
+        """The file's bytes if they are the ones hashed, else a notice. No stat: the digest
+        says whether they are (a FIFO or a device read as bytes that do not match), and one
+        byte past the size the stamp names tells a file that grew."""
+        size = int(self.stamp.split(".", 2)[1]) if self.stamp else GOAL_CAP
+        body = _read_plain(os.path.join(self.folder, f"{self.id}.md"), min(size, GOAL_CAP))
+        if body is not None and world.digest(body) == self.digest:
+            return body
+        return notice(f"goals/{self.id}.md", CHANGED_SINCE)
+
+    def __repr__(self) -> str:
+        return f"GoalFile({self.id!r}, digest={self.digest!r}, error={self.error!r})"
+
+
+CHANGED_SINCE = "it changed after this beat hashed it; the next beat reads it again"
+
+
+def _read_plain(path: str, cap: int) -> bytes | None:
+    """Up to cap + 1 bytes of `path`, opened without blocking; None if it cannot be."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        # One read: a regular file gives all of it (a short read, never seen on a local
+        # file system, would not match the digest and would read as changed).
+        return os.read(fd, cap + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str | None:
@@ -73,17 +147,20 @@ def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str 
 # once too.
 
 
-def _scan(wd: WorkDir) -> tuple[list[tuple[str, Path]], dict[str, str]]:
+def _scan(wd: WorkDir) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
     found, refused = wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
     return list(found), dict(refused)
 
 
-def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, Path]], dict[str, str]]:
+def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+    """(id, stat stamp or None) of each goal, sorted, and {id: why} of those refused. One
+    stat per goal (DirEntry's, following a link as a read does), shared by the loop index
+    and SENSE; names only, no Path per goal."""
     try:
         entries = os.scandir(wd.paths.goals)
     except (FileNotFoundError, NotADirectoryError):
         return [], {}
-    found: list[tuple[str, Path]] = []
+    found: list[tuple[str, str | None]] = []
     refused: dict[str, str] = {}
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
     with entries:
@@ -91,13 +168,18 @@ def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, Path]], dict[str, str]]:
             goal_id = entry.name.removesuffix(".md")
             # Not only regular files: reading a directory or a FIFO names the problem
             # instead of skipping the goal in silence.
-            if goal_id != entry.name and is_safe_segment(goal_id):
-                path = Path(entry.path)
-                why = whole_dir or outside_link(wd, path, linked=entry.is_symlink())
-                if why:
-                    refused[goal_id] = why
-                else:
-                    found.append((goal_id, path))
+            if goal_id == entry.name or not is_safe_segment(goal_id):
+                continue
+            linked = entry.is_symlink()
+            why = whole_dir or (linked and outside_link(wd, Path(entry.path), linked=True))
+            if why:
+                refused[goal_id] = why
+                continue
+            try:
+                stamp: str | None = stamp_of(entry.stat())
+            except OSError:
+                stamp = None  # gone, or a link to nowhere: the read says which
+            found.append((goal_id, stamp))
     found.sort()
     return found, refused
 
@@ -107,6 +189,13 @@ def goal_paths(wd: WorkDir) -> list[tuple[str, Path]]:
 
     archive/ is not read, nor a goal that links out of the work dir.
     """
+    folder = wd.paths.goals
+    return [(goal_id, folder / f"{goal_id}.md") for goal_id, _ in _scan(wd)[0]]
+
+
+def goal_stamps(wd: WorkDir) -> list[tuple[str, str | None]]:
+    """(id, the file's stat as `stamp_of` writes it, or None) of the goals `goal_paths`
+    names: the stat the beat listed it with, taken once."""
     return _scan(wd)[0]
 
 
@@ -146,12 +235,12 @@ def read_goal(goal_id: str, path: Path, cap: int = GOAL_CAP) -> GoalFile | None:
     """One goal file, bounded; None if it vanished; an error GoalFile if it cannot be read."""
     try:
         body, st = jsonio.read_stamped(path, cap)
-        return GoalFile(goal_id, path, body, stamp=None if st is None else stamp_of(st))
+        return GoalFile(goal_id, path.parent, body, stamp=None if st is None else stamp_of(st))
     except FileNotFoundError:
         return None
     except CorruptFile as exc:
         why = _why(exc, path)
-        return GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
+        return GoalFile(goal_id, path.parent, notice(f"goals/{goal_id}.md", why), why)
 
 
 def stamp_of(st: os.stat_result) -> str:
@@ -177,29 +266,57 @@ def read_goal_once(
     if goal is None or goal.error is not None or len(goal.body) <= cap:
         return goal
     why = f"is larger than the {jsonio.size_text(cap)} cap"
-    return GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
+    return GoalFile(goal_id, path.parent, notice(f"goals/{goal_id}.md", why), why)
 
 
-def read_goals(wd: WorkDir) -> list[GoalFile]:
+HELD_CAP = 256 * 1024  # bodies a beat keeps in memory from its reads (the prompt's cap)
+
+
+def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     """Every goal, each under GOAL_CAP and all under GOALS_TOTAL_CAP together; a goal that
-    links out of the work dir reads as a refusal saying why."""
+    links out of the work dir reads as a refusal saying why.
+
+    A goal whose stat is the one state/goals-cache.json knows it by is not opened: it
+    comes with its digest, and its body is read if someone asks for it. What is read is
+    kept in memory up to HELD_CAP in all. `save`: write what was learnt to the cache.
+    """
+    from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
+
     found, refused = _scan(wd)
+    folder = wd.paths.goals
     goals: list[GoalFile] = [
-        GoalFile(g, wd.paths.goals / f"{g}.md", notice(f"goals/{g}.md", w), w)
-        for g, w in refused.items()
+        GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()
     ]
-    room = GOALS_TOTAL_CAP
-    for goal_id, path in found:
+    cache = goalcache.of_beat(wd)
+    now_ns = goalcache.now_ns()
+    room, held = GOALS_TOTAL_CAP, HELD_CAP
+    for goal_id, stamp in found:
+        size = int(stamp.split(".", 2)[1]) if stamp is not None else GOAL_CAP + 1
+        known = cache.hit(goal_id, stamp) if stamp and size <= min(GOAL_CAP, room) else None
+        if known is not None:
+            digest, fenced = known
+            goals.append(GoalFile(goal_id, folder, None, None, stamp, digest=digest, fenced=fenced))
+            room -= size
+            continue
+        path = folder / f"{goal_id}.md"
         goal = read_goal_once(wd, goal_id, path, min(GOAL_CAP, max(0, room)), keep=False)
         if goal is None:
             continue  # removed while we listed
         if goal.error is not None and room < GOAL_CAP and "cap" in goal.error:
             why = f"the goals together are over the {jsonio.size_text(GOALS_TOTAL_CAP)} cap"
-            goal = GoalFile(goal_id, path, notice(f"goals/{goal_id}.md", why), why)
+            goal = GoalFile(goal_id, folder, notice(f"goals/{goal_id}.md", why), why)
         elif goal.error is None:
-            room -= len(goal.body)
+            size = len(goal.body)
+            room -= size
+            cache.put(goal_id, goal.stamp, goal.digest, goal.fenced, now_ns)
+            if size > held:
+                goal._body = None  # read again (and checked against its digest) if asked for
+            held -= min(size, held)
         goals.append(goal)
-    goals.sort(key=lambda g: g.id)
+    if save:
+        cache.save()
+    if refused:  # the rest came in id order from the listing
+        goals.sort(key=lambda g: g.id)
     return goals
 
 

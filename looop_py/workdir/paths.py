@@ -129,6 +129,10 @@ class Paths:
         return self.state / "loops-index.json"
 
     @property
+    def goals_cache(self) -> Path:
+        return self.state / "goals-cache.json"
+
+    @property
     def round_reports(self) -> Path:
         return self.state / "round-reports.json"
 

@@ -168,6 +168,7 @@ STATE_FILES = [
     "state/last-world.json",
     "state/loop-schedule.json",
     "state/loops-index.json",
+    "state/goals-cache.json",
     "state/rules-pending.json",
     "state/backoff.json",
     "state/spend.json",
