@@ -102,9 +102,17 @@ def scenario(looop: list[str], root: Path) -> dict[str, Any]:
     return {"files": files(root), "events": events(root), "printed": printed}
 
 
+# Keys whose members depend on how fast the machine ran the scenario: records-checked.json
+# notes a folder once it is older than its settle time, which a loaded machine reaches
+# within the scenario and an idle one does not.
+TIMED = {"dirs"}
+
+
 def keys(value: Any, prefix: str = "") -> list[str]:
     """Every key path in `value` (list items merged under `[]`), sorted."""
     found: set[str] = set()
+    if prefix in TIMED:
+        return []
     if isinstance(value, dict):
         named = prefix.endswith(("snapshots", "sensors", "by_source", "past", "charged"))
         for k, v in value.items():
