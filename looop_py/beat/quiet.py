@@ -2,8 +2,10 @@
 
 Most beats find the world as the last one left it. A plain `looop pulse` first
 reads the seal the last full beat wrote (sensing/seal.py), takes the lock,
-surveys the same files (stat calls, no reads), runs the sensors as a full beat
-would and digests what they printed. When the survey and every digest match
+checks what the sensors' runs rest on (the config and their scripts), starts
+them as a full beat would, surveys the same files (stat calls, no reads) while
+they run — on 2 cores the stat calls hide behind the sensors — and digests
+what they printed. When the survey and every digest match
 and no time in the seal has come, the world hash is the sealed one: the beat
 is skipped without reading a goal, parsing JSON or loading the rest of looop,
 and appends the event line a skipped beat appends. Anything else — an edited
