@@ -26,7 +26,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
     from signal import SIGKILL as SIGKILL  # noqa: PLC0414 - re-exported for orphans.py
     from signal import SIGPIPE, SIGXFSZ
@@ -336,8 +336,12 @@ def run_many(
     cwd: str | os.PathLike[str],
     env: Mapping[str, str],
     concurrency: int = 8,
+    meanwhile: Callable[[], object] | None = None,
 ) -> dict[str, Result]:
-    """Run every job, at most `concurrency` at once; results by job key."""
+    """Run every job, at most `concurrency` at once; results by job key.
+
+    `meanwhile` is called once, after the first jobs started and before any is waited
+    on: work that overlaps theirs (if it raises, the jobs are killed)."""
     queue = list(jobs)
     queue.reverse()
     live: list[_Child] = []
@@ -356,6 +360,9 @@ def run_many(
                 for fd, is_out in zip(spawned.fds, (True, False), strict=True):
                     poller.register(fd, select.POLLIN)
                     by_fd[fd] = (spawned, is_out)
+            if meanwhile is not None:
+                call, meanwhile = meanwhile, None
+                call()
             if not live:
                 continue
             now = time.monotonic()
@@ -388,6 +395,8 @@ def run_many(
                     for fd in child.fds:
                         del by_fd[fd]
                     results[child.job.key] = _finish(child, poller, timed_out)
+        if meanwhile is not None:
+            meanwhile()  # no job ran at all
     finally:
         for child in live:  # interrupted: leave nothing running
             results[child.job.key] = _finish(child, poller, timed_out=True)

@@ -2,8 +2,10 @@
 
 Most beats find the world as the last one left it. A plain `looop pulse` first
 reads the seal the last full beat wrote (sensing/seal.py), takes the lock,
-surveys the same files (stat calls, no reads), runs the sensors as a full beat
-would and digests what they printed. When the survey and every digest match
+checks what the sensors' runs rest on (the config and their scripts), starts
+them as a full beat would, surveys the same files (stat calls, no reads) while
+they run — on 2 cores the stat calls hide behind the sensors — and digests
+what they printed. When the survey and every digest match
 and no time in the seal has come, the world hash is the sealed one: the beat
 is skipped without reading a goal, parsing JSON or loading the rest of looop,
 and appends the event line a skipped beat appends. Anything else — an edited
@@ -34,6 +36,11 @@ from looop_py.locks import PulseLock
 from looop_py.sensing import seal, survey
 from looop_py.sensing.seal import Sealed
 from looop_py.workdir.locate import locate
+
+# typing is not imported at run time: a quiet beat is bound by start-up cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 EVENTS = "events.jsonl"
 PULSE_LOCK = "state/pulse.lock"
@@ -72,16 +79,22 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not lock.acquire():
         return None  # the full beat reports `locked`
     try:
-        if survey.survey(root) != sealed.survey or not _holders_alive(root, sealed):
+        sensing = survey.sensing_part(sealed.survey)
+        if survey.sensing(root) != sensing or not _holders_alive(root, sealed):
             lock.release()
             return None
         if sealed.shared is not None and not _shared_holds(sealed.shared):
             return Handover(lock, {})  # the full beat reads what changed (or says why not)
-        runs, ran, cached = _run_sensors(root, sealed, now)
+        surveyed: list[bool] = []  # the rest of the survey, taken while the sensors run
+        runs, ran, cached = _run_sensors(
+            root, sealed, now, lambda: surveyed.append(survey.survey(root) == sealed.survey)
+        )
     except BaseException:
         procs.kill_running()
         lock.release()
         raise
+    if surveyed != [True]:
+        return Handover(lock, runs)  # ran as a full beat would run them: the config held
     changed = {n: t for n, t, _, d, _ in ran if seal.raw_digest(runs[n], t, sealed.cap) != d}
     try:
         steady = not changed or _steady(root, sealed, runs, changed)
@@ -129,9 +142,10 @@ def _holders_alive(root: str, sealed: Sealed) -> bool:
 
 
 def _run_sensors(
-    root: str, sealed: Sealed, now: float
+    root: str, sealed: Sealed, now: float, meanwhile: Callable[[], object]
 ) -> tuple[dict[str, procs.Result], list[tuple[str, float, float, str, str]], set[str]]:
-    """Run the sealed sensors as sensors.sense would, reusing a fresh interval snapshot."""
+    """Run the sealed sensors as sensors.sense would, reusing a fresh interval snapshot;
+    `meanwhile` once they started (procs.run_many)."""
     ran, cached = [], set()
     for sensor in sealed.sensors:
         name, _, interval, _, _ = sensor
@@ -149,7 +163,9 @@ def _run_sensors(
         procs.Job(n, [os.path.join(root, "sensors", f"{n}.sh")], t, sealed.cap) for n, t, *_ in ran
     ]
     with orphans.adopting():
-        runs = procs.run_many(jobs, cwd=root, env=env, concurrency=sealed.concurrency)
+        runs = procs.run_many(
+            jobs, cwd=root, env=env, concurrency=sealed.concurrency, meanwhile=meanwhile
+        )
     return runs, ran, cached
 
 

@@ -6,6 +6,14 @@ and compares. Files by inode, size, times and mode; snapshots by inode and size
 work-dir relative strings: pathlib costs the quiet beat ~5 ms. The goals folder is
 one line however many goals it holds: a digest of each entry's name and stat in a
 canonical order (`goals_line`), so a quiet beat at 10,000 goals compares one line.
+
+History is one line per folder, by name and inode only (`history_line`): archived
+rounds, answers, and the asks they answer are written once, by a rename or a link, and
+never edited in place (a replace is a new inode), and no quiet beat acts on them; a record
+damaged in place is the full beat's to find (beat/corrupt.py). Listing a folder costs
+one getdents per ~1,000 entries, where a stat per record cost the quiet beat a call per
+record: its cost no longer grows with the history kept. Pending asks, claims, sessions
+and live rounds stay file by file.
 """
 
 from __future__ import annotations
@@ -36,11 +44,13 @@ NO_ENTRIES["approved"] = "state/approved"
 # The probes read these as empty only when they hold nothing at all.
 EMPTY = {"asks": ASKS, "timers": "state/schedules"}
 # Live rounds (and the last hour's done ones) are surveyed file by file (`r` lines: the
-# seal vouches for a round waiting on its worker), and so are the archived ones in done/.
+# seal vouches for a round waiting on its worker); the archived ones in done/ are one
+# history line.
 ROUNDS, ROUNDS_DONE = "rounds", "rounds/done"
 SNAPSHOTS = "snapshots"
 GOALS = "goals"
-LISTED = {"goals": "goals", "sensors": "sensors", "snapshots": SNAPSHOTS}
+SENSORS = "sensors"
+LISTED = {"goals": GOALS, "sensors": SENSORS, "snapshots": SNAPSHOTS}
 LISTED["rounds_done"] = ROUNDS_DONE
 # Worker sessions may stay ended and settled, or live and steady (the writer checks): each
 # one's files are surveyed, one level deep; its logs by name only: a live worker's output
@@ -81,32 +91,53 @@ def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
         lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
     rounds = os.path.join(root, ROUNDS)
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
-    lines += _survey_records(root, CLAIMS) + _survey_records(root, ANSWERS)
-    lines += _survey_records(root, ASKS, dotfiles=True)
+    lines += _survey_records(root, CLAIMS) + _survey_mailbox(root)
     lines += [f"r{ln[1:]}" for ln in _survey_records(root, ROUNDS, dotfiles=True, skip="done")]
     lines += _survey_sessions(root)
     for rel in LISTED.values():
-        folder = os.path.join(root, rel)
-        st = _lstat(folder)
-        lines.append(f"f {rel} {stat_text(st) if st else '-'}")
-        if rel == GOALS:
-            lines.append(goals_line(folder, goals))
-            continue
-        try:
-            with os.scandir(folder) as it:
-                names = sorted(e.name for e in it)
-        except OSError:
-            continue
-        for name in names:
-            sub = f"{rel}/{name}"
-            if rel == "snapshots" and name.endswith(".json"):
-                s = _lstat(os.path.join(folder, name))
-                lines.append(f"s {sub} {f'{s.st_ino}.{s.st_size}' if s else '-'}")
-            elif name.endswith((".md", ".sh")) or rel == ROUNDS_DONE:
-                s = _lstat(os.path.join(folder, name))
-                lines.append(f"f {sub} {stat_text(s) if s else '-'}")
-            else:
-                lines.append(f"n {sub}")
+        lines += _listed(root, rel, goals)
+    return lines
+
+
+def sensing(root: str) -> list[str]:
+    """The survey's lines the sensors' runs rest on (the config, sensors/ and each
+    script), as `survey` writes them: a quiet beat checks these before it starts the
+    sensors and the rest of the survey while they run (beat/quiet.py)."""
+    st = _lstat(os.path.join(root, FILES["config"]))
+    return [f"f {FILES['config']} {stat_text(st) if st else '-'}", *_listed(root, SENSORS, None)]
+
+
+def sensing_part(lines: list[str]) -> list[str]:
+    """The lines of a whole survey that `sensing` takes again."""
+    heads = (f"f {FILES['config']} ", f"f {SENSORS} ", f"f {SENSORS}/", f"n {SENSORS}/")
+    return [ln for ln in lines if ln.startswith(heads)]
+
+
+def _listed(root: str, rel: str, goals: dict[str, str] | None) -> list[str]:
+    """A listed folder by its own stat, then its entries."""
+    folder = os.path.join(root, rel)
+    st = _lstat(folder)
+    lines = [f"f {rel} {stat_text(st) if st else '-'}"]
+    if rel == GOALS:
+        return [*lines, goals_line(folder, goals)]
+    if rel == ROUNDS_DONE:
+        entries = _entries(folder)
+        return lines if entries is None else [*lines, history_line(rel, entries)]
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it)
+    except OSError:
+        return lines
+    for name in names:
+        sub = f"{rel}/{name}"
+        if rel == SNAPSHOTS and name.endswith(".json"):
+            s = _lstat(os.path.join(folder, name))
+            lines.append(f"s {sub} {f'{s.st_ino}.{s.st_size}' if s else '-'}")
+        elif name.endswith((".md", ".sh")):
+            s = _lstat(os.path.join(folder, name))
+            lines.append(f"f {sub} {stat_text(s) if s else '-'}")
+        else:
+            lines.append(f"n {sub}")
     return lines
 
 
@@ -115,31 +146,87 @@ def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
     .md or .sh file, in name order. An edit in place changes only the file's own stat,
     so each is taken (relative to the folder's descriptor: no path joins); one digest
     of them all is what the seal keeps and the quiet beat compares. `g goals -`: the
-    folder cannot be listed."""
+    folder cannot be listed.
+
+    The names go through xxh3 once, joined; the stat numbers (inode, size, mtime and
+    ctime in ns, mode) are never formatted (~0.5 µs a goal): they are hashed as one
+    tuple of ints, whose hash has no per-process seed. Each int is one lane of that
+    hash's rounds, each a bijection of the running value, so a change to any one number
+    always moves it; another interpreter may hash otherwise, which costs a full beat."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return f"g {GOALS} -"
-    parts = []
+    numbers: list[int] = []
+    add, lstat = numbers.extend, os.lstat
     try:
-        for name in os.listdir(fd):
+        names = os.listdir(fd)
+        names.sort()  # the file system's order may change while the folder does not
+        for name in names:
             if not name.endswith((".md", ".sh")):
-                parts.append(f"{name}\0n")  # a name only, as in the other folders
-                continue
+                continue  # a name only, as in the other folders
             try:
-                text = stat_text(os.lstat(name, dir_fd=fd))
+                st = lstat(name, dir_fd=fd)
             except FileNotFoundError:
-                text = "-"
+                add(_GONE)
+                if goals is not None:
+                    goals[f"{GOALS}/{name}"] = "-"
+                continue
+            add((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
             if goals is not None:
-                goals[f"{GOALS}/{name}"] = text
-            parts.append(f"{name}\0{text}")
+                goals[f"{GOALS}/{name}"] = stat_text(st)
     except OSError:
         return f"g {GOALS} -"
     finally:
         os.close(fd)
-    parts.sort()  # NUL sorts first and no name holds one: this is name order
-    body = "\n".join(parts).encode("utf-8", "surrogateescape")
-    return f"g {GOALS} {len(parts)} {digest(body)}"
+    body = "/".join(names).encode("utf-8", "surrogateescape")  # no name holds a slash
+    return f"g {GOALS} {len(names)} {digest(body)}.{hash(tuple(numbers)) & _MASK:x}"
+
+
+_GONE = (-1, -1, -1, -1, -1)  # listed, then gone before its stat: no stat has these
+_MASK = (1 << 64) - 1
+
+
+def history_line(rel: str, entries: list[tuple[str, int]]) -> str:
+    """`h REL COUNT DIGEST`: a history folder's records by name and inode, in name order.
+    Records there are created whole and never edited in place: an arrival, a removal, a
+    rename or a replace each moves the line; the listing alone tells (no stat)."""
+    entries.sort()
+    body = "\n".join(f"{name}/{ino}" for name, ino in entries).encode("utf-8", "surrogateescape")
+    return f"h {rel} {len(entries)} {digest(body)}"
+
+
+def _entries(folder: str) -> list[tuple[str, int]] | None:
+    """Each entry's name and inode, from the listing alone; None when it cannot be listed."""
+    try:
+        with os.scandir(folder) as it:
+            return [(e.name, e.inode()) for e in it]
+    except OSError:
+        return None
+
+
+def _survey_mailbox(root: str) -> list[str]:
+    """answers/ and the asks they answer as one history line each; each pending ask, and
+    anything in either folder that is no record, file by file (the seal refuses those).
+    Dotfiles in asks/ count for its emptiness, so they are surveyed; answers/' are not."""
+    answers = _entries(os.path.join(root, ANSWERS))
+    asks = _entries(os.path.join(root, ASKS))
+    answered = {n for n, _ in answers or () if n.endswith(".json") and n[0] != "."}
+    lines = []
+    for rel, entries in ((ANSWERS, answers), (ASKS, asks)):
+        if entries is None:
+            continue
+        history, files = [], []
+        for name, ino in entries:
+            if name in answered:
+                history.append((name, ino))  # an answer, or the ask it answers
+            elif rel == ASKS or name[0] != ".":
+                files.append(name)
+        lines.append(history_line(rel, history))
+        for name in sorted(files):
+            st = _lstat(os.path.join(root, rel, name))
+            lines.append(f"f {rel}/{name} {stat_text(st) if st else '-'}")
+    return lines
 
 
 def _survey_records(root: str, rel: str, *, dotfiles: bool = False, skip: str = "") -> list[str]:

@@ -110,3 +110,58 @@ def test_many_at_once_and_no_descriptor_leaks(where: Path) -> None:
     }
     assert len(os.listdir("/proc/self/fd")) == before
     assert not procs.RUNNING
+
+
+# -- work that overlaps the children (the quiet beat surveys while its sensors run) ----
+
+
+def _gate_jobs(where: Path, n: int) -> tuple[list[procs.Job], Path]:
+    """A child that waits until `gate` (a fifo) is opened for writing (5 s at most), and
+    n - 1 that do not wait."""
+    gate = where / "gate"
+    os.mkfifo(gate)
+    gated = procs.Job("gated", ["bash", "-c", f"read line < {gate}; echo $line"], 5, 100)
+    return [gated, *(procs.Job(f"j{i}", ["true"], 5, 100) for i in range(1, n))], gate
+
+
+def test_meanwhile_runs_while_the_children_run_not_after(where: Path) -> None:
+    """The gated child finishes only if `meanwhile` opens its gate while it still waits:
+    called after the children are waited on, it would time out first."""
+    jobs, gate = _gate_jobs(where, 3)
+    calls: list[set[int]] = []
+
+    def meanwhile() -> None:
+        calls.append(set(procs.RUNNING))
+        fd = os.open(gate, os.O_WRONLY)  # blocks until the child has it open for reading
+        os.write(fd, b"opened\n")
+        os.close(fd)
+
+    out = procs.run_many(jobs, cwd=where, env=dict(os.environ), meanwhile=meanwhile)
+    assert len(calls) == 1 and len(calls[0]) == 3, "once, with every child started"
+    assert out["gated"].stdout == b"opened\n" and not out["gated"].timed_out
+    assert not procs.RUNNING
+
+
+def test_meanwhile_that_raises_leaves_nothing_running(where: Path) -> None:
+    jobs, _ = _gate_jobs(where, 2)
+    started: set[int] = set()
+
+    def meanwhile() -> None:
+        started.update(procs.RUNNING)
+        raise RuntimeError("the survey failed")
+
+    with pytest.raises(RuntimeError, match="survey failed"):
+        procs.run_many(jobs, cwd=where, env=dict(os.environ), meanwhile=meanwhile)
+    assert len(started) == 2 and not procs.RUNNING
+    for pgid in started:  # each group was killed and reaped: no such process any more
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pgid, 0)
+
+
+def test_meanwhile_is_called_once_with_no_child_at_all(where: Path) -> None:
+    calls: list[int] = []
+    assert procs.run_many([], cwd=where, env={}, meanwhile=lambda: calls.append(1)) == {}
+    missing = procs.Job("gone", [str(where / "no-such-program")], 5, 100)
+    out = procs.run_many([missing], cwd=where, env={}, meanwhile=lambda: calls.append(2))
+    assert out["gone"].spawn_errno == errno.ENOENT
+    assert calls == [1, 2]

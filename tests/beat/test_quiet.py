@@ -421,7 +421,9 @@ def test_a_loop_with_a_cadence_is_sealed_until_its_next_slot(wd: Paths) -> None:
     assert until < float("inf")
 
 
-def test_archived_rounds_are_surveyed_file_by_file(wd: Paths) -> None:
+def test_archived_rounds_are_one_history_line_that_a_rewrite_moves(wd: Paths) -> None:
+    """Archived rounds are written by rename (a new inode), never in place: the seal keeps
+    them by name and inode (tests/beat/test_quiet_history.py has the rest)."""
     _quiet_wd(wd)
     done = wd.rounds / "done"
     done.mkdir(parents=True)
@@ -429,7 +431,8 @@ def test_archived_rounds_are_surveyed_file_by_file(wd: Paths) -> None:
     (done / "sweep-1.json").write_text(json.dumps(record))
     _pulse(wd)
     assert _pulse(wd).get("sealed") is True
-    (done / "sweep-1.json").write_text(json.dumps({**record, "phase": "DONE"}))
+    (done / ".sweep-1.tmp").write_text(json.dumps({**record, "phase": "DONE"}))
+    os.replace(done / ".sweep-1.tmp", done / "sweep-1.json")
     beat = _pulse(wd)
     assert not beat.get("sealed")
     assert beat["world_hash"] == _sensed_hash(wd)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -154,3 +156,39 @@ def test_the_goals_line_is_canonical_whatever_order_the_folder_lists(
     monkeypatch.setattr(os, "listdir", lambda path: real(path)[::-1])
     assert os.listdir(str(goals)) == real(str(goals))[::-1]
     assert survey.goals_line(str(goals)) == line
+
+
+def test_the_goals_line_is_the_same_in_every_process(tmp_path: Path) -> None:
+    """The seal's writer and the quiet beat are different processes: the stat numbers'
+    hash has no per-process seed (strings' has: the names go through xxh3)."""
+    goals = tmp_path / "goals"
+    goals.mkdir()
+    for name in ("a.md", "b.sh", os.fsdecode(b"\xfe.md"), "stray"):
+        (goals / name).write_bytes(b"x")
+    code = f"from looop_py.sensing import survey; print(survey.goals_line({str(goals)!r}))"
+    lines = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "random")
+    }
+    assert lines == {survey.goals_line(str(goals))}
+
+
+def test_a_goal_gone_between_listing_and_stat_is_its_own_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    goals = tmp_path / "goals"
+    goals.mkdir()
+    for name in ("a.md", "b.md"):
+        (goals / name).write_text("x")
+    whole = survey.goals_line(str(goals))
+    real = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: [*real(path), "c.md"])
+    stats: dict[str, str] = {}
+    line = survey.goals_line(str(goals), stats)
+    assert line != whole and stats["goals/c.md"] == "-"
