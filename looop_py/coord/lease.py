@@ -250,8 +250,13 @@ def claim(
         if not renew:
             try:
                 out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            except FileExistsError:
-                seen = read_claim(path, name)
+            except FileExistsError:  # whose: the lock file's word, else the claim file's
+                epoch, held = lockfile.load(fd)
+                seen = (
+                    read_claim(path, name)
+                    if held is None
+                    else (Claim.recorded(name, epoch, held), False)
+                )
             else:
                 return _fill(out, path, fd, name, holder, now=now, ttl_s=ttl_s)
             cur = seen[0]

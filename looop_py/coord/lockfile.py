@@ -159,11 +159,10 @@ def store(fd: int, epoch: int, held: Held | None) -> None:
             "-" if ttl is None else repr(ttl),
             "-" if session is None else "=" + session,
         )
-        if spelled.isascii() and len(spelled) <= RECORD - len(head) and _fits(session):
+        # One line of printable ASCII words (a session is a path segment: it always is).
+        spellable = session is None or (session != "" and " " not in session)
+        fits = len(spelled) <= RECORD - HEAD and spelled.isascii() and spelled[:-1].isprintable()
+        if spellable and fits:
             body = head + spelled.encode()
     # Fixed width: the record only grows, so no truncation.
     os.pwrite(fd, body.ljust(RECORD), 0)
-
-
-def _fits(session: str | None) -> bool:
-    return session is None or (session != "" and not any(c.isspace() for c in session))
