@@ -8,15 +8,16 @@ It records, written under that lock, in one fixed-width block (so a shorter
 record never needs a truncation)::
 
     <epoch>, padded with spaces to 32 bytes
-    <epoch> <pid|-> <create_time|-> <acquired_at> <expires_at|-> <ttl_s|-> <=session|->\\n
+    <epoch> <pid> <create_time> <acquired_at> <expires_at> <ttl_s> <session>\\n
 
 The first 32 bytes are the name's last epoch, as an older looop wrote and reads
-them (alone); it only grows. The second line names the
-holder of the claim file looop wrote at that epoch, while that file is there:
-every looop that writes or removes the claim file rewrites it, so a release can
-tell whose the claim is without opening the claim file. It is trusted only when
-it repeats the first line's epoch (an older looop, which wrote the first line
-alone, leaves it stale) and parses whole; anything else reads the claim file.
+them (alone); it only grows. The second line (Python literals: None, numbers, a
+quoted ASCII session) names the holder of the claim file looop wrote at that
+epoch, while that file is there: every looop that writes or removes the claim
+file rewrites it, so a release can tell whose the claim is without opening the
+claim file. It is trusted only when it repeats the first line's epoch (an older
+looop, which wrote the first line alone, leaves it stale) and reads back to
+exactly what was written; anything else reads the claim file.
 """
 
 from __future__ import annotations
@@ -80,8 +81,11 @@ def _wait(fd: int, name: str, timeout_s: float) -> None:
     if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN):
         return _poll(fd, timeout_s, busy)
 
+    waiting = [True]
+
     def expire(signum: int, frame: object) -> None:
-        raise _Expired
+        if waiting[0]:  # once past the flock, a late tick must not escape into the caller
+            raise _Expired
 
     try:
         before = signal.signal(signal.SIGALRM, expire)
@@ -90,9 +94,11 @@ def _wait(fd: int, name: str, timeout_s: float) -> None:
     try:
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
         fcntl.flock(fd, fcntl.LOCK_EX)
+        waiting[0] = False
     except _Expired:
         raise busy from None
     finally:
+        waiting[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
     return None
@@ -118,51 +124,38 @@ def load(fd: int) -> tuple[int, Held | None]:
     first = data[:HEAD].strip()
     if not first.isdigit():
         return 0, None
-    rest = data[HEAD:]
-    if not rest.startswith(first + b" "):
+    words = data[HEAD:].split()
+    if len(words) != 7 or words[0] != first:
         return int(first), None  # no holder, or one an older looop left stale
-    return int(first), _parse(rest.split())
+    return int(first), _parse(words)
 
 
 def _parse(words: list[bytes]) -> Held | None:
-    if len(words) != 7 or not words[6].startswith((b"-", b"=")) or words[6] == b"=":
-        return None
+    _, pid, created, acquired, expires, ttl, session = words
     try:
-        pid = None if words[1] == b"-" else int(words[1])
-        created = _number(words[2])
-        acquired = float(words[3])
-        expires = _number(words[4])
-        ttl = _number(words[5])
-    except ValueError:
+        held = (
+            None if pid == b"None" else int(pid),
+            None if created == b"None" else float(created),
+            float(acquired),
+            None if expires == b"None" else float(expires),
+            None if ttl == b"None" else float(ttl),
+            None if session == b"None" else session[1:-1].decode("ascii"),
+        )
+    except ValueError:  # UnicodeDecodeError included
         return None
-    session = None if words[6] == b"-" else words[6][1:].decode("ascii", "replace")
-    return pid, created, acquired, expires, ttl, session
-
-
-def _number(word: bytes) -> float | None:
-    return None if word == b"-" else float(word)
+    if held[5] is not None and b"%a" % held[5] != session:
+        return None  # not a session this record could have written: quotes, escapes …
+    return held
 
 
 def store(fd: int, epoch: int, held: Held | None) -> None:
     """Record `epoch` and who holds the claim written at it (None: nobody, or a holder
     the record cannot spell; a release then reads the claim file)."""
-    head = (b"%d" % epoch).ljust(HEAD - 1) + b"\n"
-    body = head
     if held is not None:
-        pid, created, acquired, expires, ttl, session = held
-        spelled = "%d %s %s %r %s %s %s\n" % (  # noqa: UP031 - the hot path: % is the cheapest
-            epoch,
-            "-" if pid is None else str(pid),
-            "-" if created is None else repr(created),
-            acquired,
-            "-" if expires is None else repr(expires),
-            "-" if ttl is None else repr(ttl),
-            "-" if session is None else "=" + session,
-        )
-        # One line of printable ASCII words (a session is a path segment: it always is).
-        spellable = session is None or (session != "" and " " not in session)
-        fits = len(spelled) <= RECORD - HEAD and spelled.isascii() and spelled[:-1].isprintable()
-        if spellable and fits:
-            body = head + spelled.encode()
-    # Fixed width: the record only grows, so no truncation.
-    os.pwrite(fd, body.ljust(RECORD), 0)
+        # %a: ASCII literals, so a session with a space, a quote or an escape does not
+        # read back the same, and is not trusted (load).
+        body = b"%-31d\n%d %a %a %a %a %a %a\n" % (epoch, epoch, *held)
+        if len(body) <= RECORD:
+            os.pwrite(fd, body.ljust(RECORD), 0)  # fixed width: no truncation
+            return
+    os.pwrite(fd, (b"%-31d\n" % epoch).ljust(RECORD), 0)

@@ -74,10 +74,13 @@ def test_a_claim_written_by_hand_after_a_release_survives_a_second_release(wd: P
     [
         b"\x00" * 320,
         b"1" + b" " * 30 + b"\n" + b"1 x y z\n",  # names nobody it can parse
-        b"1" + b" " * 30 + b"\n" + b"1 - - 5.0 - - =me extra\n",  # one field too many
-        b"1" + b" " * 30 + b"\n" + b"1 - - nan - -\n",  # one too few
-        b"1" + b" " * 30 + b"\n" + b"1 - - 5.0 - - me\n",  # a session without its mark
-        b"1\n1 - - 5.0 - - =me\n",  # the holder line not where the record puts it
+        b"1" + b" " * 30 + b"\n" + b"1 None None 5.0 None None 'me' extra\n",  # a word too many
+        b"1" + b" " * 30 + b"\n" + b"1 None None 5.0 None 'me'\n",  # one too few
+        b"1" + b" " * 30 + b"\n" + b"1 None None 5.0 None None me\n",  # a session unquoted
+        b"1" + b" " * 30 + b"\n" + b"1 None None 5.0 None None 'm\\x65'\n",  # an escape
+        b"1" + b" " * 30 + b"\n" + b"1 None None 5.0 None None '\xc3\xa9'\n",  # not ASCII
+        b"1" + b" " * 30 + b"\n" + b"1 - - 5.0 - - 'me'\n",  # no numbers
+        b"1\n1 None None 5.0 None None 'me'\n",  # the holder line not where the record puts it
         b"\xff" * 5000,
     ],
 )
@@ -91,6 +94,17 @@ def test_a_garbled_lock_file_is_not_trusted(wd: Paths, garbage: bytes) -> None:
     released = claims.unclaim(wd, "repo", me, now=time.time())
     assert released is not None and released.epoch == 1  # read from the claim file
     assert claims.claim(wd, "repo", me, now=time.time()).action == "acquired"
+
+
+def test_the_holder_the_record_names_releases_without_reading_the_claim_file(wd: Paths) -> None:
+    """The control for the garbled cases: a record that reads back whole is trusted."""
+    rnd = holders.Holder("me", None, None)
+    got = claims.claim(wd, "repo", rnd, now=5.0)
+    assert _lock_bytes(wd)[32:].rstrip() == b"1 None None 5.0 None None 'me'"
+    with open(claims.claim_path(wd, "repo"), "wb") as f:
+        f.write(b"{" * 100)  # read, this would be CorruptFile
+    assert claims.unclaim(wd, "repo", rnd, now=6.0) == got.claim
+    assert not os.path.exists(claims.claim_path(wd, "repo"))
 
 
 def test_a_session_the_record_cannot_spell_falls_back_to_the_claim_file(wd: Paths) -> None:
