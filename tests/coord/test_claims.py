@@ -94,7 +94,7 @@ def test_contention_one_holder_at_a_time_and_epochs_only_grow(
     wd = fast_wd
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
-    # Import filelock and psutil here once, rather than in each forked child.
+    # Load what a claim uses here once, rather than in each forked child.
     warm = holders.own_holder("warm-up")
     claims.claim(wd, "warm-up", warm, now=time.time())
     claims.unclaim(wd, "warm-up", warm, now=time.time())
