@@ -239,7 +239,8 @@ def claim(
 
     Under the name's lock, a free name is taken in one O_EXCL open, the way a
     bare flock loop would: no read, no parse. Only when the claim file is
-    already there is it read (once) to see whose it is.
+    already there is its holder looked up: in the lock file's record, else by
+    reading the claim file (once).
     """
     path = claim_path(paths, name)
     check_ttl(ttl_s)
@@ -331,14 +332,19 @@ def _fill(
     fail closed. A creator that dies before its write leaves it empty: unreadable
     too, never taken over, and the reaper removes it once it is old.
     """
+    epoch = 0
     try:
-        new = Claim.taken(name, holder, lockfile.load(fd)[0] + 1, now=now, ttl_s=ttl_s)
+        epoch = lockfile.load(fd)[0] + 1
+        new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
         # First: a holder that dies next never has its epoch reused.
-        lockfile.store(fd, new.epoch, new.record())
+        lockfile.store(fd, epoch, new.record())
         # No fsync: a lease dies with its holder, and a power loss ends every holder.
         os.write(out, jsonio.dumps(new.to_json(), pretty=True) + b"\n")  # one write
     except BaseException:
         os.unlink(path)
+        if epoch:  # the epoch stays spent; the record names nobody, since no claim is there
+            with contextlib.suppress(OSError):
+                lockfile.store(fd, epoch, None)
         raise
     finally:
         os.close(out)
