@@ -132,7 +132,7 @@ def race(
 
 
 def contention(root: Path, procs: int, rounds: int) -> None:
-    # Warm up here, so forked children share the imports (filelock, psutil) rather than redo them.
+    # Warm up here, so forked children share what a claim loads rather than redo it.
     warm = holders.own_holder("warm-up")
     claims.claim(Paths(root), "warm-up", warm, now=time.time())
     claims.unclaim(Paths(root), "warm-up", warm, now=time.time())

@@ -31,11 +31,16 @@ def _identity(pid: int) -> tuple[bool, float] | None:
     (start ticks / CLK_TCK + boot time).
     """
     if _PROC:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                data = f.read()
+        try:  # os-level: no buffered file object for one short read (a third of the cost)
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         except (FileNotFoundError, ProcessLookupError):
             return None
+        try:
+            data = os.read(fd, 4096)  # a stat line is a few hundred bytes
+        except ProcessLookupError:
+            return None
+        finally:
+            os.close(fd)
         fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) "
         return fields[0] in (b"Z", b"X"), int(fields[19]) / _clock_ticks() + _boot_time()
     import psutil  # only off Linux, or to walk a process tree: the quiet beat reads /proc

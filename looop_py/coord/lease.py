@@ -7,42 +7,42 @@ gone (or its pid was recycled), or when its ttl passed without a renewal.
 A liveness check that errors counts as alive.
 
 Every change to one name happens under that name's lock file,
-`claims/.locks/<name>.lock`, taken with filelock's descriptor lock (a flock on
-a descriptor opened for that one acquisition, so threads and forked children
-exclude each other too), then compare-then-write, so acquiring is atomic across
-processes. The lock file also holds the name's last epoch (decimal text,
-written under the lock before the claim file): the epoch grows by one at each
-new holder and never goes back, so a release only unlinks the claim file and a
-holder can hand its epoch to whatever it writes to as a fencing token.
+`claims/.locks/<name>.lock` (coord/lockfile.py: a flock on a descriptor opened
+for that one acquisition, so threads and forked children exclude each other
+too), then compare-then-write, so acquiring is atomic across processes. The
+lock file also records the name's last epoch, written under the lock before
+the claim file: the epoch grows by one at each new holder and never goes back,
+so a release only unlinks the claim file and a holder can hand its epoch to
+whatever it writes to as a fencing token. While looop's claim file is there,
+the lock file also names its holder.
 
 Per cycle, like a bare flock loop: a free name is taken with one O_EXCL open
-under its lock (no read); a release reads the claim once, to see whose it is;
-a claim file found in the way is read once, and its holder's liveness (a /proc
-read) is asked after the lock is dropped, since a refusal needs no lock.
+under its lock (no read); its holder's release unlinks it on the lock file's
+word (no read); a claim file found in the way, or a release the record cannot
+vouch for, reads the claim file once, and a refused claim asks its holder's
+liveness (a /proc read) after the lock is dropped, since a refusal needs no lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looop_py import identity, jsonio
-from looop_py.errors import Busy, ClaimHeld, CorruptFile, UsageError
+from looop_py.coord import lockfile
+from looop_py.errors import ClaimHeld, CorruptFile, UsageError
 from looop_py.ids import check_segment
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
     from looop_py.coord.holders import Holder
 
-LOCKS = ".locks"
+LOCKS = lockfile.LOCKS
 LOCK_TIMEOUT_S = 10.0
-POLL_S = 0.0001  # the per-name lock is held for well under a millisecond: look again soon
-POLL_MAX_S = 0.002  # … then back off, so many waiters on few cores leave the holder a CPU
 _FIRST_READ = 4096  # one read of a claim file; a longer file goes to the careful reader
 
 
@@ -112,6 +112,23 @@ class Claim:
             body["host"] = self.host
         return body
 
+    @classmethod
+    def recorded(cls, name: str, epoch: int, held: lockfile.Held) -> Claim:
+        """The claim a lock file records (coord/lockfile.py) as held at `epoch`."""
+        pid, created, acquired, expires, ttl, session = held
+        return cls(name, session, pid, created, epoch, acquired, expires, ttl)
+
+    def record(self) -> lockfile.Held:
+        """What the lock file records of this claim."""
+        return (
+            self.pid,
+            self.create_time,
+            self.acquired_at,
+            self.expires_at,
+            self.ttl_s,
+            self.session,
+        )
+
     def held_by(self, holder: Holder) -> bool:
         if holder.pid is None or holder.create_time is None:
             return self.pid is None and self.session == holder.session
@@ -154,44 +171,13 @@ def claim_path(paths: Paths, name: str) -> str:
 def locked(paths: Paths, name: str) -> Iterator[int]:
     """Hold the per-name lock of claim `name`; yields the lock file's descriptor.
 
-    Busy if it stays taken for LOCK_TIMEOUT_S. The lock is held for well under a
-    millisecond, so a waiter polls often at first and backs off to POLL_MAX_S.
+    Busy if it stays taken for LOCK_TIMEOUT_S.
     """
-    fd = _lock(paths, name)
+    fd = lockfile.lock(str(paths.root), name, LOCK_TIMEOUT_S)
     try:
         yield fd
     finally:
         os.close(fd)  # closing this descriptor drops the flock
-
-
-def _lock(paths: Paths, name: str) -> int:
-    """The descriptor of `name`'s lock file, locked; the caller closes it to unlock."""
-    from filelock import lock_descriptor  # reading claims needs no lock: load it to write
-
-    locks = f"{paths.root}/claims/{LOCKS}"
-    path = f"{locks}/{name}.lock"
-    try:  # without O_CREAT, which would take the directory's lock on every open
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        os.makedirs(locks, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        if not lock_descriptor(fd, blocking=False):
-            _wait(fd, name, lock_descriptor)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _wait(fd: int, name: str, lock_descriptor: Callable[..., bool]) -> None:
-    deadline = time.monotonic() + LOCK_TIMEOUT_S
-    pause = POLL_S
-    while not lock_descriptor(fd, blocking=False):
-        if time.monotonic() >= deadline:
-            raise Busy(f"the lock of claim {name} stayed taken for {LOCK_TIMEOUT_S:.0f} s")
-        time.sleep(pause)
-        pause = min(pause * 2, POLL_MAX_S)
 
 
 def read_claim(path: Path | str, name: str | None = None) -> tuple[Claim | None, bool]:
@@ -229,21 +215,12 @@ def read_claim(path: Path | str, name: str | None = None) -> tuple[Claim | None,
     return found, found is None
 
 
-def _last_epoch(fd: int) -> int:
-    """The name's last epoch, in its lock file (held by the caller); 0 before its first holder."""
-    text = os.pread(fd, 32, 0).strip()
-    return int(text) if text.isdigit() else 0
-
-
-def _set_epoch(fd: int, epoch: int) -> None:
-    # Epochs only grow, so the text never gets shorter: no truncation needed.
-    os.pwrite(fd, b"%d\n" % epoch, 0)
-
-
-def set_aside(paths: Paths, name: str) -> None:
-    """Remove the claim file (the caller holds its lock); its epoch stays in the lock file."""
+def set_aside(paths: Paths, name: str, fd: int) -> None:
+    """Remove the claim file (the caller holds its lock, as `fd`); its epoch stays in the
+    lock file, which no longer names a holder."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(claim_path(paths, name))
+    lockfile.store(fd, lockfile.load(fd)[0], None)
 
 
 # -- claim / unclaim -----------------------------------------------------------------------
@@ -262,18 +239,25 @@ def claim(
 
     Under the name's lock, a free name is taken in one O_EXCL open, the way a
     bare flock loop would: no read, no parse. Only when the claim file is
-    already there is it read (once) to see whose it is.
+    already there is its holder looked up: in the lock file's record, else by
+    reading the claim file (once).
     """
     path = claim_path(paths, name)
     check_ttl(ttl_s)
-    fd = _lock(paths, name)
+    root = str(paths.root)
+    fd = lockfile.lock(root, name, LOCK_TIMEOUT_S)
     try:
         seen = None
         if not renew:
             try:
                 out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            except FileExistsError:
-                seen = read_claim(path, name)
+            except FileExistsError:  # whose: the lock file's word, else the claim file's
+                epoch, held = lockfile.load(fd)
+                seen = (
+                    read_claim(path, name)
+                    if held is None
+                    else (Claim.recorded(name, epoch, held), False)
+                )
             else:
                 return _fill(out, path, fd, name, holder, now=now, ttl_s=ttl_s)
             cur = seen[0]
@@ -284,7 +268,7 @@ def claim(
                 fd = -1
                 if cur.holder_alive():
                     raise held_error(name, cur)
-                fd = _lock(paths, name)  # a dead holder's: look again, under the lock
+                fd = lockfile.lock(root, name, LOCK_TIMEOUT_S)  # a dead holder's: look again
                 seen = None
         return _decide(path, fd, name, holder, ttl_s=ttl_s, renew=renew, now=now, seen=seen)
     finally:
@@ -317,15 +301,18 @@ def _decide(
                 return Outcome(cur, "held")
             renewed = cur.renewed(now, ttl_s)
             jsonio.write_json(Path(path), renewed.to_json(), durable=False)
+            last = lockfile.load(fd)[0]
+            lockfile.store(fd, last, renewed.record() if renewed.epoch == last else None)
             return Outcome(renewed, "renewed")
         if cur.holder_alive():
             raise held_error(name, cur)
     if renew:
         raise lapsed_error(name, cur, now)
     # Free, or its holder is dead, or its ttl passed: a new holder, a new epoch.
-    epoch = max(_last_epoch(fd), cur.epoch if cur else 0) + 1
+    epoch = max(lockfile.load(fd)[0], cur.epoch if cur else 0) + 1
     new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
-    _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
+    lockfile.store(fd, epoch, new.record())  # first: a holder that dies next never has its
+    # epoch reused
     # No fsync: a lease dies with its holder, and a power loss ends every holder.
     body = jsonio.dumps(new.to_json(), pretty=True) + b"\n"
     if cur is None:
@@ -345,14 +332,19 @@ def _fill(
     fail closed. A creator that dies before its write leaves it empty: unreadable
     too, never taken over, and the reaper removes it once it is old.
     """
+    epoch = 0
     try:
-        epoch = _last_epoch(fd) + 1
-        _set_epoch(fd, epoch)  # first: a holder that dies next never has its epoch reused
+        epoch = lockfile.load(fd)[0] + 1
         new = Claim.taken(name, holder, epoch, now=now, ttl_s=ttl_s)
+        # First: a holder that dies next never has its epoch reused.
+        lockfile.store(fd, epoch, new.record())
         # No fsync: a lease dies with its holder, and a power loss ends every holder.
         os.write(out, jsonio.dumps(new.to_json(), pretty=True) + b"\n")  # one write
     except BaseException:
         os.unlink(path)
+        if epoch:  # the epoch stays spent; the record names nobody, since no claim is there
+            with contextlib.suppress(OSError):
+                lockfile.store(fd, epoch, None)
         raise
     finally:
         os.close(out)
@@ -413,10 +405,25 @@ def not_yours_error(name: str, cur: Claim) -> ClaimHeld:
 
 
 def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | None:
-    """Release `name`; idempotent. Refuses (ClaimHeld) when another live holder has it."""
+    """Release `name`; idempotent. Refuses (ClaimHeld) when another live holder has it.
+
+    When the lock file names `holder` as the claim's holder, the claim file is
+    unlinked without being read, as a bare flock loop would; otherwise it is read
+    to see whose it is.
+    """
     path = claim_path(paths, name)
-    fd = _lock(paths, name)
+    fd = lockfile.lock(str(paths.root), name, LOCK_TIMEOUT_S)
     try:
+        epoch, held = lockfile.load(fd)
+        if held is not None:
+            mine = Claim.recorded(name, epoch, held)
+            if mine.held_by(holder):
+                lockfile.store(fd, epoch, None)
+                try:
+                    os.unlink(path)  # its epoch stays in the lock file
+                except FileNotFoundError:
+                    return None
+                return mine
         cur, unreadable = read_claim(path, name)
         if cur is None and not unreadable:
             return None
@@ -424,6 +431,8 @@ def unclaim(paths: Paths, name: str, holder: Holder, *, now: float) -> Claim | N
             raise not_yours_error(name, cur)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # its epoch stays in the lock file
+        if held is not None:
+            lockfile.store(fd, epoch, None)
         return cur
     finally:
         os.close(fd)  # drops the flock

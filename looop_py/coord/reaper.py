@@ -67,11 +67,11 @@ def reap(paths: Paths, now: float, round_live: Callable[[str], bool]) -> list[di
         reason = _reap_reason(path, now, round_live)
         if reason is None:
             continue  # live: no lock needed to leave it alone
-        with locked(paths, name):
+        with locked(paths, name) as fd:
             cur, _ = read_claim(path)
             if _reap_reason(path, now, round_live) is None:
                 continue  # taken over while we waited for the lock
-            set_aside(paths, name)
+            set_aside(paths, name, fd)
         event: dict[str, Any] = {"event": "claim_reaped", "name": name, "reason": reason}
         if cur is not None:
             event.update(session=cur.session, pid=cur.pid, epoch=cur.epoch)

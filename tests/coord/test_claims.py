@@ -94,7 +94,7 @@ def test_contention_one_holder_at_a_time_and_epochs_only_grow(
     wd = fast_wd
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
-    # Import filelock and psutil here once, rather than in each forked child.
+    # Load what a claim uses here once, rather than in each forked child.
     warm = holders.own_holder("warm-up")
     claims.claim(wd, "warm-up", warm, now=time.time())
     claims.unclaim(wd, "warm-up", warm, now=time.time())
@@ -220,14 +220,14 @@ def test_liveness_errors_count_as_alive(
     assert reaper.reap(wd, time.time(), partial(is_live, FilesShelf(wd)))  # really dead: reaped
     claims.claim(wd, "repo", holders.Holder("x", me.pid, me.create_time - 500), now=time.time())
     if via_proc:  # /proc cannot be read
-        real_open = open
+        real_open = os.open
 
         def denied(path: Any, *a: Any, **kw: Any) -> Any:
             if str(path).startswith("/proc/"):
                 raise PermissionError(path)
             return real_open(path, *a, **kw)
 
-        monkeypatch.setattr("builtins.open", denied)
+        monkeypatch.setattr(os, "open", denied)
     else:  # psutil cannot look
 
         class Denied:

@@ -32,7 +32,9 @@ def test_release_unlinks_and_the_lock_file_keeps_the_epoch(wd: Paths) -> None:
         claims.unclaim(wd, "repo", me, now=time.time())
         assert not os.path.exists(claims.claim_path(wd, "repo"))
         assert os.listdir(wd.claims) == [claims.LOCKS]  # nothing renamed on release
-        assert (wd.claims / claims.LOCKS / "repo.lock").read_bytes() == b"%d\n" % expected
+        assert (wd.claims / claims.LOCKS / "repo.lock").read_bytes()[
+            :32
+        ].strip() == b"%d" % expected
 
 
 def test_the_lock_times_out_as_busy(wd: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
