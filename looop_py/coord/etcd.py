@@ -98,27 +98,27 @@ class Endpoint:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            c = self.cfg
-            conn = Connection(
-                self.url,
-                timeout_s=c.timeout_s,
-                ca_cert=c.ca_cert,
-                cert_cert=c.cert_cert,
-                cert_key=c.cert_key,
-            )
+            conn = self._connection()
         status, reply = conn.post(API + path, data, headers)  # a WireError closed it
         with self._lock:
             self._idle.append(conn)
         text = reply.decode("utf-8", "replace")
         if status != 200:
             raise _Refused(_error_text(status, text))
-        try:
-            found = json.loads(text)
-        except ValueError:
-            raise _Refused(f"HTTP 200 with a body that is not JSON: {text[:80]!r}") from None
-        if not isinstance(found, dict):
-            raise _Refused(f"HTTP 200 with a body that is not an object: {text[:80]!r}")
+        found = _object(text)
+        if found is None:
+            raise _Refused(f"HTTP 200 with a body that is not a JSON object: {text[:80]!r}")
         return found
+
+    def _connection(self) -> Connection:
+        c = self.cfg
+        return Connection(
+            self.url,
+            timeout_s=c.timeout_s,
+            ca_cert=c.ca_cert,
+            cert_cert=c.cert_cert,
+            cert_key=c.cert_key,
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -137,29 +137,28 @@ class Endpoint:
         """Each JSON object of a reply that streams (a watch), on a connection of its own
         (handed to `opened` first, so another thread can close it); WireError if it broke,
         _Refused if etcd answered with an error."""
-        c = self.cfg
-        conn = Connection(
-            self.url,
-            timeout_s=c.timeout_s,
-            ca_cert=c.ca_cert,
-            cert_cert=c.cert_cert,
-            cert_key=c.cert_key,
-        )
+        conn = self._connection()
         opened(conn)
         headers = {"Authorization": self.token} if self.token else None
         data = json.dumps(body, separators=(",", ":")).encode()
         for line in conn.stream(API + path, data, headers, idle_s=idle_s):
-            try:
-                found = json.loads(line)
-            except ValueError:
-                raise WireError(f"a streamed line that is not JSON: {line[:80]!r}") from None
-            if not isinstance(found, dict):
-                raise WireError(f"a streamed line that is not an object: {line[:80]!r}")
+            found = _object(line)
+            if found is None:
+                raise WireError(f"a streamed line that is not a JSON object: {line[:80]!r}")
             if "error" in found:
                 error = found["error"]
                 text = error.get("message", error) if isinstance(error, dict) else error
                 raise _Refused(f"etcd ended the stream: {text}"[:200])
             yield found
+
+
+def _object(text: str | bytes) -> dict[str, Any] | None:
+    """The JSON object `text` holds; None when it is not JSON, or not an object."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _error_text(status: int, text: str) -> str:

@@ -175,7 +175,8 @@ def test_a_stream_that_is_not_etcds_is_retried_with_backoff_and_wakes_nothing() 
     assert len(served) <= 5, f"{len(served)} attempts in {served[-1] - served[0]:.2f} s"
     assert all(later >= earlier for earlier, later in itertools.pairwise(gaps))
     assert changes.count == 0
-    assert "not JSON" in w.failures[0] and "not json at all" in w.failures[0]  # the line, quoted
+    assert "not a JSON object" in w.failures[0]
+    assert "not json at all" in w.failures[0]  # the line, quoted
 
 
 def test_an_endpoint_that_is_down_is_passed_over_for_the_next(etcd: Cluster, prefix: str) -> None:

@@ -241,7 +241,7 @@ def test_an_answer_that_is_not_a_json_object_is_not_taken_as_one() -> None:
         while peer.request() is not None:
             peer.reply(200, b"[1, 2]")
 
-    with serving(odd) as server, pytest.raises(Unavailable, match="not an object"):
+    with serving(odd) as server, pytest.raises(Unavailable, match="not a JSON object"):
         Client(Cfg((server.url,))).post("/kv/range", {})
 
 
