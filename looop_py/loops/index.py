@@ -59,7 +59,7 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
             entry = {"stamp": stamp, **described} if described.get("loop") else stamp
             changed = True
         fresh[goal_id] = entry
-    if save and (changed or not fits or set(fresh) != set(entries)):  # written once at least
+    if save and (changed or not fits or set(fresh) != set(entries)):  # a stale one: once
         with contextlib.suppress(OSError):
             # Compact: at thousands of goals, pretty-printing doubled what every beat reads.
             record = {"v": VERSION, "goals": fresh}
