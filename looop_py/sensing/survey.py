@@ -72,14 +72,20 @@ def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
     for rel in FILES.values():
         st = _lstat(os.path.join(root, rel))
         lines.append(f"f {rel} {stat_text(st) if st else '-'}")
+    # Each records folder is listed once: its names say both whether it holds anything and
+    # which files to survey (the same names: dotfiles count in asks/ only).
+    records = {rel: _record_names(root, rel, dotfiles=False) for rel in (CLAIMS, ANSWERS)}
+    records[ASKS] = _record_names(root, ASKS, dotfiles=True)
     for rel in NO_ENTRIES.values():
-        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=False))}")
+        held = records[rel] if rel in records else _holds(os.path.join(root, rel), dotfiles=False)
+        lines.append(f"e {rel} {int(bool(held))}")
     for rel in EMPTY.values():
-        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
+        held = records[rel] if rel in records else _holds(os.path.join(root, rel), dotfiles=True)
+        lines.append(f"e {rel} {int(bool(held))}")
     rounds = os.path.join(root, ROUNDS)
     lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
-    lines += _survey_records(root, CLAIMS) + _survey_records(root, ANSWERS)
-    lines += _survey_records(root, ASKS, dotfiles=True)
+    for rel in (CLAIMS, ANSWERS, ASKS):
+        lines += _survey_records(root, rel, records[rel])
     lines += _survey_sessions(root)
     for rel in LISTED.values():
         folder = os.path.join(root, rel)
@@ -138,15 +144,20 @@ def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
     return f"g {GOALS} {len(parts)} {digest(body)}"
 
 
-def _survey_records(root: str, rel: str, *, dotfiles: bool = False) -> list[str]:
-    """Each file in a records folder (dotfiles, such as the claim locks, only if they
-    count for the folder's emptiness)."""
-    folder = os.path.join(root, rel)
+def _record_names(root: str, rel: str, *, dotfiles: bool) -> list[str]:
+    """The names in a records folder, sorted (dotfiles, such as the claim locks, only if
+    they count for the folder's emptiness); none when it is missing. Another error
+    raises, as the folder's emptiness cannot be told."""
     try:
-        with os.scandir(folder) as it:
-            names = sorted(e.name for e in it if dotfiles or not e.name.startswith("."))
-    except OSError:
+        with os.scandir(os.path.join(root, rel)) as it:
+            return sorted(e.name for e in it if dotfiles or not e.name.startswith("."))
+    except FileNotFoundError:
         return []
+
+
+def _survey_records(root: str, rel: str, names: list[str]) -> list[str]:
+    """Each file in a records folder, by the names `_record_names` listed."""
+    folder = os.path.join(root, rel)
     lines = []
     for name in names:
         st = _lstat(os.path.join(folder, name))
@@ -169,6 +180,8 @@ def _survey_sessions(root: str) -> list[str]:
         rel = f"{SESSIONS}/{sid}"
         s = _lstat(os.path.join(root, rel))
         lines.append(f"f {rel} {stat_text(s) if s else '-'}")
+        if s is None or stat.S_ISREG(s.st_mode):
+            continue  # gone, or a file (sessions/.start.lock): nothing to list
         try:
             with os.scandir(os.path.join(root, rel)) as it:
                 names = sorted(e.name for e in it)
