@@ -17,7 +17,6 @@ A child can escape its process group with `setsid`: orphans.py ends what escapes
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import time
@@ -136,6 +135,8 @@ class Result:
         if self.timed_out:
             return RC_TIMEOUT
         if self.returncode is None:
+            import errno  # a child that never started: errno is not loaded for the rest
+
             return 127 if self.spawn_errno in (errno.ENOENT, errno.ENOTDIR) else 126
         return 128 - self.returncode if self.returncode < 0 else self.returncode
 
@@ -235,15 +236,22 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
     try:
         stdin = os.open(job.stdin if job.stdin is not None else os.devnull, os.O_RDONLY)
     except OSError as exc:
-        return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
+        return _unstarted(exc)
     try:
         if os.fspath(cwd) == os.getcwd():
             return _posix_spawn(job, _exec_path(job.argv[0], env), env, stdin, started)
         return _popen(job, cwd, env, stdin, started)
     except OSError as exc:
-        return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
+        return _unstarted(exc)
     finally:
         os.close(stdin)
+
+
+def _unstarted(exc: OSError) -> Result:
+    """The result of a child that could not start (errno loaded only then)."""
+    import errno
+
+    return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
 
 
 def _exec_path(program: str, env: Mapping[str, str]) -> str:
@@ -254,6 +262,8 @@ def _exec_path(program: str, env: Mapping[str, str]) -> str:
         candidate = os.path.join(folder, program)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
+    import errno  # not found: the error path only
+
     raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {program!r}")
 
 

@@ -24,7 +24,6 @@ from tests.beat.test_quiet import _child_pulse, _last_beat, _pulse, _quiet_wd
 QUIET_IMPORTS = {
     "__future__",
     "_ctypes",  # prctl(PR_SET_CHILD_SUBREAPER) while the sensors run (orphans.py)
-    "errno",
     "fcntl",  # the pulse lock
     "select",  # one poll object for every sensor's pipes
     "xxhash",
