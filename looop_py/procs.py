@@ -371,9 +371,15 @@ def run_many(
             now = time.monotonic()
             poll = _EXIT_POLL_S if any(not c.fds for c in live) else _POLL_S
             wait = max(0.0, min(poll, min(c.deadline for c in live) - now))
-            for fd, _ in poller.poll(wait * 1000):
+            for fd, events in poller.poll(wait * 1000):
                 child, is_out = by_fd[fd]
                 chunk = os.read(fd, _READ)
+                while chunk and events & select.POLLHUP:
+                    # Every writer is gone: what is left is buffered, and the end follows
+                    # now, not on another round (which would take the child for one that
+                    # exited while something held its pipe).
+                    child.feed(is_out, chunk)
+                    chunk = os.read(fd, _READ)
                 if chunk:
                     child.feed(is_out, chunk)
                 else:
