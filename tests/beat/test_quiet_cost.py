@@ -18,7 +18,15 @@ import xxhash
 
 import looop_py
 from looop_py.workdir.paths import Paths
-from tests.beat.test_quiet import _child_pulse, _last_beat, _pulse, _quiet_wd
+from tests.beat.test_quiet import (
+    _child_pulse,
+    _churning_wd,
+    _claimed_wd,
+    _last_beat,
+    _pulse,
+    _quiet_wd,
+    holder,  # noqa: F401 - the fixture
+)
 
 # Everything a sealed quiet beat imports beyond what the interpreter loads without site.
 QUIET_IMPORTS = {
@@ -69,6 +77,25 @@ def test_a_quiet_beat_imports_exactly_the_pinned_modules(wd: Paths) -> None:
     assert _last_beat(wd).get("sealed") is True, "the pinned set is the quiet beat's"
     assert not loaded - QUIET_IMPORTS, f"new on the quiet path: {sorted(loaded - QUIET_IMPORTS)}"
     assert loaded == QUIET_IMPORTS, f"no longer imported: {sorted(QUIET_IMPORTS - loaded)}"
+
+
+def test_work_in_play_adds_only_its_own_module(
+    wd: Paths,
+    holder: subprocess.Popen[bytes],  # noqa: F811 - the fixture
+) -> None:
+    """A churning detail parses one output with the C half of json (not the json package,
+    whose `re` loads enum and functools); a live claim reads /proc (identity, without
+    functools). Each adds its module and nothing else to the quiet beat."""
+    _churning_wd(wd)
+    _claimed_wd(wd, holder.pid)
+    _pulse(wd)
+    child = _bare_child(wd, "print('NEW', sorted(set(sys.modules) - before))")
+    for _ in range(2):  # the first run seals for this interpreter and argv
+        loaded = set(_report(child, "NEW"))  # type: ignore[arg-type]
+    assert _last_beat(wd).get("sealed") is True
+    assert (wd.snapshots / "sensor-churn.json").read_text().count('"at"') == 1, "it parsed"
+    in_play = {"_json", "looop_py.sensing.steady", "looop_py.identity", "_functools"}
+    assert loaded == QUIET_IMPORTS | in_play, sorted(loaded ^ (QUIET_IMPORTS | in_play))
 
 
 def test_a_quiet_beat_lists_each_folder_once_and_opens_no_file_as_one(wd: Paths) -> None:
