@@ -249,7 +249,7 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
 
 def _unstarted(exc: OSError) -> Result:
     """The result of a child that could not start (errno loaded only then)."""
-    import errno
+    import errno  # a child that could not start: the error path only
 
     return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
 

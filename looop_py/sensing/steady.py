@@ -84,7 +84,7 @@ def _unserializable(value: Any) -> Any:
 def _loads(text: str) -> Any:
     """json.loads(text) with the hooks above (ValueError when it is not one JSON value)."""
     if _C_JSON is None:
-        import json
+        import json  # an interpreter without _json only
 
         return json.loads(
             text,
@@ -106,7 +106,7 @@ def _loads(text: str) -> Any:
 def _dumps(value: Any) -> bytes:
     """json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)."""
     if _C_JSON is None:
-        import json
+        import json  # an interpreter without _json only
 
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     else:
