@@ -150,6 +150,7 @@ class _Child:
     __slots__ = (
         "deadline",
         "err",
+        "exit_fd",
         "fds",
         "gone_at",
         "job",
@@ -178,6 +179,7 @@ class _Child:
         self.out_total = 0
         self.err = bytearray()
         self.gone_at: float | None = None
+        self.exit_fd: int | None = None  # polls readable once it exits (a pidfd)
 
     def feed(self, is_out: bool, chunk: bytes) -> None:
         if is_out:
@@ -320,7 +322,23 @@ def _popen(
     return _Child(job, popen.pid, fds, started, popen)
 
 
+def _watch_exit(pid: int) -> int | None:
+    """A pidfd: it polls readable once `pid` exits, so the loop wakes then (not on a timer)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+, or not allowed: _EXIT_POLL_S
+        return None
+
+
+def _unwatch(child: _Child, poller: select.poll) -> None:
+    if child.exit_fd is not None:
+        poller.unregister(child.exit_fd)
+        os.close(child.exit_fd)
+        child.exit_fd = None
+
+
 def _finish(child: _Child, poller: select.poll, timed_out: bool) -> Result:
+    _unwatch(child, poller)
     for fd in child.fds:
         poller.unregister(fd)
         os.close(fd)
@@ -354,6 +372,7 @@ def run_many(
     results: dict[str, Result] = {}
     poller = select.poll()
     by_fd: dict[int, tuple[_Child, bool]] = {}
+    exits: dict[int, _Child] = {}  # pidfd -> its child
     try:
         while queue or live:
             while queue and len(live) < max(1, concurrency):
@@ -366,19 +385,24 @@ def run_many(
                 for fd, is_out in zip(spawned.fds, (True, False), strict=True):
                     poller.register(fd, select.POLLIN)
                     by_fd[fd] = (spawned, is_out)
+                if (exit_fd := _watch_exit(spawned.pid)) is not None:
+                    spawned.exit_fd, exits[exit_fd] = exit_fd, spawned
+                    poller.register(exit_fd, select.POLLIN)
             if not live:
                 continue
             now = time.monotonic()
-            poll = _EXIT_POLL_S if any(not c.fds for c in live) else _POLL_S
+            # Pipes closed, the exit not seen: look again soon, unless its pidfd will say.
+            unwatched = any(not c.fds and c.exit_fd is None for c in live)
+            poll = _EXIT_POLL_S if unwatched else _POLL_S
             wait = max(0.0, min(poll, min(c.deadline for c in live) - now))
             for fd, events in poller.poll(wait * 1000):
+                if fd in exits:  # it exited: the checks below reap it this round
+                    _unwatch(exits.pop(fd), poller)
+                    continue
                 child, is_out = by_fd[fd]
                 chunk = os.read(fd, _READ)
-                while chunk and events & select.POLLHUP:
-                    # Every writer is gone: what is left is buffered, and the end follows
-                    # now, not on another round (which would take the child for one that
-                    # exited while something held its pipe).
-                    child.feed(is_out, chunk)
+                while chunk and events & select.POLLHUP:  # no writer left: read to the end
+                    child.feed(is_out, chunk)  # now, not a round later (a held pipe, it'd seem)
                     chunk = os.read(fd, _READ)
                 if chunk:
                     child.feed(is_out, chunk)
@@ -403,6 +427,8 @@ def run_many(
                     live.remove(child)
                     for fd in child.fds:
                         del by_fd[fd]
+                    if child.exit_fd is not None:
+                        del exits[child.exit_fd]
                     results[child.job.key] = _finish(child, poller, timed_out)
     finally:
         for child in live:  # interrupted: leave nothing running
