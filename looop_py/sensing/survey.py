@@ -73,16 +73,19 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
+def survey(root: str, goals: dict[str, str] | None = None, *, sensing: bool = True) -> list[str]:
     """One line per thing a quiet beat depends on; equal surveys, equal beats.
 
     Stat calls only. Files by inode, size, times and mode; snapshots by inode
     and size (each beat refreshes their mtime); directories by their entries.
     `goals`, when given, receives each goal file's stat text by relative name
     (the seal's writer checks them one by one; the survey holds only their digest).
+    `sensing=False` leaves out the lines `sensing` takes (see `besides_sensing`).
     """
     lines = []
     for rel in FILES.values():
+        if not sensing and rel == FILES["config"]:
+            continue
         st = _lstat(os.path.join(root, rel))
         lines.append(f"f {rel} {stat_text(st) if st else '-'}")
     # Each records folder is listed once: its names say both whether it holds anything and
@@ -103,7 +106,8 @@ def survey(root: str, goals: dict[str, str] | None = None) -> list[str]:
     lines += [f"r{ln[1:]}" for ln in _survey_records(root, ROUNDS, live)]
     lines += _survey_sessions(root)
     for rel in LISTED.values():
-        lines += _listed(root, rel, goals)
+        if sensing or rel != SENSORS:
+            lines += _listed(root, rel, goals)
     return lines
 
 
@@ -115,10 +119,17 @@ def sensing(root: str) -> list[str]:
     return [f"f {FILES['config']} {stat_text(st) if st else '-'}", *_listed(root, SENSORS, None)]
 
 
+_SENSING = (f"f {FILES['config']} ", f"f {SENSORS} ", f"f {SENSORS}/", f"n {SENSORS}/")
+
+
 def sensing_part(lines: list[str]) -> list[str]:
     """The lines of a whole survey that `sensing` takes again."""
-    heads = (f"f {FILES['config']} ", f"f {SENSORS} ", f"f {SENSORS}/", f"n {SENSORS}/")
-    return [ln for ln in lines if ln.startswith(heads)]
+    return [ln for ln in lines if ln.startswith(_SENSING)]
+
+
+def besides_sensing(lines: list[str]) -> list[str]:
+    """The lines of a whole survey that `survey(..., sensing=False)` takes again."""
+    return [ln for ln in lines if not ln.startswith(_SENSING)]
 
 
 def _listed(root: str, rel: str, goals: dict[str, str] | None) -> list[str]:
