@@ -284,7 +284,7 @@ def _seal(
 
     rounds = cache(partial(vouch.rounds_now, wd, busy))  # once, when the seal first asks
 
-    def round_workers() -> dict[str, tuple[int, float]] | None:
+    def round_workers() -> dict[str, tuple[int, float] | None] | None:
         return None if (found := rounds()) is None else found[1]
 
     def sessions_now() -> Sessions | None:

@@ -10,6 +10,7 @@ None when it cannot vouch: the next beat is then a full one.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -27,12 +28,13 @@ if TYPE_CHECKING:
 
 
 def claims_now(
-    wd: WorkDir, round_workers: Callable[[], Mapping[str, Holder] | None] = dict
+    wd: WorkDir, round_workers: Callable[[], Mapping[str, Holder | None] | None] = dict
 ) -> Holders | None:
     """None while a claim is not plainly held by a live process (an unreadable one, a
-    round's whose round is not waiting on its worker): housekeeping may have work to do on
-    it. A round's claim rests on its round staying live: on the round's worker
-    (`round_workers`, by round id: see rounds_now)."""
+    round's whose round rounds_now does not vouch for): housekeeping may have work to do on
+    it. A round's claim rests on its round staying live (`round_workers`, by round id: see
+    rounds_now): on the round's running worker, or (None) on the round's record and its
+    approval ask alone, which the survey holds."""
     if wd.shelf.shared:
         return _shared_claims_now(wd)
     from looop_py.coord import reaper  # loaded already: the probe listed claims
@@ -40,15 +42,16 @@ def claims_now(
 
     now = time.time()
     signal = jsonio.canonical(probes.claims(probes.Seen(wd, now, ())).get("signal"))
-    holders, first = [], float("inf")
+    holders: list[Holder | None] = []
+    first = float("inf")
     for view in reaper.list_claims(wd.paths, now):
         held = view.claim
         label = (held.session if held is not None else None) or ""
         if view.live and held is not None and label.startswith(ROUND_PREFIX):
-            worker = (round_workers() or {}).get(label.removeprefix(ROUND_PREFIX))
-            if held.pid is not None or worker is None:
+            workers, round_id = round_workers() or {}, label.removeprefix(ROUND_PREFIX)
+            if held.pid is not None or round_id not in workers:
                 return None
-            holders.append(worker)  # the reaper keeps it while its round is live
+            holders.append(workers[round_id])  # the reaper keeps it while its round is live
             continue
         if not view.live or held is None or held.pid is None or held.create_time is None:
             return None
@@ -94,7 +97,7 @@ def asks_now(wd: WorkDir) -> Holders | None:
         return None
     seen = probes.Seen(wd, time.time(), ())
     signal = jsonio.canonical(probes.asks(seen).get("signal")).decode()
-    holders = []
+    holders: list[Holder | None] = []
     for view in seen.asks:
         ask = view.ask
         if view.state is not AskState.PENDING or ask.host not in (None, wd.shelf.host):
@@ -150,16 +153,19 @@ def sessions_now(wd: WorkDir, signal: str, views: Sequence[SessionView]) -> Sess
 
 def rounds_now(
     wd: WorkDir, busy: Set[str] = frozenset()
-) -> tuple[Holders, dict[str, Holder]] | None:
+) -> tuple[Holders, dict[str, Holder | None]] | None:
     """What ADVANCE would find of the rounds: the sys-rounds signal now, each live round's
-    running worker (pid, create time; also by round id, for its claim), and the first
-    time a round may change by the clock alone (its wall budget runs out; a done round
-    is archived DONE_KEEP_S after it ended). A round steps on only when its worker ends
-    (the quiet beat checks the process), its record changes or its wall time runs out.
-    None while a round waits on anything else (a step to take, a human, a claim), cannot
-    be read, or is live on a shared shelf (its worker may run on another host); or while
-    a loop in `busy` (whose due slot the seal leaves out: its round is live) has no live
-    round now."""
+    running worker (pid, create time; also by round id, for its claim; None for a round
+    awaiting approval, which rests on files alone), and the first time a round may change
+    by the clock alone (its wall budget runs out; a done round is archived DONE_KEEP_S
+    after it ended). A round steps on only when its worker ends (the quiet beat checks
+    the process), its record changes or its wall time runs out; one awaiting approval only
+    when its ask or an answer to it comes or goes (steps._step_awaiting; a human's time
+    is not on its wall budget, and a loop's approval ask has no waiter to expire it).
+    None while a round waits on anything else (a step to take, a claim, an answer already
+    there), cannot be read, or is live on a shared shelf (its worker may run on another
+    host); or while a loop in `busy` (whose due slot the seal leaves out: its round is
+    live) has no live round now."""
     seen = probes.Seen(wd, time.time(), ())
     signal = jsonio.canonical(probes.rounds(seen).get("signal")).decode()
     if wd.shelf.empty("rounds"):
@@ -172,13 +178,19 @@ def rounds_now(
     names, rounds = wd.shelf.names(store.LIVE), store.rounds_of(wd).all()
     if len(rounds) != len(names):
         return None  # one cannot be read: the full beat says so
-    until, workers = float("inf"), {}
+    until = float("inf")
+    workers: dict[str, Holder | None] = {}
     for state in rounds:
         if state.phase is Phase.DONE:
             until = min(until, (state.ended_at or 0.0) + store.DONE_KEEP_S)
             continue
         if wd.shelf.shared:
             return None  # its worker may run on another host (loops/advance.py)
+        if state.phase is Phase.AWAITING_APPROVAL:
+            if not _awaits_answer(wd, state.ask_id):
+                return None  # answered, or its ask is gone: the next beat steps it on
+            workers[state.id] = None  # its record, its ask and no answer: all surveyed
+            continue
         running = {Phase.MAKER_RUNNING: state.maker_handle}
         running[Phase.CHECKER_RUNNING] = state.checker_handle
         handle = running.get(state.phase)
@@ -197,3 +209,14 @@ def rounds_now(
     if not busy <= {state.loop for state in rounds if state.phase is not Phase.DONE}:
         return None  # a round ended since the loop's slot was left out: it fires now
     return (signal, list(workers.values()), until), workers
+
+
+def _awaits_answer(wd: WorkDir, ask_id: str | None) -> bool:
+    """Its approval ask is there and no answer to it is (mailbox.checked_answer would find
+    none and MailboxApprovals.poll say pending): both folders are in the seal's survey."""
+    from looop_py.ids import is_safe_segment
+
+    if ask_id is None or not is_safe_segment(ask_id):
+        return False
+    asks, answers = wd.paths.asks / f"{ask_id}.json", wd.paths.answers / f"{ask_id}.json"
+    return asks.is_file() and not os.path.lexists(answers)

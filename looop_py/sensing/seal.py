@@ -72,9 +72,9 @@ if TYPE_CHECKING:
         @property
         def goals(self) -> Sequence[GoalFile]: ...
 
-    # A probe's signal now, each process it rests on (pid, create time), when the
-    # first of its records expires: what beat/vouch.py tells the writer.
-    Holders = tuple[str, list[tuple[int, float]], float]
+    # A probe's signal now, each process it rests on (pid, create time; None: a record
+    # alone), when the first of its records expires: what beat/vouch.py tells the writer.
+    Holders = tuple[str, list[tuple[int, float] | None], float]
     # The same for live workers, with each one's output log and its mtime (ns) then:
     # health turns `stuck` only from that mtime on, so it may grow but never shrink.
     Sessions = tuple[str, float, list[tuple[int, float]], list[tuple[str, int]]]
@@ -285,7 +285,7 @@ def seal(
             f"run {cap} {cfg.sensors.concurrency}",
             f"env {env_key(env)} {looop_bin}",
             "scrub " + " ".join(removed),
-            "holders " + " ".join(f"{p}:{t!r}" for p, t in dict.fromkeys(holders)),
+            "holders " + " ".join(f"{p}:{t!r}" for p, t in dict.fromkeys(filter(None, holders))),
             f"shared {fingerprint}",
             "outputs " + " ".join(f"{rel}:{ns}" for rel, ns in sessions[3]),
             *sensor_lines,

@@ -170,20 +170,6 @@ def test_a_round_past_its_wall_budget_breaks_the_seal(wd: Paths, release: Path) 
     assert done["phase"] == "done" and done["outcome"] == "budget-exhausted", done
 
 
-def test_a_round_waiting_for_a_human_is_not_sealed(wd: Paths, release: Path) -> None:
-    """Only a round waiting on its running worker is vouched for: one awaiting approval
-    waits on an answer, and every beat looks at it as before."""
-    (wd.root / "looop.toml").write_text(
-        (wd.root / "looop.toml").read_text() + '\n[actions.apply]\ncommand = "true"\n'
-    )
-    _running_round(wd, release, action="apply", level="L2-assisted")
-    release.touch()
-    (release.parent / "release-checker").touch()
-    wait_for(lambda: _pulse(wd) and _round(wd)["phase"] == "awaiting-approval", 20, "an ask")
-    for _ in range(2):
-        assert not _pulse(wd).get("sealed")
-
-
 def test_a_running_round_with_a_steady_signal_stays_quiet(wd: Paths, release: Path) -> None:
     _running_round(wd, release)
     sealed = seal.read(str(wd.root))
