@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from looop_py.beat import vouch
+from looop_py.moves import gate, union
 from looop_py.sensing import seal
 from looop_py.workdir.paths import Paths
-from tests.beat.test_quiet import _pulse, _sensed_hash
+from tests.beat.test_quiet import _last_beat, _pulse, _quiet_wd, _sensed_hash
 from tests.beat.test_quiet_round import _round, _running_round, _sealed_once, release
 from tests.conftest import invoke_looop, open_wd, wait_for
 
@@ -167,3 +168,55 @@ def test_a_round_with_an_answer_there_is_not_vouched_for(wd: Paths, release: Pat
     (wd.answers / f"{ask_id}.json").unlink()
     (wd.asks / f"{ask_id}.json").unlink()
     assert vouch.rounds_now(open_wd(wd)) is None  # the next beat denies it
+
+
+def _sealed_with(wd: Paths, line: str) -> None:
+    """Beat until a beat seals a survey holding `line`'s start."""
+
+    def sealed() -> bool:
+        found = seal.read(str(wd.root))
+        if found is not None and any(ln.startswith(line) for ln in found.survey):
+            return True
+        _pulse(wd)
+        return False
+
+    wait_for(sealed, 20, lambda: f"a seal; the last beat: {_last_beat(wd)}", interval=0.2)
+
+
+def test_a_held_move_awaiting_approval_stays_quiet(wd: Paths) -> None:
+    """A decider's move the gate held for a human: its ask has no waiter (asks_now)."""
+    _quiet_wd(wd)
+    move = union.parse({"action": "run_shell", "cmd": "true"})
+    held = gate.admit(open_wd(wd), move, time.time()).held
+    assert held is not None
+    _sealed_with(wd, f"f asks/{held}.json ")
+    for _ in range(2):
+        beat = _pulse(wd)
+        assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+    assert beat["world_hash"] == _sensed_hash(wd)
+    invoke_looop("-C", str(wd.root), "deny", held)
+    beat = _pulse(wd)
+    assert not beat.get("sealed") and beat["world_hash"] == _sensed_hash(wd)
+
+
+def test_a_workers_pending_ask_stays_quiet_until_it_is_answered(wd: Paths) -> None:
+    """`looop ask` from a worker: the asking process and the worker are the holders."""
+    _quiet_wd(wd)
+    asks = '"$LOOOP_BIN" ask --prompt "ship it?"; sleep 600'
+    started = invoke_looop("-C", str(wd.root), "worker", "start", "w1", "--runtime", "shell", asks)
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_for(lambda: list(wd.asks.glob("*.json")), 10, "the worker's ask")
+        (path,) = wd.asks.glob("*.json")
+        wait_for(lambda: "waiter" in path.read_text(), 10, "the asker to record itself")
+        assert json.loads(path.read_text())["asker"] == "w1"  # asked by the worker
+        _sealed_with(wd, f"f asks/{path.name} ")
+        for _ in range(2):
+            beat = _pulse(wd)
+            assert beat.get("sealed") is True and beat["outcome"] == "skipped", beat
+        assert beat["world_hash"] == _sensed_hash(wd)
+        invoke_looop("-C", str(wd.root), "answer", path.stem, "yes")
+        beat = _pulse(wd)
+        assert not beat.get("sealed") and beat["world_hash"] == _sensed_hash(wd)
+    finally:
+        invoke_looop("-C", str(wd.root), "worker", "kill", "w1")
