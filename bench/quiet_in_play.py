@@ -14,14 +14,18 @@ interleaved so a loaded machine slows them alike:
 - round: a loop round whose shell maker runs (writing a line every 100 ms), started by
   the rules decider when its trigger sensor appeared;
 - usage: a live shell worker whose usage log grows every 100 ms, as aider's does (an
-  event per reply in $LOOOP_SESSION_DIR/aider.events.jsonl), beside its output.
+  event per reply in $LOOOP_SESSION_DIR/aider.events.jsonl), beside its output;
+- approval: an L2 loop round whose maker and checker ended, its proposal awaiting a
+  human's `looop approve` (its claim held by the round, its ask in asks/);
+- held: a decider's move the gate held for a human (an approval ask, no round);
+- ask: a live shell worker waiting in `looop ask` for a human's answer.
 
 Each beat is timed by the wall clock and by the CPU time (user + sys) of the process
 and the children it waited for (resource.getrusage), which a loaded machine inflates
 less; both medians are printed.
 
     python bench/quiet_in_play.py [RUNS [KIND ...]]
-    (KIND: sealed churn claim all worker round usage)
+    (KIND: sealed churn claim all worker round usage approval held ask)
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ from pathlib import Path
 from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-KINDS = tuple(sys.argv[2:]) or ("sealed", "churn", "claim", "all", "worker", "round", "usage")
+KINDS = tuple(sys.argv[2:]) or (
+    *("sealed", "churn", "claim", "all", "worker", "round", "usage"),
+    *("approval", "held", "ask"),
+)
 WORKER = "while :; do date +%N; sleep 0.1; done"  # a worker whose output churns
 EVENT = '{"event": "message_send", "properties": {"prompt_tokens": 120, "completion_tokens": 30}}'
 USAGE = f"""log="$LOOOP_SESSION_DIR/aider.events.jsonl"
@@ -52,6 +59,26 @@ checker: 'true'
 ---
 # sweep
 """
+APPROVAL = """---
+intent: sweep the floor
+level: L2-assisted
+action: apply
+runtime: shell
+on: [s1]
+maker: '"$LOOOP_BIN" done --summary made'
+checker: '"$LOOOP_BIN" done --summary checked'
+---
+# sweep
+"""
+ASKS = '"$LOOOP_BIN" ask --prompt "ship it?"; sleep 86400'
+HOLD = """import sys, time
+from pathlib import Path
+from looop_py.coord.choose import open_workdir
+from looop_py.moves import gate, union
+from looop_py.workdir.paths import Paths
+move = union.parse({"action": "run_shell", "cmd": "true"})
+assert gate.admit(open_workdir(Paths(Path(sys.argv[1]))), move, time.time()).held
+"""  # the gate holds a decider's move for a human, as a beat's DECIDE does
 CHURN = 'echo "{\\"signal\\": {\\"n\\": 0}, \\"detail\\": {\\"at\\": $(date +%s%N)}}"'
 
 
@@ -64,6 +91,10 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
         (root / "goals" / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
     if kind == "round":  # the first beat's rules start its round (its trigger appeared)
         (root / "goals" / "sweep.md").write_text(LOOP.format(root=root))
+    if kind == "approval":  # as `round`; its action needs a human's yes
+        (root / "goals" / "sweep.md").write_text(APPROVAL)
+        with (root / "looop.toml").open("a") as f:
+            f.write('\n[actions.apply]\ncommand = "true"\n')
     pulse = [*looop_cmd(), "-C", str(root), "pulse", "-q"]
     subprocess.run(pulse, check=True)  # the first beat decides and commits
     if kind in ("claim", "all"):
@@ -79,15 +110,9 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
         waiting.append(subprocess.Popen([*ask, "ship it?"], stdout=out, stderr=out))
         while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
             time.sleep(0.01)  # setting up, not measuring: the asker records itself
-    if kind in ("worker", "usage"):
-        start = [
-            "worker",
-            "start",
-            "w1",
-            "--runtime",
-            "shell",
-            WORKER if kind == "worker" else USAGE,
-        ]
+    if kind in ("worker", "usage", "ask"):
+        script = {"worker": WORKER, "usage": USAGE, "ask": ASKS}[kind]
+        start = ["worker", "start", "w1", "--runtime", "shell", script]
         subprocess.run([*looop_cmd(), "-C", str(root), *start], check=True, capture_output=True)
         status = root / "sessions" / "w1" / "status.json"
         while '"running"' not in status.read_text():
@@ -95,9 +120,22 @@ def _workdir(kind: str, holder: int, waiting: list[subprocess.Popen[bytes]]) -> 
     if kind == "round":
         while not list((root / "sessions").glob("*.maker/meta.json")):
             time.sleep(0.01)  # setting up, not measuring: the round started its maker
+    if kind == "approval":
+        for _ in range(200):  # setting up, not measuring: beat until its proposal waits
+            if any("awaiting-approval" in p.read_text() for p in (root / "rounds").glob("*.json")):
+                break
+            time.sleep(0.05)
+            subprocess.run(pulse, check=True)
+        else:
+            print("  (approval: no round awaits approval)")
+    if kind == "held":
+        subprocess.run([sys.executable, "-c", HOLD, str(root)], check=True)
+    if kind == "ask":
+        while not any("waiter" in p.read_text() for p in (root / "asks").glob("*.json")):
+            time.sleep(0.01)  # setting up, not measuring: the worker's asker records itself
     for _ in range(3):  # settle: the next beats see what is in play, then seal what they can
         subprocess.run(pulse, check=True)
-    if kind in ("round", "usage", "worker") and not (root / "state" / "quiet-seal").exists():
+    if kind not in ("churn", "claim", "all") and not (root / "state" / "quiet-seal").exists():
         print(f"  ({kind}: the settled beat left no seal)")
     return root
 
@@ -137,7 +175,7 @@ def main() -> None:
     for proc in [holder, *waiting]:
         proc.kill()
         proc.wait()
-    for kind in ("worker", "usage"):
+    for kind in ("worker", "usage", "ask"):
         if kind in roots:
             stop = [*looop_cmd(), "-C", str(roots[kind]), "worker", "kill", "w1"]
             subprocess.run(stop, check=False, capture_output=True)
