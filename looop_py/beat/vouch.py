@@ -214,7 +214,7 @@ def rounds_now(
 def _awaits_answer(wd: WorkDir, ask_id: str | None) -> bool:
     """Its approval ask is there and no answer to it is (mailbox.checked_answer would find
     none and MailboxApprovals.poll say pending): both folders are in the seal's survey."""
-    from looop_py.ids import is_safe_segment
+    from looop_py.ids import is_safe_segment  # loaded already: the shelf checks names by it
 
     if ask_id is None or not is_safe_segment(ask_id):
         return False
