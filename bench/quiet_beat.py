@@ -4,15 +4,22 @@ Reports the wall time of `looop pulse` on an unchanged world beside a plain bash
 loop that runs the same 8 sensors one after another and hashes their output, and
 beside bench/floor.py (posix_spawn + xxh3: the least a Python program can do), and
 beside the same beat started through the console-script wrapper pip 23 writes (it
-imports `re`) instead of the launcher looop ships.
+imports `re`) instead of the launcher looop ships, and beside `python -c pass` and
+`python -S -c pass` (start-up with and without `site`).
 The commands run interleaved, one round after another, so a loaded machine
-slows them alike and the ratios hold.
+slows them alike and the ratios hold. Each is timed twice: wall time, and the CPU
+time (user + sys) of the process and the children it waited for, from wait4: on a
+loaded machine the CPU time is the steadier figure.
 
-    python bench/quiet_beat.py [RUNS]
+    python bench/quiet_beat.py [RUNS [OTHER_LOOOP]]
+
+OTHER_LOOOP: another install's `looop` (say main's, for a before/after in one run),
+timed beside this interpreter's on a sealed work dir of its own.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -20,9 +27,6 @@ import time
 from pathlib import Path
 
 from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
-
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-
 
 # The console-script wrapper pip 23 writes for an entry point (distlib's template), for a
 # same-run comparison with the launcher looop ships (looop_py/looop).
@@ -51,43 +55,68 @@ def sealed_workdir(launcher: list[str]) -> tuple[Path, list[str]]:
     return root, pulse
 
 
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and the children it reaped)."""
+    out = os.open(os.devnull, os.O_WRONLY)
+    start = time.perf_counter()
+    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, out, 1)])
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    os.close(out)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv} failed")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    other_looop = sys.argv[2] if len(sys.argv) > 2 else None
     root, pulse = sealed_workdir(looop_cmd())
     # The seal covers how looop was started (argv[0]), so the wrapper gets its own work dir.
     wrapper = root.parent / "looop-pip23"
     wrapper.write_text(PIP23_WRAPPER.format(python=sys.executable))
     wrapper.chmod(0o755)
     other, wrapped = sealed_workdir([str(wrapper)])
+    dirs = [root, other]
 
     floor = str(Path(__file__).with_name("floor.py"))
     bash_loop = f'cd "{root}" && for s in sensors/*.sh; do "$s"; done | sha256sum >/dev/null'
-    commands = {
-        "looop pulse (skipped)": pulse,
+    commands = {"looop pulse (skipped)": pulse}
+    if other_looop:
+        third, commands["… OTHER_LOOOP's"] = sealed_workdir([other_looop])
+        dirs.append(third)
+    commands |= {
         "… through pip 23's wrapper": wrapped,
         "bash loop, serial + sha256": ["bash", "-c", bash_loop],
         "floor: posix_spawn + xxh3": [sys.executable, floor, str(root)],
         "python -c pass": [sys.executable, "-c", "pass"],
+        "python -S -c pass": [sys.executable, "-S", "-c", "pass"],
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(3 + RUNS):  # the first 3 rounds warm the page cache and are dropped
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    for i in range(3 + runs):  # the first 3 rounds warm the page cache and are dropped
         for name, argv in commands.items():
-            start = time.perf_counter()
-            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-            times[name].append(time.perf_counter() - start)
-    median = {name: statistics.median(samples[3:]) for name, samples in times.items()}
-    print(f"quiet beat, 8 sensors + 100 goals, {RUNS} interleaved runs each")
-    for name, samples in times.items():
-        ms = sorted(s * 1000 for s in samples[3:])
-        print(f"  {name:28} median {median[name] * 1000:7.1f} ms   min {ms[0]:7.1f} ms")
-    looop = median["looop pulse (skipped)"]
-    bash = median["bash loop, serial + sha256"]
-    floor_s = median["floor: posix_spawn + xxh3"]
-    print(f"  looop / bash {looop / bash:.2f}   floor / bash {floor_s / bash:.2f}", end="")
-    print(f"   looop / floor {looop / floor_s:.2f}")
-    old = median["… through pip 23's wrapper"]
-    print(f"  wrapper / bash {old / bash:.2f}   looop / wrapper {looop / old:.2f}")
-    cleanup(root)
-    cleanup(other)
+            w, c = timed(argv)
+            if i >= 3:
+                wall[name].append(w * 1000)
+                cpu[name].append(c * 1000)
+    load = os.getloadavg()[0]
+    print(f"quiet beat, 8 sensors + 100 goals, {runs} interleaved runs each, load {load:.2f}")
+    heads = ("wall median", "÷ bash", "÷ floor", "cpu median", "÷ bash", "÷ floor")
+    print(f"  {'':28} {heads[0]:>11} {heads[1]:>7} {heads[2]:>7}", end="")
+    print(f" {heads[3]:>11} {heads[4]:>7} {heads[5]:>7}")
+    bash = "bash loop, serial + sha256"
+    floor_name = "floor: posix_spawn + xxh3"
+    bash_w, bash_c = statistics.median(wall[bash]), statistics.median(cpu[bash])
+    floor_w, floor_c = statistics.median(wall[floor_name]), statistics.median(cpu[floor_name])
+    for name in commands:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        print(
+            f"  {name:28} {w:8.1f} ms {w / bash_w:7.2f} {w / floor_w:7.2f}"
+            f" {c:8.1f} ms {c / bash_c:7.2f} {c / floor_c:7.2f}"
+        )
+    for folder in dirs:
+        cleanup(folder)
 
 
 if __name__ == "__main__":

@@ -58,15 +58,17 @@ _MODULES: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None and name not in _MODULES:
+        # `from looop_py import procs` asks here before it imports the submodule: every
+        # quiet-path import would otherwise load importlib (and warnings) first.
+        raise AttributeError(f"module 'looop_py' has no attribute {name!r}")
     import importlib  # only when a lazy name is asked for: the quiet beat never does
 
-    if name in _MODULES:
+    if module is None:
         value = importlib.import_module(_MODULES[name])
         globals()[name] = value
         return value
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'looop_py' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -9,7 +9,6 @@ daemon.
 
 from __future__ import annotations
 
-import functools  # loaded already: site imports it at start-up
 import os
 import time
 
@@ -24,8 +23,9 @@ PR_SET_CHILD_SUBREAPER = 36
 _SWEEP_S = 2.0  # the most time spent ending what was adopted
 
 
-@functools.cache  # libc's prctl, resolved once per process
 def _prctl() -> object:
+    """libc's prctl (dlopen of the running process: no library is loaded; not cached, as
+    functools would cost the quiet beat ~2 ms of imports to save two lookups)."""
     import _ctypes  # only while sensors run (see _set_subreaper)
 
     return _ctypes.dlsym(_ctypes.dlopen(None), "prctl")  # type: ignore[arg-type]

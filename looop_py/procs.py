@@ -17,7 +17,6 @@ A child can escape its process group with `setsid`: orphans.py ends what escapes
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import time
@@ -53,8 +52,7 @@ RC_TIMEOUT = 124
 
 
 class Job:
-    __slots__ = ("argv", "cap", "key", "stderr_tail", "stdin", "timeout_s")
-    __match_args__ = ("key", "argv", "timeout_s", "cap", "stdin", "stderr_tail")
+    __match_args__ = __slots__ = ("key", "argv", "timeout_s", "cap", "stdin", "stderr_tail")
     key: Final[str]
     argv: Final[list[str]]
     timeout_s: Final[float]
@@ -83,16 +81,7 @@ class Job:
 
 
 class Result:
-    __slots__ = (
-        "duration_s",
-        "returncode",
-        "spawn_errno",
-        "stderr_tail",
-        "stdout",
-        "stdout_bytes",
-        "timed_out",
-    )
-    __match_args__ = (
+    __match_args__ = __slots__ = (  # the fields, in their positional order
         "returncode",
         "stdout",
         "stdout_bytes",
@@ -136,6 +125,8 @@ class Result:
         if self.timed_out:
             return RC_TIMEOUT
         if self.returncode is None:
+            import errno  # a child that never started: errno is not loaded for the rest
+
             return 127 if self.spawn_errno in (errno.ENOENT, errno.ENOTDIR) else 126
         return 128 - self.returncode if self.returncode < 0 else self.returncode
 
@@ -149,6 +140,7 @@ class _Child:
     __slots__ = (
         "deadline",
         "err",
+        "exit_fd",
         "fds",
         "gone_at",
         "job",
@@ -177,6 +169,7 @@ class _Child:
         self.out_total = 0
         self.err = bytearray()
         self.gone_at: float | None = None
+        self.exit_fd: int | None = None  # polls readable once it exits (a pidfd)
 
     def feed(self, is_out: bool, chunk: bytes) -> None:
         if is_out:
@@ -235,15 +228,22 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
     try:
         stdin = os.open(job.stdin if job.stdin is not None else os.devnull, os.O_RDONLY)
     except OSError as exc:
-        return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
+        return _unstarted(exc)
     try:
         if os.fspath(cwd) == os.getcwd():
             return _posix_spawn(job, _exec_path(job.argv[0], env), env, stdin, started)
         return _popen(job, cwd, env, stdin, started)
     except OSError as exc:
-        return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
+        return _unstarted(exc)
     finally:
         os.close(stdin)
+
+
+def _unstarted(exc: OSError) -> Result:
+    """The result of a child that could not start (errno loaded only then)."""
+    import errno  # a child that could not start: the error path only
+
+    return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
 
 
 def _exec_path(program: str, env: Mapping[str, str]) -> str:
@@ -254,6 +254,8 @@ def _exec_path(program: str, env: Mapping[str, str]) -> str:
         candidate = os.path.join(folder, program)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
+    import errno  # not found: the error path only
+
     raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {program!r}")
 
 
@@ -310,7 +312,23 @@ def _popen(
     return _Child(job, popen.pid, fds, started, popen)
 
 
+def _watch_exit(pid: int) -> int | None:
+    """A pidfd: it polls readable once `pid` exits, so the loop wakes then (not on a timer)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+, or not allowed: _EXIT_POLL_S
+        return None
+
+
+def _unwatch(child: _Child, poller: select.poll) -> None:
+    if child.exit_fd is not None:
+        poller.unregister(child.exit_fd)
+        os.close(child.exit_fd)
+        child.exit_fd = None
+
+
 def _finish(child: _Child, poller: select.poll, timed_out: bool) -> Result:
+    _unwatch(child, poller)
     for fd in child.fds:
         poller.unregister(fd)
         os.close(fd)
@@ -348,6 +366,7 @@ def run_many(
     results: dict[str, Result] = {}
     poller = select.poll()
     by_fd: dict[int, tuple[_Child, bool]] = {}
+    exits: dict[int, _Child] = {}  # pidfd -> its child
     try:
         while queue or live:
             while queue and len(live) < max(1, concurrency):
@@ -360,17 +379,28 @@ def run_many(
                 for fd, is_out in zip(spawned.fds, (True, False), strict=True):
                     poller.register(fd, select.POLLIN)
                     by_fd[fd] = (spawned, is_out)
+                if (exit_fd := _watch_exit(spawned.pid)) is not None:
+                    spawned.exit_fd, exits[exit_fd] = exit_fd, spawned
+                    poller.register(exit_fd, select.POLLIN)
             if meanwhile is not None:
                 call, meanwhile = meanwhile, None
                 call()
             if not live:
                 continue
             now = time.monotonic()
-            poll = _EXIT_POLL_S if any(not c.fds for c in live) else _POLL_S
+            # Pipes closed, the exit not seen: look again soon, unless its pidfd will say.
+            unwatched = any(not c.fds and c.exit_fd is None for c in live)
+            poll = _EXIT_POLL_S if unwatched else _POLL_S
             wait = max(0.0, min(poll, min(c.deadline for c in live) - now))
-            for fd, _ in poller.poll(wait * 1000):
+            for fd, events in poller.poll(wait * 1000):
+                if fd in exits:  # it exited: the checks below reap it this round
+                    _unwatch(exits.pop(fd), poller)
+                    continue
                 child, is_out = by_fd[fd]
                 chunk = os.read(fd, _READ)
+                while chunk and events & select.POLLHUP:  # no writer left: read to the end
+                    child.feed(is_out, chunk)  # now, not a round later (a held pipe, it'd seem)
+                    chunk = os.read(fd, _READ)
                 if chunk:
                     child.feed(is_out, chunk)
                 else:
@@ -394,6 +424,8 @@ def run_many(
                     live.remove(child)
                     for fd in child.fds:
                         del by_fd[fd]
+                    if child.exit_fd is not None:
+                        del exits[child.exit_fd]
                     results[child.job.key] = _finish(child, poller, timed_out)
         if meanwhile is not None:
             meanwhile()  # no job ran at all

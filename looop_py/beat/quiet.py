@@ -85,9 +85,13 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
             return None
         if sealed.shared is not None and not _shared_holds(sealed.shared):
             return Handover(lock, {})  # the full beat reads what changed (or says why not)
-        surveyed: list[bool] = []  # the rest of the survey, taken while the sensors run
+        # The rest, taken while the sensors run (the config and sensors/ were just checked:
+        # an edit since shows in what a sensor prints, or on the next beat, as the seal
+        # keeps the stat they had).
+        rest = survey.besides_sensing(sealed.survey)
+        surveyed: list[bool] = []
         runs, ran, cached = _run_sensors(
-            root, sealed, now, lambda: surveyed.append(survey.survey(root) == sealed.survey)
+            root, sealed, now, lambda: surveyed.append(survey.survey(root, sensing=False) == rest)
         )
     except BaseException:
         procs.kill_running()

@@ -74,7 +74,11 @@ def _lstat(path: str) -> os.stat_result | None:
 
 
 def survey(
-    root: str, goals: dict[str, str] | None = None, listed: Listed | None = None
+    root: str,
+    goals: dict[str, str] | None = None,
+    listed: Listed | None = None,
+    *,
+    sensing: bool = True,
 ) -> list[str]:
     """One line per thing a quiet beat depends on; equal surveys, equal beats.
 
@@ -84,22 +88,34 @@ def survey(
     (the seal's writer checks them one by one; the survey holds only their digest).
     `listed`: goals/ as the full beat listed it (`Listed`), taken instead of listing it
     again while the folder's own stat is the one it was listed under.
+    `sensing=False` leaves out the lines `sensing` takes (see `besides_sensing`).
     """
     lines = []
     for rel in FILES.values():
+        if not sensing and rel == FILES["config"]:
+            continue
         st = _lstat(os.path.join(root, rel))
         lines.append(f"f {rel} {stat_text(st) if st else '-'}")
+    # Each records folder is listed once: its names say both whether it holds anything and
+    # which files to survey (answers/ and asks/ with inodes: their history is one line).
+    claims = _record_names(root, CLAIMS, dotfiles=False)
+    answers, asks = _entries(os.path.join(root, ANSWERS)), _entries(os.path.join(root, ASKS))
+    held = {CLAIMS: bool(claims), ASKS: bool(asks)}  # dotfiles count in asks/ only
+    held[ANSWERS] = any(name[0] != "." for name, _ in answers or ())
     for rel in NO_ENTRIES.values():
-        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=False))}")
+        found = held[rel] if rel in held else _holds(os.path.join(root, rel), dotfiles=False)
+        lines.append(f"e {rel} {int(found)}")
     for rel in EMPTY.values():
-        lines.append(f"e {rel} {int(_holds(os.path.join(root, rel), dotfiles=True))}")
-    rounds = os.path.join(root, ROUNDS)
-    lines.append(f"e {ROUNDS} {int(_holds(rounds, dotfiles=True, besides='done'))}")
-    lines += _survey_records(root, CLAIMS) + _survey_mailbox(root)
-    lines += [f"r{ln[1:]}" for ln in _survey_records(root, ROUNDS, dotfiles=True, skip="done")]
+        found = held[rel] if rel in held else _holds(os.path.join(root, rel), dotfiles=True)
+        lines.append(f"e {rel} {int(found)}")
+    live = _record_names(root, ROUNDS, dotfiles=True, skip="done")  # done/: a history line
+    lines.append(f"e {ROUNDS} {int(bool(live))}")
+    lines += _survey_records(root, CLAIMS, claims) + _survey_mailbox(root, answers, asks)
+    lines += [f"r{ln[1:]}" for ln in _survey_records(root, ROUNDS, live)]
     lines += _survey_sessions(root)
     for rel in LISTED.values():
-        lines += _listed(root, rel, goals, listed)
+        if sensing or rel != SENSORS:
+            lines += _listed(root, rel, goals, listed)
     return lines
 
 
@@ -111,10 +127,17 @@ def sensing(root: str) -> list[str]:
     return [f"f {FILES['config']} {stat_text(st) if st else '-'}", *_listed(root, SENSORS, None)]
 
 
+_SENSING = (f"f {FILES['config']} ", f"f {SENSORS} ", f"f {SENSORS}/", f"n {SENSORS}/")
+
+
 def sensing_part(lines: list[str]) -> list[str]:
     """The lines of a whole survey that `sensing` takes again."""
-    heads = (f"f {FILES['config']} ", f"f {SENSORS} ", f"f {SENSORS}/", f"n {SENSORS}/")
-    return [ln for ln in lines if ln.startswith(heads)]
+    return [ln for ln in lines if ln.startswith(_SENSING)]
+
+
+def besides_sensing(lines: list[str]) -> list[str]:
+    """The lines of a whole survey that `survey(..., sensing=False)` takes again."""
+    return [ln for ln in lines if not ln.startswith(_SENSING)]
 
 
 # goals/ as a full beat listed it (workdir/listing.py): the folder's stat text then, its
@@ -218,12 +241,13 @@ def _entries(folder: str) -> list[tuple[str, int]] | None:
         return None
 
 
-def _survey_mailbox(root: str) -> list[str]:
+def _survey_mailbox(
+    root: str, answers: list[tuple[str, int]] | None, asks: list[tuple[str, int]] | None
+) -> list[str]:
     """answers/ and the asks they answer as one history line each; each pending ask, and
     anything in either folder that is no record, file by file (the seal refuses those).
-    Dotfiles in asks/ count for its emptiness, so they are surveyed; answers/' are not."""
-    answers = _entries(os.path.join(root, ANSWERS))
-    asks = _entries(os.path.join(root, ASKS))
+    Dotfiles in asks/ count for its emptiness, so they are surveyed; answers/' are not.
+    `answers`, `asks`: the folders' `_entries`."""
     answered = {n for n, _ in answers or () if n.endswith(".json") and n[0] != "."}
     lines = []
     for rel, entries in ((ANSWERS, answers), (ASKS, asks)):
@@ -242,17 +266,22 @@ def _survey_mailbox(root: str) -> list[str]:
     return lines
 
 
-def _survey_records(root: str, rel: str, *, dotfiles: bool = False, skip: str = "") -> list[str]:
-    """Each file in a records folder (dotfiles, such as the claim locks, only if they
-    count for the folder's emptiness; `skip`: a subfolder surveyed on its own)."""
-    folder = os.path.join(root, rel)
+def _record_names(root: str, rel: str, *, dotfiles: bool, skip: str = "") -> list[str]:
+    """The names in a records folder, sorted (dotfiles, such as the claim locks, only if
+    they count for the folder's emptiness; `skip`: a subfolder surveyed on its own); none
+    when it is missing. Another error raises, as the folder's emptiness cannot be told."""
     try:
-        with os.scandir(folder) as it:
-            names = sorted(
+        with os.scandir(os.path.join(root, rel)) as it:
+            return sorted(
                 e.name for e in it if (dotfiles or not e.name.startswith(".")) and e.name != skip
             )
-    except OSError:
+    except FileNotFoundError:
         return []
+
+
+def _survey_records(root: str, rel: str, names: list[str]) -> list[str]:
+    """Each file in a records folder, by the names `_record_names` listed."""
+    folder = os.path.join(root, rel)
     lines = []
     for name in names:
         st = _lstat(os.path.join(folder, name))
@@ -275,6 +304,8 @@ def _survey_sessions(root: str) -> list[str]:
         rel = f"{SESSIONS}/{sid}"
         s = _lstat(os.path.join(root, rel))
         lines.append(f"f {rel} {stat_text(s) if s else '-'}")
+        if s is None or stat.S_ISREG(s.st_mode):
+            continue  # gone, or a file (sessions/.start.lock): nothing to list
         try:
             with os.scandir(os.path.join(root, rel)) as it:
                 names = sorted(e.name for e in it)
@@ -289,10 +320,10 @@ def _survey_sessions(root: str) -> list[str]:
     return lines
 
 
-def _holds(folder: str, *, dotfiles: bool, besides: str = "") -> bool:
+def _holds(folder: str, *, dotfiles: bool) -> bool:
     try:
         with os.scandir(folder) as it:
-            return any((dotfiles or not e.name.startswith(".")) and e.name != besides for e in it)
+            return any(dotfiles or not e.name.startswith(".") for e in it)
     except FileNotFoundError:
         return False
 
