@@ -171,11 +171,11 @@ def _scan_now(wd: WorkDir) -> Scan:
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
     with entries:
         for entry in entries:
-            seen.add(entry)
             goal_id = entry.name.removesuffix(".md")
             # Not only regular files: reading a directory or a FIFO names the problem
             # instead of skipping the goal in silence.
             if goal_id == entry.name or not is_safe_segment(goal_id):
+                seen.other(entry)
                 continue
             linked = entry.is_symlink()
             why = whole_dir or (linked and outside_link(wd, Path(entry.path), linked=True))
@@ -183,10 +183,11 @@ def _scan_now(wd: WorkDir) -> Scan:
                 refused[goal_id] = why
                 continue
             try:
-                stamp: str | None = stamp_of(entry.stat())
+                st: os.stat_result | None = entry.stat()  # a link's: the read follows it
             except OSError:
-                stamp = None  # gone, or a link to nowhere: the read says which
-            found.append((goal_id, stamp))
+                st = None  # gone, or a link to nowhere: the read says which
+            found.append((goal_id, None if st is None else stamp_of(st)))
+            seen.goal(entry.name, st, linked)
     found.sort()
     return found, refused, seen.record()
 

@@ -24,7 +24,6 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from looop_py.ids import is_safe_segment
 from looop_py.world import GONE, listing_digest
 
 
@@ -58,26 +57,29 @@ class Seen:
         else:
             self._ok = False
 
-    def add(self, entry: os.DirEntry[str]) -> None:
+    def other(self, entry: os.DirEntry[str]) -> None:
+        """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat."""
         name = entry.name
-        if not self._ok:
-            return
         if not name.endswith((".md", ".sh")):
             self._pairs.append((name, None))
             return
-        if entry.is_symlink() or (name.endswith(".md") and not is_safe_segment(name[:-3])):
-            self._ok = False
+        if name.endswith(".md") or entry.is_symlink():
+            self._ok = False  # the survey counts it among the goals, the world does not
             return
         try:
-            st = entry.stat(follow_symlinks=False)
+            self.goal(name, entry.stat(follow_symlinks=False), False)
         except FileNotFoundError:
             self._pairs.append((name, GONE))
-            return
         except OSError:
             self._ok = False
-            return
-        nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-        self._pairs.append((name, nums))
+
+    def goal(self, name: str, st: os.stat_result | None, linked: bool) -> None:
+        """A goal by the stat the beat took of it (a link's lstat is another: not reused)."""
+        if st is None or linked:
+            self._ok = False
+        elif self._ok:
+            nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+            self._pairs.append((name, nums))
 
     def record(self) -> tuple[str, str] | None:
         """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused."""
