@@ -27,6 +27,19 @@ def digest(data: bytes) -> str:
     return PREFIX + xxhash.xxh3_128_hexdigest(data)
 
 
+GONE = (-1, -1, -1, -1, -1)  # listed, then gone before its stat: no stat has these
+_MASK = (1 << 64) - 1
+
+
+def listing_digest(names: list[str], numbers: list[int]) -> str:
+    """The DIGEST of the seal's `g goals COUNT DIGEST` (sensing/survey.py goals_line): the
+    sorted names through xxh3 once, joined (no name holds a slash), and the stat numbers
+    (inode, size, mtime and ctime in ns, mode of each .md or .sh file, GONE for one that
+    went) as one tuple of ints, whose hash has no per-process seed."""
+    body = "/".join(names).encode("utf-8", "surrogateescape")
+    return f"{digest(body)}.{hash(tuple(numbers)) & _MASK:x}"
+
+
 def build_items(
     playbook: bytes | None,
     goals: Iterable[tuple[str, bytes]],

@@ -24,7 +24,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache, partial
@@ -39,7 +39,7 @@ from looop_py.loops import index as loopindex
 from looop_py.moves import wal
 from looop_py.sensing import probes, seal
 from looop_py.sensing.sense import Committed, World, commit, load_committed, sense
-from looop_py.workdir import environ, journal, shelf
+from looop_py.workdir import environ, goals, journal, shelf
 from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
 
@@ -48,7 +48,9 @@ if TYPE_CHECKING:
     from looop_py.beat.shared import Fence
     from looop_py.coord.etcdseal import Fingerprint
     from looop_py.sensing.seal import Sessions
+    from looop_py.sensing.survey import Listed
     from looop_py.workdir.context import WorkDir
+    from looop_py.workdir.goals import GoalFile
 
 Clock = Callable[[], float]
 
@@ -176,6 +178,7 @@ def _beat_body(
         # 3. SENSE
         world = sense(wd, now, ran=ran)
         loop_wake, busy = _loop_wake(wd)  # the index is built once per scan: for the seal
+        sealer = partial(_seal, listed=goals.for_seal(wd))  # goals/ listed, for the seal
         if not wd.shelf.empty("asks"):  # a broken-sensor ask whose sensors read again
             from looop_py.beat.healed import close_healed
 
@@ -207,7 +210,7 @@ def _beat_body(
     if reason is None:
         wd.shelf.delete("state", shelf.FLAP)  # a skipped beat breaks every streak
         if fence is None or shared_mark is not None:
-            _seal(wd, world, last, loop_wake, busy, fence=fence, shared_mark=shared_mark)
+            sealer(wd, world, last, loop_wake, busy, fence=fence, shared_mark=shared_mark)
         return _finish(wd, base, started)
 
     if fence is not None and not fence.held():
@@ -238,7 +241,7 @@ def _beat_body(
         action = (verdict.move or {}).get("action")
         if fence is None:
             committed = commit(wd.paths, world, now, action, verdict.next_wake)
-            _seal(wd, world, committed, loop_wake, busy)
+            sealer(wd, world, committed, loop_wake, busy)
         elif not fence.commit(world, now, action, verdict.next_wake):
             result = replace(result, outcome=BeatOutcome.FAILED, reason=fence.LOST)
     return _finish(wd, result, started)
@@ -273,6 +276,7 @@ def _seal(
     loop_wake: float | None,
     busy: frozenset[str],
     *,
+    listed: Callable[[Sequence[GoalFile]], Listed | None],
     fence: Fence | None = None,
     shared_mark: Fingerprint | None = None,
 ) -> None:
@@ -312,6 +316,7 @@ def _seal(
         asks_now=partial(vouch.asks_now, wd),
         shared_now=partial(fence.settled, shared_mark) if fence else lambda: None,
         sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",
+        goals_listed=lambda: listed(world.goals),
     )
 
 

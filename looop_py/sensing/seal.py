@@ -11,7 +11,8 @@ item, so a run whose detail churned while its signal held is checked by parsing
 that one output (sensing/steady.py), not by a full beat. beat/quiet.py checks it.
 
 It seals only what it verified: the goals, PLAYBOOK and sensor headers are the files
-SENSE read (the stat they held then is the surveyed one; else each is re-read, stable
+SENSE read (the stat they held then is the surveyed one, or the goals are surveyed as
+the beat listed them: `goals_listed`, workdir/listing.py; else each is re-read, stable
 before and after, and must hash to the world's item), every probe said what it says
 of an empty work dir, and no goal is a loop. Anything it cannot vouch for leaves no
 seal: the next beat is a full one. This module alone reads and writes the seal; at
@@ -190,6 +191,7 @@ def seal(
     asks_now: Callable[[], Holders | None] = lambda: None,
     shared_now: Callable[[], str | None] = lambda: None,
     sessions_key: str = "snap:sys-sessions",
+    goals_listed: Callable[[], tuple[str, str, dict[str, str]] | None] = lambda: None,
 ) -> str | None:
     """Write the seal after a full beat whose world is committed; None when sealed,
     else why not (for tests). Never raises for what it finds.
@@ -211,7 +213,7 @@ def seal(
     if why:
         return why
     goal_stats: dict[str, str] = {}  # the survey keeps one digest of them: checked here
-    lines = survey(root, goal_stats)
+    lines = survey(root, goal_stats, goals_listed())
     held = {line.split(" ")[1] for line in lines if line.startswith("e ") and line.endswith(" 1")}
     if held - {CLAIMS, ASKS, ANSWERS, ROUNDS}:
         return "a worker, approval, timer or round exists"

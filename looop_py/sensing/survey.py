@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import stat
 
-from looop_py.world import digest
+from looop_py.world import GONE, digest, listing_digest
 
 # Work-dir relative names, keyed by the Paths attribute they mirror (a test keeps
 # them equal): this module sees the work dir as plain strings, pathlib costs ~5 ms.
@@ -73,13 +73,21 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def survey(root: str, goals: dict[str, str] | None = None, *, sensing: bool = True) -> list[str]:
+def survey(
+    root: str,
+    goals: dict[str, str] | None = None,
+    listed: Listed | None = None,
+    *,
+    sensing: bool = True,
+) -> list[str]:
     """One line per thing a quiet beat depends on; equal surveys, equal beats.
 
     Stat calls only. Files by inode, size, times and mode; snapshots by inode
     and size (each beat refreshes their mtime); directories by their entries.
     `goals`, when given, receives each goal file's stat text by relative name
     (the seal's writer checks them one by one; the survey holds only their digest).
+    `listed`: goals/ as the full beat listed it (`Listed`), taken instead of listing it
+    again while the folder's own stat is the one it was listed under.
     `sensing=False` leaves out the lines `sensing` takes (see `besides_sensing`).
     """
     lines = []
@@ -107,7 +115,7 @@ def survey(root: str, goals: dict[str, str] | None = None, *, sensing: bool = Tr
     lines += _survey_sessions(root)
     for rel in LISTED.values():
         if sensing or rel != SENSORS:
-            lines += _listed(root, rel, goals)
+            lines += _listed(root, rel, goals, listed)
     return lines
 
 
@@ -132,11 +140,25 @@ def besides_sensing(lines: list[str]) -> list[str]:
     return [ln for ln in lines if not ln.startswith(_SENSING)]
 
 
-def _listed(root: str, rel: str, goals: dict[str, str] | None) -> list[str]:
+# goals/ as a full beat listed it (workdir/listing.py): the folder's stat text then, its
+# `g goals ...` line and {goals/NAME: stat text} of each .md or .sh file in it. Its entries'
+# stats are those the beat's world was hashed from (or older), so a goal edited since
+# differs from the seal and the next quiet beat is a full one; an entry added, removed or
+# renamed changes the folder's stat, which is taken again.
+Listed = tuple[str, str, dict[str, str]]
+
+
+def _listed(
+    root: str, rel: str, goals: dict[str, str] | None, listed: Listed | None = None
+) -> list[str]:
     """A listed folder by its own stat, then its entries."""
     folder = os.path.join(root, rel)
     st = _lstat(folder)
     lines = [f"f {rel} {stat_text(st) if st else '-'}"]
+    if rel == GOALS and listed is not None and lines[0] == f"f {rel} {listed[0]}":
+        if goals is not None:
+            goals.update(listed[2])
+        return [*lines, listed[1]]
     if rel == GOALS:
         return [*lines, goals_line(folder, goals)]
     if rel == ROUNDS_DONE:
@@ -187,7 +209,7 @@ def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
             try:
                 st = lstat(name, dir_fd=fd)
             except FileNotFoundError:
-                add(_GONE)
+                add(GONE)
                 if goals is not None:
                     goals[f"{GOALS}/{name}"] = "-"
                 continue
@@ -198,12 +220,7 @@ def goals_line(folder: str, goals: dict[str, str] | None = None) -> str:
         return f"g {GOALS} -"
     finally:
         os.close(fd)
-    body = "/".join(names).encode("utf-8", "surrogateescape")  # no name holds a slash
-    return f"g {GOALS} {len(names)} {digest(body)}.{hash(tuple(numbers)) & _MASK:x}"
-
-
-_GONE = (-1, -1, -1, -1, -1)  # listed, then gone before its stat: no stat has these
-_MASK = (1 << 64) - 1
+    return f"g {GOALS} {len(names)} {listing_digest(names, numbers)}"
 
 
 def history_line(rel: str, entries: list[tuple[str, int]]) -> str:

@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
+from looop_py.workdir import listing
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from looop_py.workdir.context import WorkDir
 
 
@@ -141,25 +144,28 @@ def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str 
     )
 
 
-# While a beat runs REAP, ADVANCE and SENSE nothing writes goals/, so the pulse lists it
-# once for all of them (the loop index twice, the probes, the hash) within
-# `wd.memo.scope()`, and what is derived from the listing (the loop index) is worked out
-# once too.
+# While a beat runs REAP, ADVANCE and SENSE nothing writes goals/: the pulse lists it once
+# for all of them and the seal (the loop index, the probes, the hash) in `wd.memo.scope()`.
 
 
-def _scan(wd: WorkDir) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
-    found, refused = wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
-    return list(found), dict(refused)
+Scan = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | None]
 
 
-def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
-    """(id, stat stamp or None) of each goal, sorted, and {id: why} of those refused. One
-    stat per goal (DirEntry's, following a link as a read does), shared by the loop index
-    and SENSE; names only, no Path per goal."""
+def _scan(wd: WorkDir) -> Scan:
+    found, refused, record = wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
+    return list(found), dict(refused), record
+
+
+def _scan_now(wd: WorkDir) -> Scan:
+    """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, and what
+    the seal's survey may take of the listing (workdir/listing.py). One stat per goal
+    (DirEntry's, following a link as a read does), shared by the loop index, SENSE and
+    the seal; names only, no Path per goal."""
+    seen = listing.Seen(str(wd.paths.goals))
     try:
         entries = os.scandir(wd.paths.goals)
     except (FileNotFoundError, NotADirectoryError):
-        return [], {}
+        return [], {}, None
     found: list[tuple[str, str | None]] = []
     refused: dict[str, str] = {}
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
@@ -169,6 +175,7 @@ def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, str | None]], dict[str, str]
             # Not only regular files: reading a directory or a FIFO names the problem
             # instead of skipping the goal in silence.
             if goal_id == entry.name or not is_safe_segment(goal_id):
+                seen.other(entry)
                 continue
             linked = entry.is_symlink()
             why = whole_dir or (linked and outside_link(wd, Path(entry.path), linked=True))
@@ -176,12 +183,13 @@ def _scan_now(wd: WorkDir) -> tuple[list[tuple[str, str | None]], dict[str, str]
                 refused[goal_id] = why
                 continue
             try:
-                stamp: str | None = stamp_of(entry.stat())
+                st: os.stat_result | None = entry.stat()  # a link's: the read follows it
             except OSError:
-                stamp = None  # gone, or a link to nowhere: the read says which
-            found.append((goal_id, stamp))
+                st = None  # gone, or a link to nowhere: the read says which
+            found.append((goal_id, None if st is None else stamp_of(st)))
+            seen.goal(entry.name, st, linked)
     found.sort()
-    return found, refused
+    return found, refused, seen.record()
 
 
 def goal_paths(wd: WorkDir) -> list[tuple[str, Path]]:
@@ -202,6 +210,11 @@ def goal_stamps(wd: WorkDir) -> list[tuple[str, str | None]]:
 def refused(wd: WorkDir) -> dict[str, str]:
     """{goal id: why} of the goals that are not read: links out of the work dir."""
     return _scan(wd)[1]
+
+
+def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
+    """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
+    return functools.partial(listing.for_seal, *_scan(wd))
 
 
 def notice(what: str, why: str) -> bytes:
@@ -282,7 +295,7 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     """
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
-    found, refused = _scan(wd)
+    found, refused, _ = _scan(wd)
     folder = wd.paths.goals
     goals: list[GoalFile] = [
         GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()

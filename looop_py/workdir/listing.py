@@ -1,0 +1,115 @@
+"""goals/ as a full beat listed it, for the seal: one pass over the folder serves the loop
+index, SENSE and the seal's survey, which then lstats no goal again.
+
+The listing stats goals/ itself first, then each entry once (DirEntry's lstat, which the
+goal's own stamp reuses). The seal's survey takes the listing's `g goals ...` line instead
+of listing and lstat'ing goals/ again when (sensing/survey.py `Listed`, `for_seal`):
+- goals/ is the folder it was (its lstat text unchanged since the listing) and had not
+  changed within RACY_NS before the listing (a change in the same clock tick as the
+  listing's stat could leave it equal): no entry was added, removed or renamed since;
+- nothing was refused, no .md or .sh entry is a symlink (its lstat is not what was read),
+  no .md entry is a file that is not a goal;
+- every goal the world holds carries the stamp it was listed with (none was re-read at
+  another stat).
+Then each goal's sealed stat is the one its hashed bytes were read or known at, so a goal
+edited after the listing no longer matches the seal: the next quiet beat sees its new
+stat and runs a full beat. The seal never vouches for bytes the world did not hash.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from looop_py.world import GONE, listing_digest
+
+
+class Held(Protocol):  # a goal the world holds (workdir/goals.py GoalFile)
+    @property
+    def id(self) -> str: ...
+    @property
+    def stamp(self) -> str | None: ...
+
+
+RACY_NS = 50_000_000  # as workdir/goalcache.py: file times come from the coarse clock
+
+
+class Seen:
+    """What one scandir of goals/ saw, as the survey's goals line would."""
+
+    __slots__ = ("_folder", "_ok", "_pairs")
+
+    def __init__(self, folder: str) -> None:
+        self._pairs: list[tuple[str, tuple[int, int, int, int, int] | None]] = []
+        self._folder: str | None = None
+        self._ok = True
+        try:
+            st = os.lstat(folder)  # before the entries: a later change moves it
+        except OSError:
+            self._ok = False
+            return
+        now_ns = time.time_ns()  # the clock file times come from, not the work dir's
+        if stat.S_ISDIR(st.st_mode) and max(st.st_mtime_ns, st.st_ctime_ns) <= now_ns - RACY_NS:
+            self._folder = stat_text(st)
+        else:
+            self._ok = False
+
+    def other(self, entry: os.DirEntry[str]) -> None:
+        """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat."""
+        name = entry.name
+        if not name.endswith((".md", ".sh")):
+            self._pairs.append((name, None))
+            return
+        if name.endswith(".md") or entry.is_symlink():
+            self._ok = False  # the survey counts it among the goals, the world does not
+            return
+        try:
+            self.goal(name, entry.stat(follow_symlinks=False), False)
+        except FileNotFoundError:
+            self._pairs.append((name, GONE))
+        except OSError:
+            self._ok = False
+
+    def goal(self, name: str, st: os.stat_result | None, linked: bool) -> None:
+        """A goal by the stat the beat took of it (a link's lstat is another: not reused)."""
+        if st is None or linked:
+            self._ok = False
+        elif self._ok:
+            nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+            self._pairs.append((name, nums))
+
+    def record(self) -> tuple[str, str] | None:
+        """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused."""
+        if not self._ok or self._folder is None:
+            return None
+        self._pairs.sort()
+        numbers: list[int] = []
+        add = numbers.extend
+        for _, nums in self._pairs:
+            if nums is not None:
+                add(nums)
+        names = [name for name, _ in self._pairs]
+        return self._folder, f"g goals {len(names)} {listing_digest(names, numbers)}"
+
+
+def stat_text(st: os.stat_result) -> str:
+    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
+
+
+def for_seal(
+    found: Sequence[tuple[str, str | None]],
+    refused: dict[str, str],
+    record: tuple[str, str] | None,
+    held: Sequence[Held],
+) -> tuple[str, str, dict[str, str]] | None:
+    """The listing as the seal's survey takes it (sensing/survey.py `Listed`), or None."""
+    if record is None or refused or len(held) != len(found):
+        return None
+    stamps = dict(found)
+    for goal in held:
+        if goal.stamp is None or stamps.get(goal.id) != goal.stamp:
+            return None
+    return record[0], record[1], {f"goals/{gid}.md": s for gid, s in found if s is not None}
