@@ -21,6 +21,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -133,6 +134,14 @@ def watching(c: Client, prefix: str, changes: Changes, **kw: float) -> RecordWat
     return w
 
 
+def cut_while_watching(proxy: Proxy, prefix: str, changes: Changes) -> RecordWatch:
+    """A watch through `proxy` whose stream was just cut: it waits 1.5 s before reopening."""
+    w = watching(client(proxy.url), prefix, changes, backoff_s=1.5)
+    proxy.cut()
+    wait_for(lambda: len(w.failures) == 1, timeout=10, what="the watch to see the cut")
+    return w
+
+
 def test_the_range_holds_every_kind_and_no_more() -> None:
     start, end = key_range(["P/data/asks/", "P/data/answers/", "P/data/approved/"])
     assert (start, end) == ("P/data/answers/", "P/data/asks0")
@@ -208,9 +217,7 @@ def test_what_was_written_while_the_stream_was_cut_is_not_missed(
     etcd: Cluster, proxy: Proxy, prefix: str
 ) -> None:
     changes = Changes()
-    w = watching(client(proxy.url), prefix, changes, backoff_s=1.5)
-    proxy.cut()
-    wait_for(lambda: len(w.failures) == 1, timeout=10, what="the watch to see the cut")
+    w = cut_while_watching(proxy, prefix, changes)
     put(etcd, f"{prefix}asks/q1")  # while it waits to reopen: only start_revision brings it
     try:
         wait_for(lambda: w.opened == 2, timeout=10, what="the watch to reopen")
@@ -224,9 +231,7 @@ def test_a_gap_etcd_compacted_away_counts_as_one_change(
     etcd: Cluster, proxy: Proxy, prefix: str
 ) -> None:
     changes = Changes()
-    w = watching(client(proxy.url), prefix, changes, backoff_s=1.5)
-    proxy.cut()
-    wait_for(lambda: len(w.failures) == 1, timeout=10, what="the watch to see the cut")
+    w = cut_while_watching(proxy, prefix, changes)
     put(etcd, f"{prefix}other/o1")  # outside the range; the next revision it would read
     revision = put(etcd, f"{prefix}other/o2")  # from is compacted away below this one
     body = json.dumps({"revision": str(revision), "physical": True}).encode()
@@ -239,6 +244,15 @@ def test_a_gap_etcd_compacted_away_counts_as_one_change(
         wait_for(lambda: changes.count == 2, timeout=10, what="an answer after the gap")
     finally:
         w.close()
+
+
+def looop_process(
+    root: Path, *args: str, stdout: int, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """`looop -C ROOT ARGS…` in a process of its own, as a user starts it."""
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    argv = [sys.executable, "-m", "looop_py", "-C", str(root), *args]
+    return subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, text=True)
 
 
 def grpc_calls(cluster: Cluster) -> dict[str, int]:
@@ -259,13 +273,8 @@ def test_an_idle_looop_up_asks_etcd_nothing_and_hears_another_hosts_answer(
 
     a, b = two.workdir("a"), two.workdir("b")
     ask = mailbox.open_ask(open_wd(a), prompt="go?", asker="decider", now=time.time())
-    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
-    up = subprocess.Popen(
-        [sys.executable, "-m", "looop_py", "-C", str(a.root), "up", "--interval", "3600"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    quiet = subprocess.DEVNULL
+    up = looop_process(a.root, "up", "--interval", "3600", stdout=quiet, stderr=quiet)
     try:
         wait_for(lambda: beats(a) >= 1, timeout=20, what="the first beat")
         time.sleep(0.5)  # the beat's own writes have woken it, or not
@@ -289,14 +298,7 @@ def test_a_waiting_looop_ask_asks_etcd_nothing_until_the_answer_comes(two: Hosts
     from looop_py.asks import mailbox
 
     a, b = two.workdir("a"), two.workdir("b")
-    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
-    asking = subprocess.Popen(
-        [sys.executable, "-m", "looop_py", "-C", str(a.root), "ask", "--prompt", "ship it?"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    asking = looop_process(a.root, "ask", "--prompt", "ship it?", stdout=subprocess.PIPE)
     try:
         wait_for(lambda: mailbox.pending(open_wd(b)), timeout=20, what="the ask on host b")
         (ask,) = mailbox.pending(open_wd(b))
@@ -322,9 +324,7 @@ def test_looop_wait_only_asks_waits_on_the_watch_and_returns_for_another_hosts_a
 
     a, b = two.workdir("a"), two.workdir("b")
     open_wd(a).shelf.names("asks")  # the prefix checked in before anyone waits
-    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
-    argv = [sys.executable, "-m", "looop_py", "-C", str(a.root), "wait", "--only-asks", "--json"]
-    waiting = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+    waiting = looop_process(a.root, "wait", "--only-asks", "--json", stdout=subprocess.PIPE)
     try:
         time.sleep(2.5)  # started, looked once, and waiting
         before = grpc_calls(two.cluster)  # type: ignore[arg-type]
