@@ -40,7 +40,7 @@ from looop_py.moves.union import (
     WriteSensor,
 )
 from looop_py.schedules import timers
-from looop_py.workdir import journal, provenance, shelf
+from looop_py.workdir import journal, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.environ import child_env
@@ -134,6 +134,8 @@ def _carry_out(
         case Noop():
             return Outcome(True)
         case WriteGoal(id=goal_id, body=body):
+            from looop_py.workdir import provenance  # hashlib: only for a goal written
+
             data = gate.with_newline(body).encode()
             jsonio.atomic_write(wd.paths.goal(goal_id), data)
             rel = f"goals/{goal_id}.md"

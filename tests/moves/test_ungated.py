@@ -30,6 +30,7 @@ HEAVY = (
     "looop_py.asks.mailbox",
     "looop_py.workers.runtimes",
     "difflib",
+    "looop_py.workdir.provenance",
 )
 
 
