@@ -31,6 +31,7 @@ HEAVY = (
     "looop_py.workers.runtimes",
     "difflib",
     "looop_py.workdir.provenance",
+    "looop_py.engine.spec",
 )
 
 
@@ -104,9 +105,14 @@ def _last_beat(wd: Paths) -> dict[str, object]:
 
 
 def test_a_noop_full_beat_loads_no_gate_and_a_run_shell_beat_does(wd: Paths) -> None:
+    for starter in wd.goals.glob("*.md"):  # fenced: the loop index reads them with the spec
+        starter.unlink()
     (wd.goals / "alpha.md").write_text("# Alpha\n\nkeep it up\n")
     assert _full_beat_modules(wd) == []  # the noop decider
     assert _last_beat(wd)["outcome"] == "decided"
+    wd.config.write_text('[decider]\nbackend = "rules"\n')  # the default: nothing to start
+    assert _full_beat_modules(wd) == []
+    assert _last_beat(wd)["move"]["action"] == "noop"  # type: ignore[index]
     script = wd.root / "moves.jsonl"
     script.write_text(
         json.dumps({"action": "noop", "reason": "nothing to do"})
