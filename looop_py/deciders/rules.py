@@ -18,7 +18,6 @@ from typing import Any
 
 from looop_py import jsonio
 from looop_py.deciders.base import DecideRequest, Decision
-from looop_py.engine.spec import is_loop
 from looop_py.errors import LooopError
 from looop_py.workdir.goals import GoalFile, frontmatter
 from looop_py.world import is_error_signal
@@ -153,6 +152,8 @@ class RulesDecider:
         goal_id = ready[0]
         pending.remove(goal_id)
         jsonio.write_json(state_path, {"v": 1, "pending": pending})
+        from looop_py.engine.spec import is_loop  # only when a goal starts (the gate loads it)
+
         meta, goal = specs[goal_id]
         body = frontmatter(goal.text())[1] if goal.fenced else goal.text()
         move: dict[str, Any]

@@ -3,6 +3,11 @@
 Every move first passes the one gate (gate.py): a move that could run code
 no human allowed is held as an approval ask instead (`looop approve` carries
 it out later, exactly as shown), and the tripwire refuses the catastrophic.
+The one exception is a move that does nothing at all (UNGATED: noop): it runs
+nothing, reads no file and needs no fence, and the gate's row for it admits it
+always, so it is done without loading the gate (a full beat's fixed cost; the
+gate imports the shell parser, the loop spec and the runtimes). The gate is
+imported where the first move that can do anything is carried out.
 Each move's effect is a small function below. Policy writes are atomic and
 idempotent; moves that must not run twice (shell, spawn, ask) are wrapped in a
 write-ahead record. Allowlisted shell commands run without a shell.
@@ -14,12 +19,11 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
-from looop_py.asks import mailbox
 from looop_py.errors import FenceLost, LooopError
-from looop_py.moves import gate, wal
+from looop_py.moves import wal
 from looop_py.moves.union import (
     ArchiveGoal,
     AskHuman,
@@ -36,16 +40,22 @@ from looop_py.moves.union import (
     WriteSensor,
 )
 from looop_py.schedules import timers
-from looop_py.workdir import journal, provenance, shelf
+from looop_py.workdir import journal, shelf
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.shelf import GOAL_ACTIVITY, Fencing
 
+if TYPE_CHECKING:
+    from looop_py.moves import gate
+
 PLAYBOOK_KEEP = 20
 SHELL_TAIL = 2048
 OUTPUT_EXCERPT = 400  # characters of a command's output kept in its beat's event
+# Moves done without the gate: each runs nothing, reads and writes nothing, needs no fence,
+# and the gate admits it always (tests/moves/test_ungated.py holds the gate to that).
+UNGATED: tuple[type, ...] = (Noop,)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ def execute(wd: WorkDir, move: Move, now: float, *, approved: bool = False) -> O
     gate does not hold it again (the tripwire still refuses).
     """
     a = move.action
+    if isinstance(a, UNGATED):
+        return Outcome(True)
+    from looop_py.moves import gate  # every move that can do anything passes it
+
     fencing: Fencing | None = None
     try:
         admission = gate.admit(wd, move, now, approved=approved)
@@ -74,8 +88,7 @@ def execute(wd: WorkDir, move: Move, now: float, *, approved: bool = False) -> O
             return Outcome(
                 True, f"held for approval as {admission.held} ({verdict.why})", held=admission.held
             )
-        if not isinstance(a, Noop):
-            fencing = wd.shelf.confirm(move.name)  # the fence, checked at the side effect
+        fencing = wd.shelf.confirm(move.name)  # the fence, checked at the side effect
         outcome = _carry_out(wd, move, now, verdict, fencing, approved=approved)
         if fencing is not None:  # a shared backend: the act names the token it ran under
             token = f"token {fencing.token}"
@@ -113,12 +126,16 @@ def _carry_out(
     approved: bool,
 ) -> Outcome:
     """The move's effect, the fence confirmed (on a shared backend) just before."""
+    from looop_py.moves import gate  # loaded by execute already
+
     cfg = wd.config
     a = move.action
     match a:
         case Noop():
             return Outcome(True)
         case WriteGoal(id=goal_id, body=body):
+            from looop_py.workdir import provenance  # hashlib: only for a goal written
+
             data = gate.with_newline(body).encode()
             jsonio.atomic_write(wd.paths.goal(goal_id), data)
             rel = f"goals/{goal_id}.md"
@@ -266,6 +283,8 @@ def take_last_shell(paths: Paths) -> dict[str, Any] | None:
 
 
 def _ask(wd: WorkDir, prompt: str, options: tuple[str, ...] | None, now: float) -> Outcome:
+    from looop_py.asks import mailbox  # only for an ask: the forgery seal and identity
+
     ask = mailbox.open_ask(wd, prompt=prompt, asker="decider", now=now, options=options or ())
     return Outcome(True, f"as {ask.id}", detail={"ask": ask.id})
 
