@@ -10,12 +10,12 @@ from pathlib import Path
 
 from looop_py.asks import mailbox
 from looop_py.beat import corrupt
-from looop_py.engine.report import RoundOutcome
 from looop_py.engine.rounds import Phase, RoundState
 from looop_py.engine.spec import LoopSpec
 from looop_py.loops import store
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
+from tests.history import archive_round
 from tests.opens import counted
 
 SPEC = LoopSpec.from_dict({"name": "sweep", "intent": "x", "level": "L1"})
@@ -26,18 +26,7 @@ def _history(wd: Paths, now: float) -> None:
     """Ten archived rounds, five answered asks, one pending ask, one live round."""
     w = open_wd(wd)
     for i in range(10):
-        ended = now - 3600 * (i + 2)
-        state = RoundState(
-            id=f"sweep-{i:04}",
-            spec=SPEC,
-            phase=Phase.DONE,
-            started_at=ended - 60,
-            updated_at=ended,
-            ended_at=ended,
-            outcome=RoundOutcome.REPORTED,
-        )
-        store.rounds_of(w).save(state)
-        assert w.shelf.move(store.LIVE, state.id, store.ARCHIVE)
+        archive_round(w, f"sweep-{i:04}", now - 3600 * (i + 2))
     for i in range(5):
         ask = mailbox.open_ask(w, prompt=f"ok {i}?", asker="human", now=now - 900 + i)
         mailbox.answer(w, ask.id, "yes", now=now - 800 + i)

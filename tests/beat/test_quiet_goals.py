@@ -3,7 +3,6 @@ goal among thousands slips past it (issue #26, item 2: a quiet beat flat in goal
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,22 +13,9 @@ import pytest
 
 from looop_py.sensing import seal, survey
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop
+from tests.beat.test_quiet import _pulse, _sensed_hash
 
 MANY = 10_000
-
-
-def _pulse(wd: Paths, *args: str) -> dict[str, object]:
-    done = invoke_looop("-C", str(wd.root), "pulse", *args)
-    assert done.returncode == 0, done.stderr
-    lines = wd.events.read_text().splitlines()
-    return next(e for e in map(json.loads, reversed(lines)) if e["event"] == "beat")
-
-
-def _sensed_hash(wd: Paths) -> str:
-    done = invoke_looop("-C", str(wd.root), "sense", "--json")
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["world_hash"])
 
 
 def _goal(i: int) -> str:

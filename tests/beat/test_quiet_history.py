@@ -16,28 +16,11 @@ from pathlib import Path
 import pytest
 
 from looop_py.asks import mailbox
-from looop_py.engine.report import RoundOutcome
-from looop_py.engine.rounds import Phase, RoundState
-from looop_py.engine.spec import LoopSpec
-from looop_py.loops import store
 from looop_py.sensing import seal, survey
 from looop_py.workdir.paths import Paths
-from tests.conftest import invoke_looop, open_wd, write_sensor
-
-SPEC = LoopSpec.from_dict({"name": "sweep", "intent": "x", "level": "L1"})
-
-
-def _pulse(wd: Paths, *args: str) -> dict[str, object]:
-    done = invoke_looop("-C", str(wd.root), "pulse", *args)
-    assert done.returncode == 0, done.stderr
-    lines = wd.events.read_text().splitlines()
-    return next(e for e in map(json.loads, reversed(lines)) if e["event"] == "beat")
-
-
-def _sensed_hash(wd: Paths) -> str:
-    done = invoke_looop("-C", str(wd.root), "sense", "--json")
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["world_hash"])
+from tests.beat.test_quiet import _pulse, _sensed_hash
+from tests.conftest import open_wd, write_sensor
+from tests.history import archive_round
 
 
 def _add_history(wd: Paths, rounds: int, asks: int, *, start: int = 0) -> None:
@@ -45,18 +28,7 @@ def _add_history(wd: Paths, rounds: int, asks: int, *, start: int = 0) -> None:
     w = open_wd(wd)
     now = time.time()
     for i in range(start, start + rounds):
-        ended = now - 3600 * (i + 2)
-        state = RoundState(
-            id=f"sweep-{i:04}",
-            spec=SPEC,
-            phase=Phase.DONE,
-            started_at=ended - 60,
-            updated_at=ended,
-            ended_at=ended,
-            outcome=RoundOutcome.REPORTED,
-        )
-        store.rounds_of(w).save(state)
-        assert w.shelf.move(store.LIVE, state.id, store.ARCHIVE)
+        archive_round(w, f"sweep-{i:04}", now - 3600 * (i + 2))
     for i in range(asks):
         ask = mailbox.open_ask(w, prompt=f"ok {start + i}?", asker="human", now=now - 900)
         mailbox.answer(w, ask.id, "yes", now=now - 800)

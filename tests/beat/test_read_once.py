@@ -15,15 +15,12 @@ from looop_py.beat.decide import gather_prompt
 from looop_py.beat.preview import preview
 from looop_py.coord.choose import open_workdir
 from looop_py.deciders.base import DecideRequest, Decision
-from looop_py.engine.report import RoundOutcome
-from looop_py.engine.rounds import Phase, RoundState
-from looop_py.engine.spec import LoopSpec
-from looop_py.loops import store
 from looop_py.sensing import seal
 from looop_py.sensing.sense import sense
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
 from tests.conftest import open_wd, write_sensor
+from tests.history import archive_round
 from tests.opens import counted
 
 LOOP_GOAL = """---
@@ -181,23 +178,10 @@ def test_a_goal_edited_after_sense_read_it_never_passes_the_seal(wd: Paths) -> N
 
 
 def _history(wd: Paths, rounds: int, asks: int) -> None:
-    spec = LoopSpec.from_dict({"name": "sweep", "intent": "x", "level": "L1"})
     w = open_wd(wd)
     now = time.time()
     for i in range(rounds):
-        ended = now - 3600 * (i + 2)
-        rid = f"sweep-{i:04}"
-        state = RoundState(
-            id=rid,
-            spec=spec,
-            phase=Phase.DONE,
-            started_at=ended - 60,
-            updated_at=ended,
-            ended_at=ended,
-            outcome=RoundOutcome.REPORTED,
-        )
-        store.rounds_of(w).save(state)
-        assert w.shelf.move(store.LIVE, rid, store.ARCHIVE)
+        archive_round(w, f"sweep-{i:04}", now - 3600 * (i + 2))
     for i in range(asks):
         ask = mailbox.open_ask(w, prompt=f"ok {i}?", asker="human", now=now - 100 + i)
         mailbox.answer(w, ask.id, "yes", now=now - 50 + i)

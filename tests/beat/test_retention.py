@@ -13,13 +13,13 @@ from looop_py.asks import mailbox
 from looop_py.beat import prune as retention  # retention lives in beat/prune.py
 from looop_py.beat import pulse
 from looop_py.beat.prune import prune
-from looop_py.engine.report import RoundOutcome
 from looop_py.engine.rounds import Phase, RoundState
 from looop_py.engine.spec import LoopSpec
 from looop_py.loops import store
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, open_wd
+from tests.history import archive_round
 
 DAY = 86400.0
 NOW = time.time()  # the CLI below reads the real clock
@@ -27,21 +27,7 @@ NOW = time.time()  # the CLI below reads the real clock
 
 def _round(paths: Paths, loop: str, ended: float, *, n: int = 0) -> str:
     """A finished round of `loop`, archived in rounds/done/ as the beat archives one."""
-    spec = LoopSpec.from_dict({"name": loop, "intent": "x", "level": "L1"})
-    rid = f"{loop}-{int(ended)}-{n}"
-    state = RoundState(
-        id=rid,
-        spec=spec,
-        phase=Phase.DONE,
-        started_at=ended - 60,
-        updated_at=ended,
-        ended_at=ended,
-        outcome=RoundOutcome.REPORTED,
-    )
-    wd = open_wd(paths)
-    store.rounds_of(wd).save(state)
-    assert wd.shelf.move(store.LIVE, rid, store.ARCHIVE)
-    return rid
+    return archive_round(open_wd(paths), f"{loop}-{int(ended)}-{n}", ended, loop=loop)
 
 
 def _answered(paths: Paths, asker: str, at: float) -> str:
