@@ -17,6 +17,7 @@ import xxhash
 # start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
     from collections.abc import Iterable, Mapping
     from typing import Any, Final
 
@@ -25,6 +26,12 @@ PREFIX = "xxh3:"
 
 def digest(data: bytes) -> str:
     return PREFIX + xxhash.xxh3_128_hexdigest(data)
+
+
+def stat_text(st: os.stat_result) -> str:
+    """A file's stat as the seal's survey, the goal cache and the goals' listing all write
+    it (inode, size, mtime and ctime in ns, mode): one spelling, so their texts compare."""
+    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
 
 
 GONE = (-1, -1, -1, -1, -1)  # listed, then gone before its stat: no stat has these

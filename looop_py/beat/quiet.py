@@ -36,6 +36,7 @@ from looop_py.locks import PulseLock
 from looop_py.sensing import seal, survey
 from looop_py.sensing.seal import Sealed
 from looop_py.workdir.locate import locate
+from looop_py.world import stat_text
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -221,7 +222,7 @@ def _replace(root: str, rel: str, body: bytes) -> str:
 
 
 def _dir_stat(root: str, rel: str) -> str:
-    return survey.stat_text(os.lstat(os.path.join(root, rel)))
+    return stat_text(os.lstat(os.path.join(root, rel)))
 
 
 def _fresh(root: str, name: str, interval: float, now: float) -> bool:

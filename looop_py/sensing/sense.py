@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio, procs, world
 from looop_py.sensing import probes, sensors
 from looop_py.sensing.probes import Seen
-from looop_py.sensing.survey import stat_text
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook_stamped
 from looop_py.workdir.paths import Paths
+from looop_py.world import stat_text
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -35,7 +35,7 @@ class World:
     playbook: bytes | None = None  # PLAYBOOK.md as hashed (None: there is none)
     goals: tuple[GoalFile, ...] = ()  # goals/*.md as hashed, by id
     # What SENSE read, by path in the work dir: PLAYBOOK's and each sensor's stat
-    # (survey.stat_text) while it held still (a goal's is GoalFile.stamp), and for a
+    # (world.stat_text) while it held still (a goal's is GoalFile.stamp), and for a
     # sensor the (timeout, interval) its header set. The seal takes a file whose survey
     # stat is this one as read: it never reads it twice.
     read: dict[str, tuple[str, float, float]] = field(default_factory=dict)

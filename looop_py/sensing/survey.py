@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import stat
 
-from looop_py.world import GONE, digest, listing_digest
+from looop_py.world import GONE, digest, listing_digest, stat_text
 
 # Work-dir relative names, keyed by the Paths attribute they mirror (a test keeps
 # them equal): this module sees the work dir as plain strings, pathlib costs ~5 ms.
@@ -60,10 +60,6 @@ LISTED["rounds_done"] = ROUNDS_DONE
 SESSIONS = "sessions"
 OUTPUT = "output.log"
 LOGS = (OUTPUT, "aider.chat.md", "aider.events.jsonl")
-
-
-def stat_text(st: os.stat_result) -> str:
-    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
 
 
 def _lstat(path: str) -> os.stat_result | None:

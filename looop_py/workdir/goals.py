@@ -256,11 +256,9 @@ def read_goal(goal_id: str, path: Path, cap: int = GOAL_CAP) -> GoalFile | None:
         return GoalFile(goal_id, path.parent, notice(f"goals/{goal_id}.md", why), why)
 
 
-def stamp_of(st: os.stat_result) -> str:
-    """A stat as the survey writes it (sensing/survey.py stat_text, kept equal by a test;
-    that module stays free of this one's imports): a string, not the stat_result, so
-    10,000 goals hold 10,000 short strings."""
-    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
+# A goal's stat as the survey writes it: a string, not the stat_result, so 10,000 goals
+# hold 10,000 short strings.
+stamp_of = world.stat_text
 
 
 def read_goal_once(

@@ -24,7 +24,8 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from looop_py.world import GONE, listing_digest
+from looop_py.workdir.goalcache import RACY_NS
+from looop_py.world import GONE, listing_digest, stat_text
 
 
 class Held(Protocol):  # a goal the world holds (workdir/goals.py GoalFile)
@@ -32,9 +33,6 @@ class Held(Protocol):  # a goal the world holds (workdir/goals.py GoalFile)
     def id(self) -> str: ...
     @property
     def stamp(self) -> str | None: ...
-
-
-RACY_NS = 50_000_000  # as workdir/goalcache.py: file times come from the coarse clock
 
 
 class Seen:
@@ -93,10 +91,6 @@ class Seen:
                 add(nums)
         names = [name for name, _ in self._pairs]
         return self._folder, f"g goals {len(names)} {listing_digest(names, numbers)}"
-
-
-def stat_text(st: os.stat_result) -> str:
-    return f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
 
 
 def for_seal(
