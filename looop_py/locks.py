@@ -24,18 +24,11 @@ class PulseLock:
     def acquire(self, timeout_s: float = 0.0) -> bool:
         """Take the lock; False when another process holds it past `timeout_s`."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return False
-                time.sleep(0.05)
-                continue
-            self._fd = fd
-            return True
+        if not flock_within(fd, timeout_s):
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
 
     def release(self) -> None:
         if self._fd is not None:
@@ -59,3 +52,21 @@ class PulseLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def flock_within(
+    fd: int, timeout_s: float, pause_s: float = 0.05, max_pause_s: float = 0.0
+) -> bool:
+    """Take an exclusive flock on `fd`, trying again every `pause_s` (doubling up to
+    `max_pause_s`, when that is larger) until `timeout_s` has passed; whether it was taken."""
+    deadline = time.monotonic() + timeout_s
+    pause = pause_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+        time.sleep(pause)
+        pause = max(pause_s, min(pause * 2, max_pause_s))

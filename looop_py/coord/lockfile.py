@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 
 from looop_py.errors import Busy
+from looop_py.locks import flock_within
 
 LOCKS = ".locks"
 HEAD = 32  # bytes of the epoch (an older looop reads only these)
@@ -105,17 +105,8 @@ def _wait(fd: int, name: str, timeout_s: float) -> None:
 
 
 def _poll(fd: int, timeout_s: float, busy: Busy) -> None:
-    deadline = time.monotonic() + timeout_s
-    pause = POLL_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise busy from None
-        time.sleep(pause)
-        pause = min(pause * 2, POLL_MAX_S)
+    if not flock_within(fd, timeout_s, POLL_S, POLL_MAX_S):
+        raise busy
 
 
 def load(fd: int) -> tuple[int, Held | None]:
