@@ -23,6 +23,7 @@ from looop_py.deciders.base import (
     DecideRequest,
     InvalidReply,
     Usage,
+    reads_prompt,
     request_in,
 )
 from looop_py.moves import act, union
@@ -150,6 +151,7 @@ def decide_and_act(
         now=now,
         forced_by=forced_by,
         interrupted=interrupted,
+        build=reads_prompt(backend),
     )
     attempt = _Attempt.begin(wd, ledgers, policy=policy, backend=backend, text=text, now=now)
     request = _request(wd, seen=seen, changed=changed, now=now, forced_by=forced_by, text=text)
@@ -179,10 +181,15 @@ def _prompt(
     now: float,
     forced_by: str | None,
     interrupted: str | None,
+    build: bool,
 ) -> str:
-    """The prompt, with the flapping sensors and the last failure (and an interrupted beat's)."""
+    """The prompt, with the flapping sensors and the last failure (and an interrupted beat's).
+    Not built ("") for a backend that reads none: no goal is read for it, the last shell
+    output waits for a decide that shows it, and the readings' `since` is not advanced."""
     flap_state, _ = limits.flap_update(limits.load_flap(wd), seen.items)
     limits.save_flap(wd, flap_state)
+    if not build:
+        return ""
     last_failure = ledgers.backoff.reason if ledgers.backoff.fails else None
     if interrupted:
         last_failure = f"{interrupted}\n{last_failure}" if last_failure else interrupted
@@ -243,9 +250,11 @@ class _Attempt:
         text: str,
         now: float,
     ) -> _Attempt:
-        """A new run holding the prompt; the attempt counts against the decide cap, win or lose."""
+        """A new run holding the prompt (none for a backend that reads none: prompt_bytes 0);
+        the attempt counts against the decide cap, win or lose."""
         run = runs.new_run(wd.paths)
-        runs.write(wd, run, "prompt.md", text)
+        if text:
+            runs.write(wd, run, "prompt.md", text)
         limits.save_decide(wd, ledgers, now)
         stats = {"backend": backend.name, "run": run.name, "prompt_bytes": len(text)}
         return cls(wd, ledgers, policy, now, run, time.monotonic(), stats)

@@ -44,6 +44,7 @@ TOOL_DESCRIPTION = (
 
 class AnthropicDecider:
     name = "anthropic"
+    reads_prompt = True
 
     def __init__(self, cfg: DeciderConfig, *, sleep: Any = time.sleep) -> None:
         if not cfg.model:

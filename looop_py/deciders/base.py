@@ -108,7 +108,9 @@ class DecideRequest:
     live_workers: frozenset[str] = frozenset()  # workers starting or running now
     last_acted: Mapping[str, float | None] = field(default_factory=dict)  # goal id → last move
     forced: bool = False
-    prompt: str = ""  # the full decide prompt (deciders/prompt.py); LLM backends send only this
+    # The full decide prompt (deciders/prompt.py); LLM backends send only this. "" for a
+    # backend that says it reads none (`reads_prompt`): the beat did not build it.
+    prompt: str = ""
 
 
 # Where the decide prompt (deciders/prompt.py) turns more volatile: it puts these section
@@ -145,5 +147,15 @@ class Decision:
 
 class Decider(Protocol):
     name: str
+    # Whether decide() reads `request.prompt`. False (rules, noop): the beat builds no
+    # prompt for it and writes no runs/<id>/prompt.md (at 10,000 goals a prompt reads
+    # ~4,000 goal files and fills 256 KiB); the goals, snapshots and changes still come.
+    reads_prompt: bool
 
     def decide(self, request: DecideRequest) -> Decision: ...
+
+
+def reads_prompt(backend: Decider) -> bool:
+    """Whether the beat builds the prompt for this backend: a backend that does not say
+    gets one (the safe side: nothing it may read is left out)."""
+    return getattr(backend, "reads_prompt", True) is not False

@@ -71,6 +71,7 @@ def render(command: str, prompt_file: Path) -> str:
 
 class CommandDecider:
     name = "command"
+    reads_prompt = True
 
     def __init__(self, cfg: DeciderConfig) -> None:
         if not cfg.command.strip():

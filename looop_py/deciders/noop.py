@@ -7,6 +7,7 @@ from looop_py.deciders.base import DecideRequest, Decision
 
 class NoopDecider:
     name = "noop"
+    reads_prompt = False  # proposes noop whatever the world: no prompt is built
 
     def decide(self, request: DecideRequest) -> Decision:
         move = {"action": "noop", "reason": f"{len(request.changed)} item(s) changed"}

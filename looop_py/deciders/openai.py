@@ -32,6 +32,7 @@ SCHEMA_NAME = "looop_move"
 
 class OpenAIDecider:
     name = "openai"
+    reads_prompt = True
 
     def __init__(self, cfg: DeciderConfig, *, sleep: Any = time.sleep) -> None:
         if not cfg.model:

@@ -53,6 +53,7 @@ _Spec = tuple[dict[str, Any], GoalFile]  # a goal's frontmatter, and the goal
 
 class RulesDecider:
     name = "rules"
+    reads_prompt = False  # works from the changes, snapshots and goal frontmatter
 
     def decide(self, request: DecideRequest) -> Decision:
         # Triggers are queued first, whatever move this beat makes: the world hash

@@ -38,6 +38,7 @@ CURSOR = "script-cursor.json"
 
 class ScriptDecider:
     name = "script"
+    reads_prompt = True  # a stand-in for a model: its runs keep the prompt one would get
 
     def __init__(self, cfg: DeciderConfig) -> None:
         if not cfg.script.strip():

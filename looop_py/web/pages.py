@@ -199,6 +199,12 @@ def beat(d: dict[str, Any]) -> str:
         body += f"<h2>Move</h2><pre>{e(pretty(b['move']))}</pre>"
     if d["run_id"]:
         body += f"<h2>Decide archive runs/{e(d['run_id'])}/</h2>"
+        stats = b.get("decide") if isinstance(b.get("decide"), dict) else {}
+        if "prompt.md" not in d["run"] and stats.get("prompt_bytes") == 0:
+            body += (
+                f'<p class="muted" id="no-prompt">no prompt.md: the {e(stats.get("backend"))}'
+                " decider reads no prompt, so none was built</p>"
+            )
         for name, text in d["run"].items():
             body += f"<h3>{e(name)}</h3><pre>{e(text)}</pre>"
     return body

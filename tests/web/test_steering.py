@@ -69,6 +69,19 @@ def test_the_beats_view_shows_each_decision_with_what_ran_and_how_it_went(wd: Pa
     assert "What ran" in one and "exit code 2" in one
 
 
+def test_a_beat_whose_decider_reads_no_prompt_says_so_on_its_page(wd: Paths) -> None:
+    wd.config.write_text('[decider]\nbackend = "rules"\n')
+    beat(open_wd(wd), force=True)  # rules: no prompt is built, runs/<id>/ has no prompt.md
+    beat(open_wd(wd), decider=Seq({"action": "noop", "reason": "read it"}), force=True)
+    client, _ = _logged_in(wd)
+    read, rules = client.get("/beats?format=json").json()["beats"][:2]
+    page = client.get(f"/beats/{rules['ts']}").text
+    assert 'id="no-prompt"' in page and "the rules decider reads no prompt" in page
+    assert "<h3>prompt.md</h3>" not in page and "<h3>output.txt</h3>" in page
+    page = client.get(f"/beats/{read['ts']}").text
+    assert "<h3>prompt.md</h3>" in page and 'id="no-prompt"' not in page
+
+
 def test_an_answered_ask_keeps_its_history_on_its_page(wd: Paths, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     ask = held(wd, {"action": "run_shell", "cmd": f"echo done > {marker}"})

@@ -16,6 +16,7 @@ from looop_py.sensing.sensors import interpret
 from looop_py.workdir import goals as goals_mod
 from looop_py.workdir.goals import GoalError, frontmatter, read_goals, read_playbook
 from looop_py.workdir.paths import Paths
+from tests.beat.test_decide import Seq
 from tests.conftest import invoke_looop, open_wd, write_sensor
 
 DEEP = 300  # orjson parses it, but cannot write it back (its limit is 254 levels)
@@ -153,7 +154,7 @@ def test_a_hostile_playbook_is_named_in_the_prompt_and_the_beat_goes_on(
     assert body is not None
     if kind != "binary":
         assert body.startswith(b"(looop could not read PLAYBOOK.md: ")
-    result = beat(open_wd(wd))
+    result = beat(open_wd(wd), decider=Seq())  # a backend that reads the prompt
     assert result.outcome == "decided", result
     assert beat(open_wd(wd)).outcome == "skipped"  # the notice is stable, so it wakes the loop once
     prompt = max(wd.runs.iterdir()).joinpath("prompt.md").read_text()

@@ -208,7 +208,10 @@ def test_a_full_beat_opens_only_the_goals_its_prompt_shows(wd: Paths) -> None:
         (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\n" + "Keep it tidy. " * 8)
         os.utime(wd.goals / f"goal-{i:03}.md", (day_ago, day_ago))
     _settled(wd.goals / "goal-199.md")
-    wd.config.write_text('[decider]\nbackend = "rules"\n[limits]\nprompt_max_bytes = 16384\n')
+    (wd.root / "moves.json").write_text(json.dumps([{"action": "noop"}] * 3))
+    wd.config.write_text(  # a backend that reads the prompt (rules reads none: no goal opened)
+        '[decider]\nbackend = "script"\nscript = "moves.json"\n[limits]\nprompt_max_bytes = 16384\n'
+    )
     first = counted(wd.root, OPENS)
     assert first["outcome"] == "decided" and len(first["goals"]) == 200  # a cold cache
     again = counted(wd.root, OPENS)
