@@ -16,7 +16,6 @@ from typing import Any
 
 from looop_py import world
 from looop_py.beat.result import BeatOutcome
-from looop_py.deciders import prompt, volatility
 from looop_py.deciders.base import (
     DecideError,
     Decider,
@@ -62,6 +61,8 @@ def gather_prompt(
     last_failure: str | None,
 ) -> str:
     """The decide prompt, with PLAYBOOK and goals exactly as this beat hashed them."""
+    from looop_py.deciders import prompt, volatility  # only for a backend that reads it
+
     paths = wd.paths
     snapshots = seen.snapshots
     playbook = None if seen.playbook is None else seen.playbook.decode("utf-8", "replace")

@@ -4,8 +4,11 @@ acts on, as it was hashed. A backend that reads the prompt still gets all of it.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -165,3 +168,41 @@ def test_which_backends_read_the_prompt() -> None:
         name = "silent"
 
     assert reads_prompt(Silent()) is True  # type: ignore[arg-type]
+
+
+PROMPT_MODULES = (
+    "looop_py.deciders.prompt",
+    "looop_py.deciders.fitting",
+    "looop_py.deciders.volatility",
+)
+
+
+def _full_beat_loads(wd: Paths) -> list[str]:
+    """Which of PROMPT_MODULES a fresh interpreter holds after `looop pulse --force`."""
+    code = (
+        "import os, sys\n"
+        "def stay(code):\n"
+        "    raise SystemExit(code)\n"
+        "os._exit = stay\n"
+        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse', '--force', '-q']\n"
+        "from looop_py.console import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('LOADED', [m for m in {PROMPT_MODULES!r} if m in sys.modules])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOOP_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "LOADED " in done.stdout, done.stdout + done.stderr
+    loaded: list[str] = ast.literal_eval(done.stdout.split("LOADED ", 1)[1].splitlines()[0])
+    return loaded
+
+
+def test_a_full_beat_without_a_prompt_imports_no_prompt_builder(wd: Paths) -> None:
+    for backend in ("rules", "noop"):
+        wd.config.write_text(f'[decider]\nbackend = "{backend}"\n')
+        assert _full_beat_loads(wd) == [], backend
+    (wd.root / "moves.json").write_text(json.dumps([{"action": "noop"}]))
+    wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.json"\n')
+    assert _full_beat_loads(wd) == list(PROMPT_MODULES)
