@@ -56,7 +56,10 @@ def _rich(root: Path) -> Paths:
         s.unlink()
     (p.sensors / "ok.sh").write_text("#!/bin/sh\necho ok\n")
     (p.sensors / "ok.sh").chmod(0o755)
-    p.config.write_text('[decider]\nbackend = "noop"\n')
+    # A backend that reads the prompt, so the prompt's own state (prompt-order.json) is
+    # written and read back: noop replayed from a script (noop itself builds no prompt).
+    (root / "moves.replay").write_text(json.dumps([{"action": "noop"}] * 1000))  # input
+    p.config.write_text('[decider]\nbackend = "script"\nscript = "moves.replay"\n')
     p.goal("lp").write_text(LOOP)
     now = time.time()
     start_round(open_wd(p), "lp", now=now, trigger="test")
@@ -177,6 +180,7 @@ STATE_FILES = [
     "state/schedules/tick.json",
     "state/records-checked.json",
     "state/retention.json",
+    "state/script-cursor.json",
 ]
 
 
