@@ -42,11 +42,13 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
-    known = goalcache.of_beat(wd)  # what SENSE will ask too
-    for goal_id, stamp in goal_stamps(wd):  # the stat goals/ was listed with: taken once
+    stamps = goal_stamps(wd)  # the stat goals/ was listed with: taken once
+    known = goalcache.hits(wd, stamps)  # what SENSE will ask too
+    for goal_id, stamp in stamps:
         if stamp is None:
             continue  # gone, or a link to nowhere or to itself: not a loop
-        if known.plain(goal_id, stamp):
+        hit = known.get(goal_id)
+        if hit is not None and not hit[1]:
             continue  # no `---` fence, says the goal cache: not a loop, and no entry here
         entry = entries.get(goal_id)
         held = entry if isinstance(entry, str) else _get(entry, "stamp")

@@ -20,12 +20,15 @@ the file's current stat; state/ is looop's own, as the quiet seal beside it is.)
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from typing import TYPE_CHECKING
 
 from looop_py import jsonio
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from looop_py.workdir.context import WorkDir
 
 VERSION = 1
@@ -33,11 +36,11 @@ VERSION = 1
 # coarse clock files are stamped by has moved on, so any later write changes the stat.
 RACY_NS = 50_000_000
 _PREFIX = "xxh3:"  # world.PREFIX: the digest is stored without it
-_HEX = frozenset("0123456789abcdef")
+_TAILS = re.compile(r"(?: [0-9a-f]{32} [01])*")  # what follows the stamp in entries
 
 
 class GoalCache:
-    """The cache as one beat uses it: `hit` on a goal's stamp, `put` what a read learnt,
+    """The cache as one beat uses it: `known` for the listing's stamps, `put` what a read learnt,
     `save` once at the end (only when something changed)."""
 
     __slots__ = ("_entries", "_seen", "changed", "wd")
@@ -48,26 +51,19 @@ class GoalCache:
         self._seen: set[str] = set()
         self.changed = False
 
-    def hit(self, goal_id: str, stamp: str) -> tuple[str, bool] | None:
-        """(digest, fenced) of a goal whose file still has `stamp`; None: read it."""
-        self._seen.add(goal_id)
-        parts = self._entries.get(goal_id, "").split(" ")
-        if len(parts) != 3 or parts[0] != stamp or parts[2] not in ("0", "1"):
-            return None
-        if len(parts[1]) != 32 or not _HEX.issuperset(parts[1]):
-            return None  # not a digest this module wrote
-        return _PREFIX + parts[1], parts[2] == "1"
-
-    def plain(self, goal_id: str, stamp: str) -> bool:
-        """Whether the goal, at `stamp`, opens no `---` fence (so it is no loop): the loop
-        index's cheap test; `hit` checks the whole entry before SENSE trusts its digest."""
-        entry = self._entries.get(goal_id)
-        return (
-            entry is not None
-            and entry.endswith(" 0")
-            and entry.startswith(stamp)
-            and entry[len(stamp) : len(stamp) + 1] == " "
-        )
+    def known(self, found: Sequence[tuple[str, str | None]]) -> dict[str, tuple[str, bool]]:
+        """For a listing's (id, stamp) pairs, {id: (digest, fenced)} of the goals whose file
+        still has the stamp the cache holds for them (an entry `STAMP HEX 0|1`, the hex
+        a digest this module wrote; a racy or malformed entry is no hit). One pass of
+        string compares, no split: the loop index and SENSE share its answer."""
+        get = self._entries.get
+        # An entry is `STAMP HEX 0|1`: its head (all but the last 35 characters) is the stamp.
+        same = {g: e for g, stamp in found if (e := get(g)) is not None and e[:-35] == stamp}
+        tails = "".join(e[-35:] for e in same.values())
+        if not _TAILS.fullmatch(tails):  # one check for all; a damaged entry: one by one
+            same = {g: e for g, e in same.items() if _TAILS.fullmatch(e, len(e) - 35)}
+        self._seen.update(goal_id for goal_id, _ in found)
+        return {g: (_PREFIX + e[-34:-2], e[-1] == "1") for g, e in same.items()}
 
     def put(self, goal_id: str, stamp: str | None, digest: str, fenced: bool, now_ns: int) -> None:
         """Remember a goal read whole at `stamp` (None: it changed while it was read)."""
@@ -107,6 +103,12 @@ def trusted(stamp: str, now_ns: int) -> bool:
     except (IndexError, ValueError):
         return False
     return max(mtime_ns, ctime_ns) <= now_ns - RACY_NS
+
+
+def hits(wd: WorkDir, found: list[tuple[str, str | None]]) -> dict[str, tuple[str, bool]]:
+    """`known` for this beat's listing of goals/, worked out once within the beat's pass
+    (`wd.memo.scope()`): the loop index (ADVANCE) and SENSE ask the same."""
+    return wd.memo.once(("goal-hits", wd.paths.goals_cache), lambda: of_beat(wd).known(found))
 
 
 def of_beat(wd: WorkDir) -> GoalCache:

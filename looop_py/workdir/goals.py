@@ -298,12 +298,12 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     goals: list[GoalFile] = [
         GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()
     ]
-    cache = goalcache.of_beat(wd)
+    cache, hits = goalcache.of_beat(wd), goalcache.hits(wd, found)
     now_ns = goalcache.now_ns()
     room, held = GOALS_TOTAL_CAP, HELD_CAP
     for goal_id, stamp in found:
         size = int(stamp.split(".", 2)[1]) if stamp is not None else GOAL_CAP + 1
-        known = cache.hit(goal_id, stamp) if stamp and size <= min(GOAL_CAP, room) else None
+        known = hits.get(goal_id) if size <= min(GOAL_CAP, room) else None
         if known is not None:
             digest, fenced = known
             goals.append(GoalFile(goal_id, folder, None, None, stamp, digest=digest, fenced=fenced))

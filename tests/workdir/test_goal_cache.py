@@ -116,7 +116,46 @@ def test_a_goal_written_just_now_is_read_again_by_the_next_beat(wd: Paths) -> No
         assert _cached(wd)["fresh"].endswith(" racy"), "listed, and marked: never a hit"
         known = goalcache.load(open_wd(wd))
         stamp = _cached(wd)["fresh"].split(" ")[0]
-        assert known.hit("fresh", stamp) is None and not known.plain("fresh", stamp)
+        assert known.known([("fresh", stamp)]) == {}
+
+
+def _split_hit(entry: str | None, stamp: str) -> tuple[str, bool] | None:
+    """The cache's test as it was written before `known` (split on spaces), for comparison."""
+    parts = (entry or "").split(" ")
+    if len(parts) != 3 or parts[0] != stamp or parts[2] not in ("0", "1"):
+        return None
+    if len(parts[1]) != 32 or not set(parts[1]) <= set("0123456789abcdef"):
+        return None
+    return "xxh3:" + parts[1], parts[2] == "1"
+
+
+def test_only_a_whole_well_formed_entry_for_the_very_stamp_is_a_hit(wd: Paths) -> None:
+    """Hostile and near-miss entries: a racy mark, a stamp that is a prefix of another,
+    upper-case or short hex, a third flag, doubled spaces, a missing stamp."""
+    hexd = "0123456789abcdef" * 2
+    stamp = "12.34.56.78.33188"
+    entries = {
+        "ok": f"{stamp} {hexd} 0",
+        "fenced": f"{stamp} {hexd} 1",
+        "racy": f"{stamp} {hexd} 0 racy",
+        "longer-stamp": f"{stamp}9 {hexd} 0",
+        "shorter-stamp": f"{stamp[:-1]} {hexd} 0",
+        "upper": f"{stamp} {hexd.upper()} 0",
+        "short-hex": f"{stamp} {hexd[:-1]} 0",
+        "long-hex": f"{stamp} {hexd}a 0",
+        "flag": f"{stamp} {hexd} 2",
+        "spaces": f"{stamp}  {hexd[1:]} 0",
+        "trailing": f"{stamp} {hexd} 0 ",
+        "not-hex": f"{stamp} {hexd[:-1]}g 0",
+        "no-stamp": f"{stamp} {hexd} 0",
+    }
+    cache = goalcache.GoalCache(open_wd(wd), dict(entries))
+    found = [(g, None if g == "no-stamp" else stamp) for g in [*entries, "absent"]]
+    expected = {
+        g: hit for g, s in found if s is not None and (hit := _split_hit(entries.get(g), s))
+    }
+    assert cache.known(found) == expected
+    assert set(expected) == {"ok", "fenced"} and expected["fenced"][1] is True
 
 
 @pytest.mark.parametrize(
