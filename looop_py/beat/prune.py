@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
-from looop_py.loops import store
 from looop_py.workdir import journal
 from looop_py.workdir import shelf as shelf_mod
 
@@ -95,6 +94,8 @@ def _days(seconds: float) -> str:
 
 
 def _rounds(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]]:
+    from looop_py.loops import store
+
     rows = [
         (name, jsonio.number(data.get("ended_at")) if isinstance(data, dict) else None)
         for name, data in shelf_mod.json_items(wd.shelf, store.ARCHIVE)
@@ -104,6 +105,8 @@ def _rounds(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]
 
 def _asks(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]]:
     """Answered asks (by answered_at; an answer whose ask is gone too) and expired ones."""
+    from looop_py.loops import store
+
     box = wd.shelf
     answered: dict[str, float | None] = {}
     for name, data in shelf_mod.json_items(box, "answers"):
@@ -134,6 +137,10 @@ def _forged(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]
 
 def due(wd: WorkDir, now: float) -> list[Expired]:
     """Every record retention would delete now, kind by kind, oldest first."""
+    from looop_py.loops import (
+        store,
+    )  # rounds' records: only when history is looked at (hourly), not every beat
+
     cfg: RetentionConfig = wd.config.retention
     kinds = (
         (store.ARCHIVE, _rounds, cfg.rounds_s, cfg.rounds_keep),
@@ -217,6 +224,7 @@ class Pruned:
 
 def prune(wd: WorkDir, *, dry_run: bool = False) -> Pruned:
     """Housekeeping now; with `dry_run` only what it would remove (no lock, no writes)."""
+    from looop_py.loops import store
     from looop_py.workdir import runs  # `looop prune` only: a beat loads neither
     from looop_py.workers import reap
 
@@ -251,6 +259,7 @@ def would_prune(wd: WorkDir) -> Pruned:
     Sessions: those a beat has settled (finalized) whose worker is gone; a session
     still to be settled is settled first by a real prune and may go then too.
     """
+    from looop_py.loops import store
     from looop_py.workers import reap, records  # `looop prune --dry-run` only
 
     now = wd.clock()

@@ -62,6 +62,8 @@ class Seen:
 
     @property
     def live_workers(self) -> frozenset[str]:
+        if not self.sessions:
+            return frozenset()  # no worker: the records module stays unloaded
         from looop_py.workers.records import LIVE_STATES  # asked when deciding, never when quiet
 
         return frozenset(v.id for v in self.sessions if v.state in LIVE_STATES)

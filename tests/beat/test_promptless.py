@@ -175,10 +175,15 @@ PROMPT_MODULES = (
     "looop_py.deciders.fitting",
     "looop_py.deciders.volatility",
 )
+UNUSED = (
+    *PROMPT_MODULES,
+    "looop_py.workers.records",
+    "looop_py.loops.store",
+)  # no worker, no round
 
 
 def _full_beat_loads(wd: Paths) -> list[str]:
-    """Which of PROMPT_MODULES a fresh interpreter holds after `looop pulse --force`."""
+    """Which of UNUSED a fresh interpreter holds after `looop pulse --force`."""
     code = (
         "import os, sys\n"
         "def stay(code):\n"
@@ -190,7 +195,7 @@ def _full_beat_loads(wd: Paths) -> list[str]:
         "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
-        f"print('LOADED', [m for m in {PROMPT_MODULES!r} if m in sys.modules])\n"
+        f"print('LOADED', [m for m in {UNUSED!r} if m in sys.modules])\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOOP_")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
@@ -199,7 +204,8 @@ def _full_beat_loads(wd: Paths) -> list[str]:
     return loaded
 
 
-def test_a_full_beat_without_a_prompt_imports_no_prompt_builder(wd: Paths) -> None:
+def test_a_full_beat_without_a_prompt_or_a_worker_imports_neither(wd: Paths) -> None:
+    _full_beat_loads(wd)  # the first beat looks at history (retention) and fills the caches
     for backend in ("rules", "noop"):
         wd.config.write_text(f'[decider]\nbackend = "{backend}"\n')
         assert _full_beat_loads(wd) == [], backend
