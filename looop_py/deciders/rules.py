@@ -51,6 +51,14 @@ def _sensor_name(item: str) -> str | None:
 _Spec = tuple[dict[str, Any], GoalFile]  # a goal's frontmatter, and the goal
 
 
+def _save(request: DecideRequest, pending: list[str], stored: Any) -> None:
+    """The queue, durably, unless the file already holds exactly it: a full beat with
+    nothing queued writes (and fsyncs) nothing."""
+    record = {"v": 1, "pending": pending}
+    if record != stored:
+        jsonio.write_json(request.state_dir / PENDING, record)
+
+
 class RulesDecider:
     name = "rules"
     reads_prompt = False  # works from the changes, snapshots and goal frontmatter
@@ -58,14 +66,14 @@ class RulesDecider:
     def decide(self, request: DecideRequest) -> Decision:
         # Triggers are queued first, whatever move this beat makes: the world hash
         # is committed after it, so a change not queued now would be lost.
-        specs, pending = self._queue(request)
+        specs, pending, stored = self._queue(request)
         move = self._broken_sensors(request)
         if move is not None:
             if self._ready(request, pending):
                 move["next_interval_s"] = FOLLOW_UP_S  # the queued goals start next
-            jsonio.write_json(request.state_dir / PENDING, {"v": 1, "pending": pending})
+            _save(request, pending, stored)
         else:
-            move = self._triggered_goal(request, specs, pending)
+            move = self._triggered_goal(request, specs, pending, stored)
         if move is None:
             n = len(request.changed)
             move = {"action": "noop", "reason": f"no rule matched the {n} change(s)"}
@@ -97,8 +105,9 @@ class RulesDecider:
             "journal": f"{len(broken)} sensor(s) broke",
         }
 
-    def _queue(self, request: DecideRequest) -> tuple[dict[str, _Spec], list[str]]:
-        """Each fenced goal's frontmatter, and the goals waiting to start (stored ones first).
+    def _queue(self, request: DecideRequest) -> tuple[dict[str, _Spec], list[str], Any]:
+        """Each fenced goal's frontmatter, the goals waiting to start (stored ones first),
+        and the queue's record as it was read.
 
         A goal without a `---` fence has none, so no `on:`: it is not read and has no spec
         (at 10,000 goals a full beat opens only the fenced ones, and the one it starts)."""
@@ -131,7 +140,7 @@ class RulesDecider:
         for goal in request.goals if plain else ():
             if goal.id in plain:
                 specs[goal.id] = ({}, goal)  # no frontmatter: an empty spec
-        return specs, pending
+        return specs, pending, stored
 
     def _ready(self, request: DecideRequest, pending: list[str]) -> list[str]:
         live = request.live_workers
@@ -143,16 +152,16 @@ class RulesDecider:
         request: DecideRequest,
         specs: dict[str, _Spec],
         pending: list[str],
+        stored: Any,
     ) -> dict[str, Any] | None:
-        state_path = request.state_dir / PENDING
         live = request.live_workers
         ready = self._ready(request, pending)
         if not ready:
-            jsonio.write_json(state_path, {"v": 1, "pending": pending})
+            _save(request, pending, stored)
             return None
         goal_id = ready[0]
         pending.remove(goal_id)
-        jsonio.write_json(state_path, {"v": 1, "pending": pending})
+        _save(request, pending, stored)
         from looop_py.engine.spec import is_loop  # only when a goal starts (the gate loads it)
 
         meta, goal = specs[goal_id]
