@@ -94,7 +94,7 @@ def _days(seconds: float) -> str:
 
 
 def _rounds(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]]:
-    from looop_py.loops import store
+    from looop_py.loops import store  # rounds' records: `looop prune` and the hourly look only
 
     rows = [
         (name, jsonio.number(data.get("ended_at")) if isinstance(data, dict) else None)
@@ -105,7 +105,7 @@ def _rounds(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]
 
 def _asks(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]]:
     """Answered asks (by answered_at; an answer whose ask is gone too) and expired ones."""
-    from looop_py.loops import store
+    from looop_py.loops import store  # rounds' records: `looop prune` and the hourly look only
 
     box = wd.shelf
     answered: dict[str, float | None] = {}
@@ -137,9 +137,7 @@ def _forged(wd: WorkDir) -> tuple[list[tuple[str, float | None]], frozenset[str]
 
 def due(wd: WorkDir, now: float) -> list[Expired]:
     """Every record retention would delete now, kind by kind, oldest first."""
-    from looop_py.loops import (
-        store,
-    )  # rounds' records: only when history is looked at (hourly), not every beat
+    from looop_py.loops import store  # rounds' records: `looop prune` and the hourly look only
 
     cfg: RetentionConfig = wd.config.retention
     kinds = (
@@ -224,7 +222,7 @@ class Pruned:
 
 def prune(wd: WorkDir, *, dry_run: bool = False) -> Pruned:
     """Housekeeping now; with `dry_run` only what it would remove (no lock, no writes)."""
-    from looop_py.loops import store
+    from looop_py.loops import store  # rounds' records: `looop prune` and the hourly look only
     from looop_py.workdir import runs  # `looop prune` only: a beat loads neither
     from looop_py.workers import reap
 
@@ -259,7 +257,7 @@ def would_prune(wd: WorkDir) -> Pruned:
     Sessions: those a beat has settled (finalized) whose worker is gone; a session
     still to be settled is settled first by a real prune and may go then too.
     """
-    from looop_py.loops import store
+    from looop_py.loops import store  # rounds' records: `looop prune` and the hourly look only
     from looop_py.workers import reap, records  # `looop prune --dry-run` only
 
     now = wd.clock()
