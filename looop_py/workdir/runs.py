@@ -25,12 +25,16 @@ def new_run(paths: Paths) -> Path:
 
 
 def write(wd: WorkDir, run: Path, name: str, data: bytes | str | dict[str, Any]) -> None:
-    """One file of a decide's archive; secret values in it are redacted (workdir/environ.py)."""
+    """One file of a decide's archive; secret values in it are redacted (workdir/environ.py).
+
+    Atomic but not fsynced: an archive to read, like the journal and events.jsonl beside
+    it (appended, never fsynced); what a decide spent and decided is in the durable
+    ledgers and the committed world. A crash may lose a run's files, never a record."""
     if isinstance(data, dict):
         raw = jsonio.dumps(data, pretty=True) + b"\n"
     else:
         raw = data.encode("utf-8") if isinstance(data, str) else data
-    jsonio.atomic_write(run / name, wd.redact_bytes(raw))
+    jsonio.atomic_write(run / name, wd.redact_bytes(raw), durable=False)
 
 
 def prune(paths: Paths, keep: int) -> list[str]:

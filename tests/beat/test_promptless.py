@@ -212,3 +212,29 @@ def test_a_full_beat_without_a_prompt_or_a_worker_imports_neither(wd: Paths) -> 
     (wd.root / "moves.json").write_text(json.dumps([{"action": "noop"}]))
     wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.json"\n')
     assert _full_beat_loads(wd) == list(PROMPT_MODULES)
+
+
+FSYNCS = """
+import re
+synced = []
+real = os.fsync
+def fsync(fd):
+    synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return real(fd)
+os.fsync = fsync
+from looop_py.beat import pulse
+result = pulse.beat(wd, force=True)
+names = sorted({re.sub(r"[.](.+)[.][0-9]+-[0-9]+[.]tmp$", r"\\1", os.path.relpath(p, root))
+                for p in synced})
+print(json.dumps({"outcome": result.outcome.value, "synced": names}))
+"""
+
+
+def test_a_warm_full_rules_beat_fsyncs_only_its_records(wd: Paths) -> None:
+    """The committed world and the decide ledgers are durable; the runs/ archive and a
+    rules queue that did not change are not written durably (or, for the queue, at all)."""
+    wd.config.write_text('[decider]\nbackend = "rules"\n')
+    counted(wd.root, FSYNCS)  # the first beat writes its state files
+    warm = counted(wd.root, FSYNCS)
+    assert warm["outcome"] == "decided"
+    assert warm["synced"] == ["state/decides.json", "state/flap.json", "state/last-world.json"]
