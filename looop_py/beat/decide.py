@@ -187,8 +187,10 @@ def _prompt(
     """The prompt, with the flapping sensors and the last failure (and an interrupted beat's).
     Not built ("") for a backend that reads none: no goal is read for it, the last shell
     output waits for a decide that shows it, and the readings' `since` is not advanced."""
-    flap_state, _ = limits.flap_update(limits.load_flap(wd), seen.items)
-    limits.save_flap(wd, flap_state)
+    held = limits.load_flap(wd)
+    flap_state, _ = limits.flap_update(held, seen.items)
+    if {"v": 1, **flap_state} != held:  # a beat where no signal moved leaves it as it was
+        limits.save_flap(wd, flap_state)
     if not build:
         return ""
     last_failure = ledgers.backoff.reason if ledgers.backoff.fails else None

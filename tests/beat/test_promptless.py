@@ -231,10 +231,32 @@ print(json.dumps({"outcome": result.outcome.value, "synced": names}))
 
 
 def test_a_warm_full_rules_beat_fsyncs_only_its_records(wd: Paths) -> None:
-    """The committed world and the decide ledgers are durable; the runs/ archive and a
-    rules queue that did not change are not written durably (or, for the queue, at all)."""
+    """The committed world and the decide cap's ledger are durable; the runs/ archive is
+    not fsynced, and a rules queue or flap record that did not change is not written."""
     wd.config.write_text('[decider]\nbackend = "rules"\n')
     counted(wd.root, FSYNCS)  # the first beat writes its state files
     warm = counted(wd.root, FSYNCS)
     assert warm["outcome"] == "decided"
-    assert warm["synced"] == ["state/decides.json", "state/flap.json", "state/last-world.json"]
+    assert warm["synced"] == ["state/decides.json", "state/last-world.json"]
+
+
+def test_a_flapping_sensor_is_still_named_when_quiet_decides_keep_the_record(wd: Paths) -> None:
+    """flap.json is written only when a streak moves: forced beats where nothing changed
+    leave it alone, and a sensor that changes on every woken beat is still called flapping."""
+    from looop_py.beat.pulse import beat
+    from tests.beat.test_decide import Seq
+    from tests.conftest import write_sensor
+
+    wd.config.write_text('[decider]\nbackend = "noop"\n[limits]\nflap_streak = 2\n')
+    write_sensor(wd, "steady", "echo same")
+    beat(open_wd(wd), decider=Seq())
+    flap = wd.state / "flap.json"
+    before = flap.stat().st_mtime_ns, flap.read_bytes()
+    for _ in range(2):  # forced, nothing moved: the record stays as it is
+        beat(open_wd(wd), decider=Seq(), force=True)
+    assert (flap.stat().st_mtime_ns, flap.read_bytes()) == before
+    seen = Seq()
+    for i in range(3):  # the signal moves on every beat: two in a row make it flapping
+        write_sensor(wd, "steady", f"echo {i}")
+        beat(open_wd(wd), decider=seen)
+    assert "FLAPPING" in seen.calls[-1].prompt and "sensor-steady" in seen.calls[-1].prompt
