@@ -66,9 +66,12 @@ def find_root(explicit: str | None) -> str | None:
     return root if found else None
 
 
-def attempt(root: str, *, quiet: bool) -> int | Handover | None:
+def attempt(
+    root: str, *, quiet: bool, goals: Callable[[], survey.Listed | None] | None = None
+) -> int | Handover | None:
     """Skip the beat if the seal proves nothing changed: the exit code. Else a Handover
-    (the lock, the sensors' runs) for the full beat, or None when it must start afresh."""
+    (the lock, the sensors' runs) for the full beat, or None when it must start afresh.
+    `goals`: goals/ as a watch vouches for it (`looop up`, ops/goalwatch.py), else listed."""
     sealed = seal.read(root)
     if sealed is None:
         return None
@@ -92,7 +95,7 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
         rest = survey.besides_sensing(sealed.survey)
         surveyed: list[bool] = []
         runs, ran, cached = _run_sensors(
-            root, sealed, now, lambda: surveyed.append(survey.survey(root, sensing=False) == rest)
+            root, sealed, now, lambda: surveyed.append(_survey(root, goals) == rest)
         )
     except BaseException:
         procs.kill_running()
@@ -115,6 +118,10 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not quiet and sys.stdout.isatty():
         sys.stdout.write(_line(sealed, started) + "\n")
     return 0
+
+
+def _survey(root: str, goals: Callable[[], survey.Listed | None] | None) -> list[str]:
+    return survey.survey(root, listed=goals() if goals else None, sensing=False)
 
 
 def _shared_holds(line: str) -> bool:
