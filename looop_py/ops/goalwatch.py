@@ -98,6 +98,14 @@ class GoalWatch:
                 return None
         return self._line[0], self._line[1], {}
 
+    def changed(self) -> bool:
+        """Whether an event came in goals/ since the last call here or to `listed` (which
+        then lists goals/ again); False without a watch to say."""
+        if self._ino is None or self._watch is None or not self._changed():
+            return False
+        self._line = None
+        return True
+
     def close(self) -> None:
         if self._ino is not None:
             self._ino.close()

@@ -127,10 +127,11 @@ def run(
 def up_beat(wd: WorkDir, goals: GoalWatch) -> BeatResult:
     """One beat of `up`: the seal's quiet path first, in this process, as `looop pulse`
     takes it (beat/quiet.py), with goals/ as the watch vouches for it (no goal stat'ed
-    while none changed); else, or when it finds a change, the full beat. On a shared
-    backend every beat is a full one (the pulse held between beats, coord/election.py)."""
-    if wd.config.coordination.backend != "files":
-        return beat(wd)
+    while none changed); else, or when it finds a change, the full beat: at once when the
+    watch saw goals/ change. On a shared backend every beat is a full one (the pulse held
+    between beats, coord/election.py)."""
+    if wd.config.coordination.backend != "files" or goals.changed():
+        return beat(wd)  # a goal edited: the quiet path would only find that out
     started = time.monotonic()
     here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the quiet path moves to the work dir
     try:

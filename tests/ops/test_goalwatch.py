@@ -68,6 +68,20 @@ def test_an_edit_in_place_keeping_size_and_mtime_is_listed_again(
     assert watch.listings == listings + 1
 
 
+def test_changed_says_once_that_goals_changed_and_the_next_listing_sees_it(
+    tmp_path: Path, watch: GoalWatch
+) -> None:
+    folder = _goals(tmp_path)
+    assert not watch.changed()  # no watch yet: nothing to say
+    before = _current(watch, folder)
+    assert not watch.changed()
+    (folder / "goal-009.md").write_text("# Goal 9, longer now\n")
+    assert watch.changed()
+    assert not watch.changed()  # said once: the beat it starts reads goals/ in full
+    assert _current(watch, folder) != before
+    assert watch.listings == 2
+
+
 @pytest.mark.parametrize("edit", ["new goal", "deleted goal", "renamed in", "renamed out", "chmod"])
 def test_every_change_of_an_entry_is_listed_again(
     tmp_path: Path, watch: GoalWatch, edit: str
