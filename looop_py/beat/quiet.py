@@ -49,14 +49,16 @@ FLAP = "state/flap.json"
 
 
 class Handover:
-    """What a quiet attempt hands the full beat: the pulse lock it holds and the raw
-    runs of the sensors it already ran (by sensor name)."""
+    """What a quiet attempt hands the full beat: the pulse lock it holds, the raw runs of
+    the sensors it already ran (by sensor name) and when it started (the beat's `ms`
+    counts from there: the sensors ran in it)."""
 
-    __slots__ = ("lock", "runs")
+    __slots__ = ("lock", "runs", "started")
 
-    def __init__(self, lock: PulseLock, runs: dict[str, procs.Result]) -> None:
+    def __init__(self, lock: PulseLock, runs: dict[str, procs.Result], started: float) -> None:
         self.lock = lock
         self.runs = runs
+        self.started = started
 
 
 def find_root(explicit: str | None) -> str | None:
@@ -88,7 +90,7 @@ def attempt(
             lock.release()
             return None
         if sealed.shared is not None and not _shared_holds(sealed.shared):
-            return Handover(lock, {})  # the full beat reads what changed (or says why not)
+            return Handover(lock, {}, started)  # the full beat reads what changed (or says why not)
         # The rest, taken while the sensors run (the config and sensors/ were just checked:
         # an edit since shows in what a sensor prints, or on the next beat, as the seal
         # keeps the stat they had).
@@ -102,7 +104,7 @@ def attempt(
         lock.release()
         raise
     if surveyed != [True]:
-        return Handover(lock, runs)  # ran as a full beat would run them: the config held
+        return Handover(lock, runs, started)  # ran as a full beat would run them: the config held
     changed = {n: t for n, t, _, d, _ in ran if seal.raw_digest(runs[n], t, sealed.cap) != d}
     try:
         steady = not changed or _steady(root, sealed, runs, changed)
@@ -110,7 +112,7 @@ def attempt(
         lock.release()
         raise
     if not steady:
-        return Handover(lock, runs)
+        return Handover(lock, runs, started)
     try:
         _record(root, sealed, runs, cached, started)
     finally:

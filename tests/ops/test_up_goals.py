@@ -243,3 +243,19 @@ def test_looop_up_sees_an_edit_in_place_after_quiet_beats(wd: Paths) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert "Traceback" not in err, err
+
+
+def test_a_beat_handed_over_counts_the_sensors_the_quiet_attempt_ran(
+    wd: Paths, watch: GoalWatch
+) -> None:
+    """The sensors run once, in the quiet attempt; the full beat it hands over to reports
+    its `ms` from there (a lower bound: the sensor's own sleep), as `looop pulse` does."""
+    (wd.root / "value").write_text("1\n")
+    write_sensor(wd, "slow", 'sleep 0.3; echo "{\\"signal\\": $(cat value)}"')
+    _goals(wd, 3)
+    _sealed_up(wd, watch)
+    (wd.root / "value").write_text("2\n")
+    result = up_beat(open_wd(wd), watch)
+    assert result.outcome is BeatOutcome.DECIDED and _changed(result) == {"snap:sensor-slow"}
+    assert result.duration_s >= 0.3
+    assert float(_beats(wd)[-1]["ms"]) >= 300  # type: ignore[arg-type]
