@@ -132,6 +132,22 @@ def test_goals_replaced_by_another_folder_reaches_the_next_up_beat(
     assert _changed(again) == {"goal:goal-002"}
 
 
+def test_without_a_watch_on_goals_the_survey_stats_every_goal(wd: Paths, watch: GoalWatch) -> None:
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    real = wd.root / "real-goals"
+    wd.goals.rename(real)
+    wd.goals.symlink_to(real)  # a watch cannot be added (IN_DONT_FOLLOW): no vouching
+    _goals(wd, 10)
+    assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.DECIDED
+    for _ in range(2):
+        assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+        assert _beats(wd)[-1].get("sealed") is True  # quiet all the same, by the survey's lstat
+    _keep_size_and_mtime(real / "goal-006.md", "# Goal R\n")
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-006"}
+    assert watch.listings == 0
+
+
 # -- counted: the syscalls themselves ------------------------------------------------
 
 _MARK = "/.looop-test-mark"
