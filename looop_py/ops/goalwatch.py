@@ -24,8 +24,9 @@ What it vouches for, and what it does not:
   symlink (its target lives elsewhere), a file with another hard link (written through
   that name), anything not a regular file. One that changed: no vouching this time, and
   goals/ is listed again next time.
-A write through a shared memory map raises no inotify event at all (fsmonitor's limit
-too); editors write files, they do not map them.
+A write through a shared memory map raises no inotify event at all, nor does a write to
+a file bind-mounted over a goal through its other path (fsmonitor's limits too); editors
+write files, they neither map nor mount them.
 """
 
 from __future__ import annotations
