@@ -131,8 +131,10 @@ class GoalWatch:
         except OSError:
             return False  # ENOSPC (max_user_watches), EMFILE, ENOTDIR, ENOENT: no vouching
         try:
-            st = os.lstat(self.folder)  # the folder watched: taken after the watch was added
-        except OSError:
+            after = os.lstat(self.folder)  # the same folder before and after the watch was
+        except OSError:  # added: the watch is on it (else it was replaced meanwhile)
+            after = None
+        if after is None or (after.st_dev, after.st_ino) != (st.st_dev, st.st_ino):
             self._disarm()
             return False
         self._dir = (st.st_dev, st.st_ino)
@@ -166,6 +168,8 @@ class GoalWatch:
         unproven: list[tuple[str, str]] = []
         try:
             folder = os.fstat(fd)  # before the entries: a later change is an event anyway
+            if (folder.st_dev, folder.st_ino) != self._dir:
+                return None  # not the folder watched: the next call watches this one
             names = os.listdir(fd)
             names.sort()
             for name in names:

@@ -132,6 +132,26 @@ def test_goals_replaced_by_another_folder_is_watched_again(
     assert _current(watch, folder) != replaced
 
 
+def test_the_folder_above_moved_and_goals_made_anew_at_the_path(tmp_path: Path) -> None:
+    """No event reaches the watch on the old goals/ (it was not itself moved): the folder
+    now at the path is another inode, and that is what is watched and listed."""
+    (tmp_path / "wd").mkdir()
+    folder = _goals(tmp_path / "wd")
+    watch = GoalWatch(str(folder))
+    try:
+        before = _current(watch, folder)
+        os.rename(tmp_path / "wd", tmp_path / "wd.old")
+        (tmp_path / "wd").mkdir()
+        shutil.copytree(tmp_path / "wd.old" / "goals", folder)
+        _same_size_same_mtime(folder / "goal-010.md", "# Goal QQ\n")
+        assert _current(watch, folder) != before
+        _same_size_same_mtime(folder / "goal-011.md", "# Goal PP\n")  # watched, the new one
+        _current(watch, folder)
+        assert watch.listings == 3
+    finally:
+        watch.close()
+
+
 def test_goals_removed_then_made_again(tmp_path: Path, watch: GoalWatch) -> None:
     folder = _goals(tmp_path)
     _current(watch, folder)
