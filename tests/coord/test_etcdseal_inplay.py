@@ -278,10 +278,11 @@ def test_a_claim_whose_holders_host_dies_breaks_the_seal_when_its_lease_runs_out
 # -- a round whose worker runs here, and one whose worker runs on another host -----------------
 
 
-def _loop_goal(wd: Paths, release: Path) -> None:
+def _loop_goal(wd: Paths, release: Path, **extra: str) -> None:
     maker = WAITS.format(release=release)
     lines = ["---", "intent: sweep the floor", "level: L1-report", "runtime: shell"]
-    lines += [f"maker: '{maker}'", "checker: 'true'", "---", "# sweep", ""]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    lines += [f"maker: '{maker}'", f"checker: '{DONE} checked'", "---", "# sweep", ""]
     (wd.goals / "sweep.md").write_text("\n".join(lines))
 
 
@@ -296,10 +297,10 @@ def _maker_meta(wd: Paths) -> dict[str, Any]:
     return dict(json.loads((wd.sessions / handle / "meta.json").read_text()))
 
 
-def _running_round(wd: Paths, release: Path) -> Paths:
+def _running_round(wd: Paths, release: Path, **extra: str) -> Paths:
     """A loop round started on host `wd`, its shell maker running there."""
     _pulse(wd)
-    _loop_goal(wd, release)
+    _loop_goal(wd, release, **extra)
     state = start_round(open_wd(wd), "sweep", now=time.time(), trigger="test")
     assert state.phase.value == "maker-running", state
     wait_for(lambda: _maker_meta(wd).get("pid"), 20, "the maker's supervisor to record it")
@@ -411,3 +412,76 @@ def test_a_compacted_etcd_keeps_the_world_the_full_beat_finds(
     beat = _pulse(a)
     assert beat["world_hash"] == _sensed(a), beat
     assert beat.get("sealed") is True, beat  # nothing changed: still quiet
+
+
+def test_a_rounds_wall_budget_ends_the_seal(two: Hosts, release: Path) -> None:
+    """max_wall_s steps the round by the clock alone: the seal's `until`, as on files."""
+    a = _sealed_in_play(_running_round(_host(two, "a"), release, budget="{max_wall_s: 6}"))
+    started = float(_round_of(a)["started_at"])
+    until = float((a.state / "quiet-seal").read_text().split("\n")[2].split(" ")[1])
+    assert until <= started + 6
+    wait_for(lambda: time.time() > started + 6, 15, "the wall budget to run out", interval=0.1)
+    _full(a)
+    assert _round_of(a)["outcome"] == "budget-exhausted"
+
+
+def _awaiting_approval(wd: Paths, release: Path) -> str:
+    """An L2 round whose maker and checker ended, its proposal waiting for a human."""
+    with (wd.root / "looop.toml").open("a") as f:
+        f.write('\n[actions.apply]\ncommand = "true"\n')
+    _running_round(wd, release, level="L2-assisted", action="apply")
+    release.touch()
+    wait_for(lambda: _pulse(wd) and _round_of(wd)["phase"] == "awaiting-approval", 30, "its ask")
+    return str(_round_of(wd)["ask"])
+
+
+def test_a_round_awaiting_approval_keeps_the_seal_until_another_host_approves(
+    two: Hosts, release: Path
+) -> None:
+    a, b = _host(two, "a"), _host(two, "b")
+    ask_id = _awaiting_approval(a, release)
+    _sealed_in_play(a)
+    _quiet(a)
+    done = run_looop("-C", str(b.root), "approve", ask_id)
+    assert done.returncode == 0, done.stderr
+    _full(a)
+    wait_for(lambda: _pulse(a) and _round_of(a)["phase"] == "done", 20, "the round to end")
+    assert _round_of(a)["outcome"] == "proceeded"
+
+
+# -- the happy days: each kind in play costs one request ------------------------------------------
+
+
+def _in_play(kind: str, hosts: Hosts, release: Path, spawned: list[Asker]) -> Paths:
+    a = _host(hosts, "a")
+    if kind in ("ask", "all"):
+        _ask(a, spawned)
+    if kind == "answered":
+        ask_id, _ = _ask(a, spawned)
+        done = run_looop("-C", str(a.root), "answer", ask_id, "yes")
+        assert done.returncode == 0, done.stderr
+    if kind in ("claim", "all"):
+        holder = subprocess.Popen(["sleep", "600"])
+        spawned.append(holder)
+        args = ("claim", "repo", "--session", "s1", "--pid", str(holder.pid), "--ttl", "3600")
+        held = run_looop("-C", str(a.root), *args)
+        assert held.returncode == 0, held.stderr
+    if kind in ("worker", "all"):
+        _worker(a)
+    if kind in ("round", "all"):
+        _running_round(a, release)
+    return _sealed_in_play(a)
+
+
+@pytest.mark.parametrize("kind", ["ask", "answered", "claim", "worker", "round", "all"])
+def test_work_in_play_keeps_the_seal_in_one_request(
+    alone: Hosts, release: Path, spawned: list[Asker], kind: str
+) -> None:
+    a = _in_play(kind, alone, release, spawned)
+    assert alone.cluster is not None
+    for _ in range(2):
+        before = _requests(alone.cluster)
+        beat = _quiet(a)
+        assert _requests(alone.cluster) - before == 1
+        assert beat["outcome"] == "skipped" and beat["world_hash"] == beat["prev_hash"]
+    assert beat["world_hash"] == _sensed(a)
