@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from looop_py.beat import vouch
 from looop_py.coord.etcd import Client, delete, put, value_of
 from looop_py.identity import is_alive
 from looop_py.loops import store
@@ -485,3 +486,13 @@ def test_work_in_play_keeps_the_seal_in_one_request(
         assert _requests(alone.cluster) - before == 1
         assert beat["outcome"] == "skipped" and beat["world_hash"] == beat["prev_hash"]
     assert beat["world_hash"] == _sensed(a)
+
+
+def test_an_approval_still_to_be_carried_out_refuses_the_seal(two: Hosts) -> None:
+    """On files state/approved/ holding one refuses it; on etcd it is a key the next beat's
+    first step carries out, so the seal does not vouch for the asks meanwhile."""
+    a = _host(two, "a")
+    wd = open_wd(a)
+    assert vouch.asks_now(wd) is not None
+    wd.shelf.put("approved", "human-9", b"{}")
+    assert vouch.asks_now(wd) is None
