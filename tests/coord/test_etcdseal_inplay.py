@@ -36,9 +36,10 @@ from looop_py.loops import store
 from looop_py.loops.advance import start_round
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
+from tests.beat.test_quiet import _child_pulse
 from tests.conftest import open_wd, run_looop, wait_for
 from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
-from tests.coord.test_etcdseal import TRACE, _changed, _client, _host, _pulse, _sealed
+from tests.coord.test_etcdseal import TRACE, _beats, _changed, _client, _host, _pulse, _sealed
 from tests.coord.test_etcdseal import alone as alone  # noqa: PLC0414 - a cluster of its own
 from tests.coord.test_etcdseal import two as two  # noqa: PLC0414 - two hosts, one prefix
 from tests.coord.test_shared_records import Hosts, hand_over
@@ -496,3 +497,20 @@ def test_an_approval_still_to_be_carried_out_refuses_the_seal(two: Hosts) -> Non
     assert vouch.asks_now(wd) is not None
     wd.shelf.put("approved", "human-9", b"{}")
     assert vouch.asks_now(wd) is None
+
+
+def test_a_quiet_pulse_on_etcd_loads_only_the_c_halves_of_socket_json_and_base64(
+    alone: Hosts,
+) -> None:
+    """socket, json and base64 load enum, re, selectors, the idna codec …: ~12 ms of CPU of a
+    quiet beat on etcd, where `_socket`, `_json` and `binascii` do its one request."""
+    a = _sealed(_host(alone, "a"))
+    heavy = ("socket", "json", "base64", "re", "enum", "contextlib", "threading")
+    heavy += ("encodings.idna", "selectors", "functools", "collections", "typing")
+    code = _child_pulse(
+        a, f"print('HEAVY', [m for m in {heavy!r} if m in set(sys.modules) - before])"
+    )
+    for _ in range(2):  # the first run seals for this interpreter and argv, the second is quiet
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+    assert _beats(a)[-1].get("sealed") is True
