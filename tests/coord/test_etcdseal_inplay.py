@@ -479,13 +479,17 @@ def _in_play(kind: str, hosts: Hosts, release: Path, spawned: list[Asker]) -> Pa
 def test_work_in_play_keeps_the_seal_in_one_request(
     alone: Hosts, release: Path, spawned: list[Asker], kind: str
 ) -> None:
+    """etcd counts every request it serves: a waiting `looop ask` also looks every 10 s
+    (shelf.Pause), so the fewest a beat of three was counted with is the beat's own."""
     a = _in_play(kind, alone, release, spawned)
     assert alone.cluster is not None
-    for _ in range(2):
+    counted = []
+    for _ in range(3):
         before = _requests(alone.cluster)
         beat = _quiet(a)
-        assert _requests(alone.cluster) - before == 1
+        counted.append(_requests(alone.cluster) - before)
         assert beat["outcome"] == "skipped" and beat["world_hash"] == beat["prev_hash"]
+    assert min(counted) == 1, counted
     assert beat["world_hash"] == _sensed(a)
 
 
