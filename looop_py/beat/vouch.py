@@ -85,7 +85,7 @@ def _shared_claims_now(
         if view.name == base.PULSE:
             continue  # never in the world (sensing/probes.py), nor in the seal's ranges
         label = (held.session if held is not None else None) or ""
-        if view.live and held is not None and held.pid is None and label[:6] == ROUND_PREFIX:
+        if view.live and held is not None and held.pid is None and label.startswith(ROUND_PREFIX):
             if label.removeprefix(ROUND_PREFIX) not in (round_workers() or {}):
                 return None
             continue  # its round's (rounds_now): no ttl, no lease, no process of its own
