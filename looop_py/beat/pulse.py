@@ -108,7 +108,7 @@ def beat(
     `handover`: a quiet attempt that found a change gives its lock and its
     sensors' runs (beat/quiet.py); the beat goes on from there.
     """
-    started = time.monotonic()
+    started = handover.started if handover else time.monotonic()
     wd.paths.state.mkdir(exist_ok=True)
     lock = handover.lock if handover else PulseLock(wd.paths.pulse_lock)
     if not handover and not lock.acquire():

@@ -49,14 +49,16 @@ FLAP = "state/flap.json"
 
 
 class Handover:
-    """What a quiet attempt hands the full beat: the pulse lock it holds and the raw
-    runs of the sensors it already ran (by sensor name)."""
+    """What a quiet attempt hands the full beat: the pulse lock it holds, the raw runs of
+    the sensors it already ran (by sensor name) and when it started (the beat's `ms`
+    counts from there: the sensors ran in it)."""
 
-    __slots__ = ("lock", "runs")
+    __slots__ = ("lock", "runs", "started")
 
-    def __init__(self, lock: PulseLock, runs: dict[str, procs.Result]) -> None:
+    def __init__(self, lock: PulseLock, runs: dict[str, procs.Result], started: float) -> None:
         self.lock = lock
         self.runs = runs
+        self.started = started
 
 
 def find_root(explicit: str | None) -> str | None:
@@ -66,9 +68,12 @@ def find_root(explicit: str | None) -> str | None:
     return root if found else None
 
 
-def attempt(root: str, *, quiet: bool) -> int | Handover | None:
+def attempt(
+    root: str, *, quiet: bool, goals: Callable[[], survey.Listed | None] | None = None
+) -> int | Handover | None:
     """Skip the beat if the seal proves nothing changed: the exit code. Else a Handover
-    (the lock, the sensors' runs) for the full beat, or None when it must start afresh."""
+    (the lock, the sensors' runs) for the full beat, or None when it must start afresh.
+    `goals`: goals/ as a watch vouches for it (`looop up`, ops/goalwatch.py), else listed."""
     sealed = seal.read(root)
     if sealed is None:
         return None
@@ -85,21 +90,21 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
             lock.release()
             return None
         if sealed.shared is not None and not _shared_holds(sealed.shared):
-            return Handover(lock, {})  # the full beat reads what changed (or says why not)
+            return Handover(lock, {}, started)  # the full beat reads what changed (or says why not)
         # The rest, taken while the sensors run (the config and sensors/ were just checked:
         # an edit since shows in what a sensor prints, or on the next beat, as the seal
         # keeps the stat they had).
         rest = survey.besides_sensing(sealed.survey)
         surveyed: list[bool] = []
         runs, ran, cached = _run_sensors(
-            root, sealed, now, lambda: surveyed.append(survey.survey(root, sensing=False) == rest)
+            root, sealed, now, lambda: surveyed.append(_survey(root, goals) == rest)
         )
     except BaseException:
         procs.kill_running()
         lock.release()
         raise
     if surveyed != [True]:
-        return Handover(lock, runs)  # ran as a full beat would run them: the config held
+        return Handover(lock, runs, started)  # ran as a full beat would run them: the config held
     changed = {n: t for n, t, _, d, _ in ran if seal.raw_digest(runs[n], t, sealed.cap) != d}
     try:
         steady = not changed or _steady(root, sealed, runs, changed)
@@ -107,7 +112,7 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
         lock.release()
         raise
     if not steady:
-        return Handover(lock, runs)
+        return Handover(lock, runs, started)
     try:
         _record(root, sealed, runs, cached, started)
     finally:
@@ -115,6 +120,10 @@ def attempt(root: str, *, quiet: bool) -> int | Handover | None:
     if not quiet and sys.stdout.isatty():
         sys.stdout.write(_line(sealed, started) + "\n")
     return 0
+
+
+def _survey(root: str, goals: Callable[[], survey.Listed | None] | None) -> list[str]:
+    return survey.survey(root, listed=goals() if goals else None, sensing=False)
 
 
 def _shared_holds(line: str) -> bool:

@@ -36,7 +36,7 @@ def claims_now(
     rounds_now): on the round's running worker, or (None) on the round's record and its
     approval ask alone, which the survey holds."""
     if wd.shelf.shared:
-        return _shared_claims_now(wd)
+        return _shared_claims_now(wd, round_workers)
     from looop_py.coord import reaper  # loaded already: the probe listed claims
     from looop_py.coord.holders import ROUND_PREFIX
 
@@ -60,12 +60,17 @@ def claims_now(
     return signal.decode(), holders, first
 
 
-def _shared_claims_now(wd: WorkDir) -> Holders | None:
+def _shared_claims_now(
+    wd: WorkDir, round_workers: Callable[[], Mapping[str, Holder | None] | None]
+) -> Holders | None:
     """On etcd a claim lives while its holder's lease does, and the seal's fingerprint
     sees its key go with the lease (coord/etcdseal.py): no process for the quiet beat to
-    look at, only when the first claim's own ttl runs out. None while a claim is a round's
-    (the beat reaps it when the round ends) or unreadable, or etcd does not answer."""
+    look at, only when the first claim's own ttl runs out. A round's own claim (no process,
+    no lease) lives while its round does: accepted while rounds_now vouches for the round
+    (the beat reaps it only when the round ends, a write the fingerprint sees). None while
+    a claim is another round's or unreadable, or etcd does not answer."""
     from looop_py.coord import base, choose  # a shared backend: loaded by the beat already
+    from looop_py.coord.holders import ROUND_PREFIX
     from looop_py.errors import LooopError
 
     now = time.time()
@@ -79,6 +84,11 @@ def _shared_claims_now(wd: WorkDir) -> Holders | None:
         held = view.claim
         if view.name == base.PULSE:
             continue  # never in the world (sensing/probes.py), nor in the seal's ranges
+        label = (held.session if held is not None else None) or ""
+        if view.live and held is not None and held.pid is None and label.startswith(ROUND_PREFIX):
+            if label.removeprefix(ROUND_PREFIX) not in (round_workers() or {}):
+                return None
+            continue  # its round's (rounds_now): no ttl, no lease, no process of its own
         if not view.live or held is None or held.pid is None:
             return None
         first = min(first, held.expires_at if held.expires_at is not None else first)
@@ -87,8 +97,15 @@ def _shared_claims_now(wd: WorkDir) -> Holders | None:
 
 def asks_now(wd: WorkDir) -> Holders | None:
     """The `looop ask` process each pending ask's state rests on (mailbox.state_of);
-    None while a record does not fit (housekeeping sets it aside) or on a shared mailbox."""
-    if wd.shelf.shared:
+    None while a record does not fit (housekeeping sets it aside).
+
+    On a shared mailbox (etcd) the asks and answers are keys the seal's fingerprint covers
+    (coord/etcdseal.py: an answer, a withdrawal, a stranded or expired mark, a delete all
+    show). An ask of this host rests on its waiter here, as on files; another host's stays
+    pending until that host writes it (mailbox.state_of), and a dead host's stays pending
+    too. No clock moves one. None there while an approval waits to be carried out (the next
+    beat's first step: on files state/approved/ holding one refuses the seal)."""
+    if wd.shelf.shared and not wd.shelf.empty("approved"):
         return None
     from looop_py.asks.mailbox import AskState  # loaded already: the probe listed asks
     from looop_py.beat import corrupt  # loaded already: housekeeping checked the records
@@ -163,9 +180,15 @@ def rounds_now(
     when its ask or an answer to it comes or goes (steps._step_awaiting; a human's time
     is not on its wall budget, and a loop's approval ask has no waiter to expire it).
     None while a round waits on anything else (a step to take, a claim, an answer already
-    there), cannot be read, or is live on a shared shelf (its worker may run on another
-    host); or while a loop in `busy` (whose due slot the seal leaves out: its round is
-    live) has no live round now."""
+    there) or cannot be read; or while a loop in `busy` (whose due slot the seal leaves
+    out: its round is live) has no live round now.
+
+    On a shared shelf (etcd) the round, its ask, the answers and the claims are keys the
+    seal's fingerprint covers. A round this host last stepped runs its worker here, as on
+    files. Another host's running round is left to that host while its worker's claim
+    lives (loops/advance.py `_worker_elsewhere`): it rests on that claim's key, which goes
+    with its host's lease (its ttl is claims_now's `until`), and on the round's key, which
+    that host rewrites when it steps the round; so it has no process here (None)."""
     seen = probes.Seen(wd, time.time(), ())
     signal = jsonio.canonical(probes.rounds(seen).get("signal")).decode()
     if wd.shelf.empty("rounds"):
@@ -184,8 +207,6 @@ def rounds_now(
         if state.phase is Phase.DONE:
             until = min(until, (state.ended_at or 0.0) + store.DONE_KEEP_S)
             continue
-        if wd.shelf.shared:
-            return None  # its worker may run on another host (loops/advance.py)
         if state.phase is Phase.AWAITING_APPROVAL:
             if not _awaits_answer(wd, state.ask_id):
                 return None  # answered, or its ask is gone: the next beat steps it on
@@ -196,6 +217,14 @@ def rounds_now(
         handle = running.get(state.phase)
         if handle is None:
             return None
+        wall = state.spec.budget.max_wall_s
+        if wall is not None:
+            until = min(until, state.started_at + wall)
+        if wd.shelf.shared and store.host_of(wd.shelf, state.id) not in (None, wd.shelf.host):
+            if not _worker_claim_live(wd, handle):
+                return None  # its host is gone: the next beat steps it on (it fails)
+            workers[state.id] = None  # another host steps it: keys alone, fingerprinted
+            continue
         meta = records.read_meta(wd.paths, handle)
         pid, created = meta.get("pid"), jsonio.number(meta.get("create_time"))
         if type(pid) is not int or created is None or meta.get("round") != state.id:
@@ -203,20 +232,30 @@ def rounds_now(
         if not is_alive(pid, created):
             return None  # ended: the next beat steps the round on
         workers[state.id] = (pid, created)
-        wall = state.spec.budget.max_wall_s
-        if wall is not None:
-            until = min(until, state.started_at + wall)
     if not busy <= {state.loop for state in rounds if state.phase is not Phase.DONE}:
         return None  # a round ended since the loop's slot was left out: it fires now
     return (signal, list(workers.values()), until), workers
 
 
+def _worker_claim_live(wd: WorkDir, handle: str) -> bool:
+    """The claim another host's round worker holds while it lives (loops/adapters.py)."""
+    from looop_py.coord.choose import coordinator  # loaded already: the beat took the pulse
+    from looop_py.loops.adapters import worker_claim
+
+    view = coordinator(wd).get(worker_claim(handle), time.time())
+    return bool(view and view.live)
+
+
 def _awaits_answer(wd: WorkDir, ask_id: str | None) -> bool:
     """Its approval ask is there and no answer to it is (mailbox.checked_answer would find
-    none and MailboxApprovals.poll say pending): both folders are in the seal's survey."""
+    none and MailboxApprovals.poll say pending): both folders are in the seal's survey;
+    on a shared shelf both are keys its fingerprint covers."""
     from looop_py.ids import is_safe_segment  # loaded already: the shelf checks names by it
 
     if ask_id is None or not is_safe_segment(ask_id):
         return False
+    if wd.shelf.shared:
+        box = wd.shelf
+        return box.get("asks", ask_id) is not None and box.get("answers", ask_id) is None
     asks, answers = wd.paths.asks / f"{ask_id}.json", wd.paths.answers / f"{ask_id}.json"
     return asks.is_file() and not os.path.lexists(answers)

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from looop_py.cli import render
+from looop_py.cli import worklines
 from looop_py.cli.options import json_option, pass_workdir, pid_option, session_option
 from looop_py.cli.output import json_out, show
 from looop_py.cli.plainclaim import claim_command, unclaim_command
@@ -82,7 +82,7 @@ def claims(wd: WorkDir, as_json: bool) -> None:
     if as_json:
         json_out({"claims": [v.to_json() for v in views]})
     else:
-        show(render.claims_lines(views, now))
+        show(worklines.claims_lines(views, now))
 
 
 @click.group()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from looop_py.cli import render
+from looop_py.cli import worklines
 from looop_py.cli.options import json_option, pass_workdir
 from looop_py.cli.output import json_out, show
 
@@ -56,10 +56,10 @@ def ask(
         ref=ref,
         waiting=True,
     )
-    show(render.ask_waiting(filed.id))
+    show(worklines.ask_waiting(filed.id))
     got = mailbox.wait(wd, filed.id, timeout_s=timeout)  # NoAnswer: exit 4
     if as_json:
-        json_out(render.answer_json(filed.id, got))
+        json_out(worklines.answer_json(filed.id, got))
     else:
         show([got.text])
 
@@ -80,9 +80,9 @@ def asks(wd: WorkDir, as_json: bool) -> None:
     now = time.time()
     pending = mailbox.listing(wd)
     if as_json:
-        json_out(render.asks_json(pending, now))
+        json_out(worklines.asks_json(pending, now))
     else:
-        show(render.asks_lines(pending, now))
+        show(worklines.asks_lines(pending, now))
 
 
 @click.command()
@@ -157,9 +157,9 @@ def deny(wd: WorkDir, ask_id: str, reason: str | None, as_json: bool) -> None:
 
 def _report(ask_id: str, got: Answer, as_json: bool) -> None:
     if as_json:
-        json_out(render.answer_json(ask_id, got))
+        json_out(worklines.answer_json(ask_id, got))
     else:
-        show(render.verdict_lines(ask_id, got))
+        show(worklines.verdict_lines(ask_id, got))
 
 
 @click.command()

@@ -190,7 +190,9 @@ def up(paths: Paths, interval_s: float, verbose: bool, print_unit: bool, as_json
         show([f"looop up: beating {paths.root} every {interval_s:g} s and on every edit"])
     opened = Reopening(paths)  # each beat reads looop.toml again after an edit
     try:
-        resident.serve(opened, interval_s=interval_s, on_beat=say)
+        # --json and -v show each beat's readings: the full beat, as `looop pulse` does
+        sealed = not (as_json or verbose)
+        resident.serve(opened, interval_s=interval_s, on_beat=say, sealed=sealed)
     finally:
         opened.close()
 

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from looop_py.cli import render
+from looop_py.cli import worklines
 from looop_py.cli.options import json_option, pass_paths, pass_workdir, session_option
 from looop_py.cli.output import echo, json_line, json_out, raw_out, show
 from looop_py.errors import UsageError
@@ -82,7 +82,7 @@ def worker_start(
     if as_json:
         json_out(started.to_json())
     else:
-        show(render.started_lines(started))
+        show(worklines.started_lines(started))
 
 
 @worker.command("kill")
@@ -104,7 +104,7 @@ def worker_kill(paths: Paths, worker_id: str, reason: str | None, as_json: bool)
     if as_json:
         json_out(result.to_json())
     else:
-        show(render.kill_lines(result))
+        show(worklines.kill_lines(result))
 
 
 @worker.command("logs")
@@ -170,7 +170,7 @@ def workers(wd: WorkDir, show_all: bool, as_json: bool) -> None:
     if as_json:
         json_out(view.to_json())
     else:
-        show(render.workers_lines(view, all_=show_all))
+        show(worklines.workers_lines(view, all_=show_all))
 
 
 @click.command()
@@ -233,7 +233,7 @@ def done(
     if as_json:
         json_out({"id": session, **result})
     else:
-        echo(render.done_line(session, result_status))
+        echo(worklines.done_line(session, result_status))
 
 
 COMMANDS = [worker, workers, done]

@@ -25,9 +25,7 @@ client (coord/etcd.py) and what the quiet beat on etcd needs.
 
 from __future__ import annotations
 
-import json
-
-from looop_py.coord.etcd import Client, _b64
+from looop_py.coord.etcd import Client, _b64, dumps, loads
 
 # typing is not imported at run time: the quiet beat on etcd loads this module.
 TYPE_CHECKING = False
@@ -76,12 +74,12 @@ class Fingerprint:
     def line(self) -> str:
         """The seal's `shared` line (one line of JSON)."""
         body = {"prefix": self.prefix, "revision": self.revision, "counts": self.counts}
-        return json.dumps({**body, "etcd": self.settings}, separators=(",", ":"))
+        return dumps({**body, "etcd": self.settings})
 
     @classmethod
     def from_line(cls, text: str) -> Fingerprint:
         """ValueError (or KeyError, TypeError) for a line that is not one."""
-        found = json.loads(text)
+        found = loads(text)
         settings = found["etcd"]
         if set(settings) != set(_SETTINGS) or not isinstance(settings["endpoints"], list):
             raise ValueError("not the etcd settings of a seal")

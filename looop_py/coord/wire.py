@@ -3,28 +3,31 @@
 The standard library's socket (and ssl, only for an https endpoint), not
 http.client: importing http.client loads the email package, ~21 ms, more than
 the rest of a quiet beat's own imports, and etcd3gw (requests, urllib3,
-futurist) cost ~114 ms. One connection is kept per endpoint and reused while
-the server keeps it open; one found closed (readable before a request is sent:
-the server hung up while it was idle) is replaced before sending, so a request
-is written at most once per `post`. A reply is read by its Content-Length, or
-chunk by chunk (Go's server chunks a reply past 2 KB), within MAX_BODY and with
-`timeout_s` for the connect and for every read and write. Whatever goes wrong
-below HTTP (refused, reset, timed out, TLS, not HTTP) is a WireError, and the
-connection is dropped. `stream` is the one request whose reply never ends (etcd's
+futurist) cost ~114 ms. A plain http endpoint is spoken to on socket's C half
+(`_socket`): `socket` itself loads enum, selectors and more, ~8 ms of a quiet
+beat. One connection is kept per endpoint and reused while the server keeps it
+open; one found closed (readable before a request is sent: the server hung up
+while it was idle) is replaced before sending, so a request is written at most
+once per `post`. A reply is read by its Content-Length, or chunk by chunk (Go's
+server chunks a reply past 2 KB), within MAX_BODY and with `timeout_s` for the
+connect and for every read and write. Whatever goes wrong below HTTP (refused,
+reset, timed out, TLS, not HTTP) is a WireError, and the connection is dropped.
+`stream` is the one request whose reply never ends (etcd's
 watch): its connection is its own, read line by line as the chunks arrive.
 """
 
 from __future__ import annotations
 
-import contextlib
+import _socket
 import select
-import socket
 
 # typing is not imported at run time: the quiet beat on etcd loads this module.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Iterator
+
+    Socket = _socket.socket  # socket.socket and ssl.SSLSocket are ones too
 
 MAX_LINE = 8192  # a status or header line
 MAX_HEADERS = 100
@@ -68,7 +71,7 @@ class Connection:
         self.scheme, self.host, self.port = split_url(url)
         self.timeout_s = timeout_s
         self._tls = (ca_cert, cert_cert, cert_key)
-        self._sock: socket.socket | None = None
+        self._sock: Socket | None = None
         self._file: _Reader | None = None
         host = f"[{self.host}]" if ":" in self.host else self.host
         self._host_header = f"{host}:{self.port}"
@@ -127,21 +130,28 @@ class Connection:
         ]
         return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
-    def _open(self) -> tuple[socket.socket, _Reader]:
+    def _open(self) -> tuple[Socket, _Reader]:
         if self._sock is not None and self._file is not None:
             if not _dropped(self._sock):
                 return self._sock, self._file
             self.close()
+        if self.scheme == "https":
+            sock = self._tls_connect()
+        else:
+            sock = _connect(self.host, self.port, self.timeout_s)
+        self._sock, self._file = sock, _Reader(sock)
+        return sock, self._file
+
+    def _tls_connect(self) -> Socket:
+        import socket  # an https endpoint only: ssl wraps a socket.socket
+
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.scheme == "https":
-                sock = self._context().wrap_socket(sock, server_hostname=self.host)
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+            return self._context().wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
             raise
-        self._sock, self._file = sock, _Reader(sock)
-        return sock, self._file
 
     def _context(self) -> ssl.SSLContext:
         import ssl  # an https endpoint only
@@ -155,13 +165,36 @@ class Connection:
     def close(self) -> None:
         sock, self._sock, self._file = self._sock, None, None
         if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
-            with contextlib.suppress(OSError):
+            try:
+                sock.shutdown(_socket.SHUT_RDWR)  # wakes a thread blocked reading it
+            except OSError:
+                pass
+            try:
                 sock.close()
+            except OSError:
+                pass
 
 
-def _dropped(sock: socket.socket) -> bool:
+def _connect(host: str, port: int, timeout_s: float) -> Socket:
+    """socket.create_connection on `_socket`: each address of `host` in turn, `timeout_s`
+    for each connect. An ASCII name is resolved as bytes, so no idna codec is loaded."""
+    name: str | bytes = host.encode("ascii") if host.isascii() else host
+    error: OSError | None = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        return sock
+    raise error or OSError(f"no address found for {host}")
+
+
+def _dropped(sock: Socket) -> bool:
     """Readable while idle: the server closed it (or sent what nobody asked for)."""
     pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
     if pending is not None and pending():
@@ -184,7 +217,7 @@ def _why(exc: BaseException) -> str:
 class _Reader:
     """An HTTP/1.1 response off a socket, buffered (one recv per arriving segment)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Socket) -> None:
         self.sock = sock
         self.buf = b""
 

@@ -27,12 +27,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from looop_py.beat import quiet
 from looop_py.beat.pulse import beat
-from looop_py.beat.result import BeatResult
+from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.coord.choose import Reopening, coordinator
 from looop_py.errors import Busy, LooopError, UsageError
 from looop_py.locks import PulseLock
 from looop_py.ops import watch
+from looop_py.ops.goalwatch import GoalWatch
 from looop_py.ops.watch import Watch
 from looop_py.workdir import journal
 from looop_py.workdir.context import WorkDir
@@ -82,18 +84,22 @@ def run(
     stop: threading.Event,
     on_beat: Callable[[BeatResult], None] = lambda r: None,
     watching: Watch | None = None,
+    sealed: bool = True,
 ) -> int:
     """Beat every `interval_s`, and at once after a watched change, until `stop` is set.
 
     Returns how many beats ran. Meant to run in the main thread (a beat handles
     SIGTERM by ending itself cleanly). Whoever sets `stop` from elsewhere calls
-    `watching.wake()` too, or the wait runs to its timeout.
+    `watching.wake()` too, or the wait runs to its timeout. `sealed`: a beat the seal
+    proves quiet is skipped as `looop pulse` skips it (`up_beat`); False: every beat is a
+    full one, with its readings (`--json`, `-v`).
     """
     if interval_s <= 0:
         raise UsageError(f"the interval must be positive, got {interval_s:g}")
     own = watching is None
     waiter = watch.open_watch(opened.paths) if watching is None else watching
     shared = SharedWatch(waiter)
+    goals = GoalWatch(str(opened.paths.goals)) if sealed else None
     beats = 0
     try:
         while not stop.is_set():
@@ -103,7 +109,7 @@ def run(
             # writes included) wakes the next one, so no edit waits for the interval.
             waiter.drain()
             hold_pulse(wd)
-            on_beat(beat(wd))
+            on_beat(beat(wd) if goals is None else up_beat(wd, goals))
             beats += 1
             deadline = time.monotonic() + interval_s
             while not stop.is_set() and (now := time.monotonic()) < deadline:
@@ -111,9 +117,33 @@ def run(
                     break  # a human changed something, a worker ended, another host wrote
     finally:
         shared.close()
+        if goals is not None:
+            goals.close()
         if own:
             waiter.close()
     return beats
+
+
+def up_beat(wd: WorkDir, goals: GoalWatch) -> BeatResult:
+    """One beat of `up`: the seal's quiet path first, in this process, as `looop pulse`
+    takes it (beat/quiet.py), with goals/ as the watch vouches for it (no goal stat'ed
+    while none changed); else, or when it finds a change, the full beat: at once when the
+    watch saw goals/ change. On a shared backend every beat is a full one (the pulse held
+    between beats, coord/election.py)."""
+    if wd.config.coordination.backend != "files" or goals.changed():
+        return beat(wd)  # a goal edited: the quiet path would only find that out
+    started = time.monotonic()
+    here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the quiet path moves to the work dir
+    try:
+        outcome = quiet.attempt(str(wd.paths.root), quiet=True, goals=goals.listed)
+    except Exception:
+        outcome = None  # the full beat meets (and reports) whatever broke it
+    finally:
+        os.fchdir(here)
+        os.close(here)
+    if isinstance(outcome, int):
+        return BeatResult(BeatOutcome.SKIPPED, duration_s=time.monotonic() - started)
+    return beat(wd, handover=outcome)
 
 
 def hold_pulse(wd: WorkDir) -> None:
@@ -129,7 +159,13 @@ def resign(wd: WorkDir) -> dict[str, object] | None:
     return coordinator(wd).resign()
 
 
-def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult], None]) -> int:
+def serve(
+    opened: Reopening,
+    *,
+    interval_s: float,
+    on_beat: Callable[[BeatResult], None],
+    sealed: bool = True,
+) -> int:
     """`looop up` in the foreground: the up lock, the pid file, SIGTERM/SIGINT to stop."""
     paths = opened.paths
     paths.state.mkdir(exist_ok=True)
@@ -150,7 +186,14 @@ def serve(opened: Reopening, *, interval_s: float, on_beat: Callable[[BeatResult
             f.write(f"{os.getpid()}\n")
         journal.emit(opened.current(), "up", time.time(), pid=os.getpid(), interval_s=interval_s)
         try:
-            beats = run(opened, interval_s=interval_s, stop=stop, on_beat=on_beat, watching=waiter)
+            beats = run(
+                opened,
+                interval_s=interval_s,
+                stop=stop,
+                on_beat=on_beat,
+                watching=waiter,
+                sealed=sealed,
+            )
         except KeyboardInterrupt:  # SIGTERM during a beat: the beat ended itself cleanly
             beats = -1
         with contextlib.suppress(LooopError):  # hand the pulse over now, not after the TTL

@@ -205,7 +205,7 @@ def seal(
     when the first claim expires; None while a claim is not plainly held by a live
     process (a round's, unreadable); on a shared backend a claim goes with its lease.
     `asks_now`: the sys-asks signal now and the process waiting on each pending ask;
-    None while a record does not fit or the mailbox is shared.
+    None while a record does not fit, or (shared) an approval waits to be carried out.
     `shared_now`: a shared backend's fingerprint line if its keys did not change while the
     beat ran (coord/etcdseal.py). `sessions_key`: this host's sessions item (NAME@HOST there).
     """
@@ -230,9 +230,10 @@ def seal(
         return "the claims changed while the beat ran"
     if world.items.get("snap:sys-claims") != claims[0]:
         return "the claims changed while the beat ran"
-    asks = asks_now() if held & {ASKS, ANSWERS} else (QUIET_PROBES["snap:sys-asks"], [], 0.0)
+    no_asks: Holders = (QUIET_PROBES["snap:sys-asks"], [], 0.0)  # on etcd: keys, asked
+    asks = asks_now() if held & {ASKS, ANSWERS} or shared else no_asks
     if asks is None:
-        return "an ask or answer does not fit, or the mailbox is shared"
+        return "an ask or answer does not fit, or an approval waits to be carried out"
     if world.items.get("snap:sys-asks") != asks[0]:
         return "the asks changed while the beat ran"
     stats = {ln.split(" ")[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("f ")}

@@ -9,6 +9,7 @@ tests/coord/ (the contract suite on etcd).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from looop_py.coord import etcd
 from looop_py.coord.etcd import Client, LeaseGone, put, value_of
 from looop_py.coord.wire import MAX_BODY, Connection, WireError, split_url
 from looop_py.errors import Unavailable, UsageError
@@ -457,3 +459,65 @@ def test_tls_with_a_client_certificate_reads_and_writes_on_one_connection(
     assert len(client.get("/looop/tls/", prefix=True)) == 1
     conn = client._endpoints[0]._idle[0]
     assert conn._sock is not None and conn._sock.version() is not None  # TLS, kept open
+
+
+# -- the C halves the quiet beat on etcd speaks with (_socket, _json, binascii) -----------------
+
+
+def test_a_host_name_is_resolved_and_an_unknown_one_is_unavailable() -> None:
+    """`_socket` resolves the name itself (as bytes: no idna codec): localhost answers; a
+    name nobody knows is Unavailable with the resolver's reason, not a crash."""
+    seen: list[tuple[str, dict[str, str], bytes]] = []
+    with serving(answering(seen)) as server:
+        port = server.url.rsplit(":", 1)[1]
+        Client(Cfg((f"http://localhost:{port}",))).post("/kv/range", {"key": "YQ=="})
+        assert seen and seen[0][1]["host"] == f"localhost:{port}"
+    with pytest.raises(Unavailable, match="cannot be reached"):
+        Client(Cfg(("http://no-such-host.invalid:2379",))).post("/kv/range", {"key": "YQ=="})
+
+
+ODD = [
+    {"header": {"revision": "12", "raft_term": "3"}, "kvs": [], "count": "0", "more": False},
+    {"succeeded": True, "responses": [{"response_range": {"count": "2"}}, {}]},
+    {"nested": [[[]], {"a": [1, -2, 3.5, 1e300, None, True]}], "": ""},
+    {"text": 'quote " backslash \\ tab \t newline \n nul \x00 é ☃ 𝄞 \ud800'},
+    {"big": 2**63 - 1, "neg": -(2**63), "huge": 10**30, "float": 0.1 + 0.2},
+    ["a", 1, None],
+    "just a string",
+    7,
+]
+
+
+@pytest.mark.parametrize("value", ODD)
+def test_the_json_codec_writes_and_reads_what_the_json_package_does(value: object) -> None:
+    text = json.dumps(value, separators=(",", ":"))
+    assert etcd.dumps(value) == text
+    assert etcd.loads(text) == json.loads(text) == value
+    assert etcd.loads(text.encode() if text.isascii() else text) == json.loads(text)
+    assert etcd.loads(f" \n{text}\r\n\t") == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["", " ", "{", '{"a":1} x', "[1,]", "{'a':1}", b"\xff\xfe", "nul", '"\\x"', "1 2"]
+)
+def test_text_that_is_not_one_json_value_is_a_value_error(text: str | bytes) -> None:
+    with pytest.raises(ValueError):
+        etcd.loads(text)
+    with pytest.raises(ValueError):
+        json.loads(text)
+
+
+def test_nan_and_infinity_read_and_write_as_the_json_package_does() -> None:
+    for text in ("NaN", "Infinity", "-Infinity", "[NaN,1]"):
+        assert repr(etcd.loads(text)) == repr(json.loads(text))
+    odd = [float("nan"), float("inf"), float("-inf")]
+    assert etcd.dumps(odd) == json.dumps(odd, separators=(",", ":"))
+    with pytest.raises(TypeError):
+        etcd.dumps({"a": object()})
+
+
+def test_base64_is_the_base64_modules() -> None:
+    for raw in (b"", b"a", b"ab", b"abc", bytes(range(256)), "é/claims/☃".encode()):
+        assert etcd._b64(raw) == base64.b64encode(raw).decode()
+        assert etcd.unb64(etcd._b64(raw)) == raw == base64.b64decode(base64.b64encode(raw))
+    assert etcd._b64("P/claims/x") == base64.b64encode(b"P/claims/x").decode()

@@ -1,0 +1,209 @@
+"""goals/ as inotify vouches for it while `looop up` runs: a quiet beat stats no goal.
+
+The quiet beat compares goals/ by one survey line, `g goals COUNT DIGEST` (sensing/
+survey.py `goals_line`), and that line takes an lstat of every goal: an edit in place
+changes only the file's own stat, not the folder's. At 10,000 goals those calls are
+~27 ms of kernel time on a small VM, in any language. A resident process can do what
+git's fsmonitor does for `git status`: hold an inotify watch on goals/ and list it again
+only after the kernel reported a change there. `GoalWatch.listed` gives the survey the
+line (with goals/'s own stat when it was listed), and the survey takes it while goals/
+still has that stat (`survey._listed`).
+
+What it vouches for, and what it does not:
+- the watch is added before the listing it vouches for, and the events queued so far are
+  read before each listing: a change after the read is an event the next call sees;
+- any event in goals/ (a write, an attribute, an entry created, deleted or renamed in or
+  out; dot-names too) means list again; so does goals/ itself deleted, moved or replaced
+  (IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED, another inode at the path: watched again)
+  and an overflowing event queue;
+- no watch, no vouching (None: the survey lists and stats as it always did): goals/
+  missing or a symlink, the kernel refusing a watch or an instance
+  (fs.inotify.max_user_watches), or a file system whose files may change without this
+  kernel seeing it (NFS, SMB, FUSE...: only LOCAL types are trusted);
+- an entry whose change need not raise an event in goals/ is lstat'ed at every call: a
+  symlink (its target lives elsewhere), a file with another hard link (written through
+  that name), anything not a regular file. One that changed: no vouching this time, and
+  goals/ is listed again next time.
+A write through a shared memory map raises no inotify event at all, nor does a write to
+a file bind-mounted over a goal through its other path (fsmonitor's limits too); editors
+write files, they neither map nor mount them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from looop_py.ops import inotify
+from looop_py.world import listing_digest, stat_text
+
+MASK = (
+    inotify.CHANGES
+    | inotify.GONE
+    | inotify.IN_MODIFY  # a write still open: IN_CLOSE_WRITE comes only when it closes
+    | inotify.IN_UNMOUNT
+    | inotify.IN_DONT_FOLLOW  # goals/ a symlink: not watched (its target may be anywhere)
+)
+# File systems whose every change passes through this kernel's inotify.
+LOCAL = frozenset(
+    [
+        "ext2",
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "tmpfs",
+        "ramfs",
+        "f2fs",
+        "zfs",
+        "bcachefs",
+        "jfs",
+        "reiserfs",
+        "overlay",
+    ]
+)
+Listed = tuple[str, str, dict[str, str]]  # sensing/survey.py `Listed`
+
+
+class GoalWatch:
+    """One inotify watch on goals/, and the survey's line for goals/ it vouches for."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.listings = 0  # how many times goals/ was listed (stat'ing every goal)
+        self._ino: inotify.Inotify | None = None
+        self._watch: int | None = None
+        self._dir: tuple[int, int] | None = None  # (st_dev, st_ino) of the watched folder
+        self._line: tuple[str, str] | None = None  # (goals/'s stat text, its `g goals` line)
+        self._unproven: list[tuple[str, str]] = []  # (name, lstat text) to take every time
+
+    def listed(self) -> Listed | None:
+        """goals/ as the survey writes it, vouched for by the watch; None: no vouching."""
+        if not self._armed():
+            return None
+        if self._changed():
+            self._line = None
+            if not self._armed():  # goals/ itself went: watched again, if it is there
+                return None
+        if self._line is None:
+            self._line = self._list()
+            if self._line is None:
+                return None
+        for name, text in self._unproven:
+            try:
+                now = stat_text(os.lstat(os.path.join(self.folder, name)))
+            except OSError:
+                now = "-"
+            if now != text:
+                self._line = None  # the survey stats it all; listed again next time
+                return None
+        return self._line[0], self._line[1], {}
+
+    def changed(self) -> bool:
+        """Whether an event came in goals/ since the last call here or to `listed` (which
+        then lists goals/ again); False without a watch to say."""
+        if self._ino is None or self._watch is None or not self._changed():
+            return False
+        self._line = None
+        return True
+
+    def close(self) -> None:
+        if self._ino is not None:
+            self._ino.close()
+        self._ino, self._watch, self._dir, self._line = None, None, None, None
+
+    def _armed(self) -> bool:
+        """The watch is on the folder now at the path (added again if not); False: none."""
+        try:
+            st = os.lstat(self.folder)
+        except OSError:
+            self._disarm()
+            return False
+        if self._watch is not None and (st.st_dev, st.st_ino) == self._dir:
+            return True
+        self._disarm()
+        if not stat.S_ISDIR(st.st_mode) or not local(self.folder):
+            return False
+        try:
+            if self._ino is None:
+                self._ino = inotify.Inotify()
+            self._watch = self._ino.add(self.folder, MASK)
+        except OSError:
+            return False  # ENOSPC (max_user_watches), EMFILE, ENOTDIR, ENOENT: no vouching
+        try:
+            after = os.lstat(self.folder)  # the same folder before and after the watch was
+        except OSError:  # added: the watch is on it (else it was replaced meanwhile)
+            after = None
+        if after is None or (after.st_dev, after.st_ino) != (st.st_dev, st.st_ino):
+            self._disarm()
+            return False
+        self._dir = (st.st_dev, st.st_ino)
+        return True
+
+    def _disarm(self) -> None:
+        if self._ino is not None and self._watch is not None:
+            self._ino.remove(self._watch)
+            self._ino.read()  # its IN_IGNORED
+        self._watch, self._dir, self._line = None, None, None
+
+    def _changed(self) -> bool:
+        """Whether any event came since the last call (goals/ itself gone: watched again)."""
+        assert self._ino is not None
+        events = self._ino.read()
+        for event in events:
+            if event.mask & (inotify.GONE | inotify.IN_UNMOUNT) and not event.name:
+                self._disarm()  # the next call watches what is at the path then
+                self._line = None
+        return bool(events)
+
+    def _list(self) -> tuple[str, str] | None:
+        """goals/'s stat and its `g goals` line as survey.goals_line writes it (one lstat a
+        goal), noting the entries no event vouches for; None when it cannot be listed."""
+        self.listings += 1
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        numbers: list[int] = []
+        unproven: list[tuple[str, str]] = []
+        try:
+            folder = os.fstat(fd)  # before the entries: a later change is an event anyway
+            if (folder.st_dev, folder.st_ino) != self._dir:
+                return None  # not the folder watched: the next call watches this one
+            names = os.listdir(fd)
+            names.sort()
+            for name in names:
+                if not name.endswith((".md", ".sh")):
+                    continue
+                st = os.lstat(name, dir_fd=fd)
+                numbers.extend((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    unproven.append((name, stat_text(st)))
+        except OSError:
+            return None  # an entry gone as it was listed: its event lists it again
+        finally:
+            os.close(fd)
+        self._unproven = unproven
+        line = f"g goals {len(names)} {listing_digest(names, numbers)}"
+        return stat_text(folder), line
+
+
+def local(folder: str) -> bool:
+    """Whether `folder` is on a file system in LOCAL (/proc/self/mountinfo)."""
+    path = os.path.realpath(folder)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return False
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields = left.split(" ")
+        if len(fields) < 5 or not right:
+            continue
+        point = fields[4].replace("\\040", " ").replace("\\011", "\t")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, right.split(" ", 1)[0]
+    return kind in LOCAL

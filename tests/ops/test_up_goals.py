@@ -1,0 +1,277 @@
+"""`looop up` beats quietly through the seal with goals/ vouched for by inotify, and still
+sees every goal edit: in place with its size and mtime kept, during a beat, through a
+symlink or through `looop up` itself. Counted: a quiet `up` beat stats no goal; a cron
+beat still stats each (strace, real syscalls)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from looop_py import jsonio
+from looop_py.beat.result import BeatOutcome, BeatResult
+from looop_py.ops.goalwatch import GoalWatch
+from looop_py.ops.resident import up_beat
+from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd, wait_for, write_sensor
+
+
+def _beats(wd: Paths) -> list[dict[str, object]]:
+    try:
+        lines = wd.events.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    return [e for e in map(jsonio.loads, lines) if e.get("event") == "beat"]
+
+
+def _goals(wd: Paths, n: int) -> None:
+    for i in range(n):
+        (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n")
+
+
+def _keep_size_and_mtime(path: Path, text: str) -> None:
+    before = os.stat(path)
+    assert len(text.encode()) == before.st_size
+    with open(path, "r+", encoding="utf-8") as f:
+        f.write(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def _changed(result: BeatResult) -> set[str]:
+    return {c.item for c in result.changed}
+
+
+def _sealed_up(wd: Paths, watch: GoalWatch) -> None:
+    """Beat until `up`'s beats are quiet ones, through the seal, with goals/ vouched for."""
+    first = up_beat(open_wd(wd), watch)
+    assert first.outcome is BeatOutcome.DECIDED
+    for _ in range(2):
+        assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+        assert _beats(wd)[-1].get("sealed") is True
+    assert watch.listings == 1  # listed once, then vouched for
+
+
+@pytest.fixture
+def watch(wd: Paths) -> GoalWatch:
+    found = GoalWatch(str(wd.goals))
+    yield found  # type: ignore[misc]
+    found.close()
+
+
+def test_an_edit_in_place_keeping_size_and_mtime_reaches_the_next_up_beat(
+    wd: Paths, watch: GoalWatch
+) -> None:
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, 20)
+    _sealed_up(wd, watch)
+    _keep_size_and_mtime(wd.goals / "goal-005.md", "# Goal X\n")
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-005"}
+    for _ in range(2):  # and quiet again: the full beat's reads of goals/ are no change
+        assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+        assert _beats(wd)[-1].get("sealed") is True
+    assert watch.listings == 2
+
+
+def test_an_edit_made_while_a_beat_runs_reaches_the_next(wd: Paths, watch: GoalWatch) -> None:
+    # The sensor edits a goal in place once, while the quiet beat runs it (and surveys).
+    write_sensor(
+        wd,
+        "editor",
+        "if [ -f edit-now ]; then rm edit-now; g=goals/goal-003.md; touch -r $g .ref;"
+        " printf '# Goal Y\\n' > $g; touch -r .ref $g; fi\necho '{\"signal\": 1}'",
+    )
+    _goals(wd, 10)
+    _sealed_up(wd, watch)
+    (wd.root / "edit-now").write_text("")
+    during = up_beat(open_wd(wd), watch)
+    after = up_beat(open_wd(wd), watch)
+    assert "goal:goal-003" in _changed(during) | _changed(after)
+    assert after.outcome is BeatOutcome.DECIDED or during.outcome is BeatOutcome.DECIDED
+    assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+
+
+def test_a_symlinked_goal_whose_target_changes_outside_goals(wd: Paths, watch: GoalWatch) -> None:
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, 5)
+    notes = wd.root / "notes"
+    notes.mkdir()
+    (notes / "target.md").write_text("# Target\n")
+    (wd.goals / "linked.md").symlink_to(notes / "target.md")
+    assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.DECIDED
+    up_beat(open_wd(wd), watch)
+    _keep_size_and_mtime(notes / "target.md", "# Tarxet\n")  # no event in goals/
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:linked"}
+
+
+def test_goals_replaced_by_another_folder_reaches_the_next_up_beat(
+    wd: Paths, watch: GoalWatch
+) -> None:
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, 10)
+    _sealed_up(wd, watch)
+    other = wd.root / "other"
+    shutil.copytree(wd.goals, other)
+    _keep_size_and_mtime(other / "goal-001.md", "# Goal Z\n")
+    os.rename(wd.goals, wd.root / "goals.old")
+    os.rename(other, wd.goals)
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-001"}
+    _keep_size_and_mtime(wd.goals / "goal-002.md", "# Goal W\n")  # the new folder is watched
+    _keep_size_and_mtime(wd.root / "goals.old" / "goal-004.md", "# Goal V\n")  # not a goal now
+    again = up_beat(open_wd(wd), watch)
+    assert _changed(again) == {"goal:goal-002"}
+
+
+def test_without_a_watch_on_goals_the_survey_stats_every_goal(wd: Paths, watch: GoalWatch) -> None:
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    real = wd.root / "real-goals"
+    wd.goals.rename(real)
+    wd.goals.symlink_to(real)  # a watch cannot be added (IN_DONT_FOLLOW): no vouching
+    _goals(wd, 10)
+    assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.DECIDED
+    for _ in range(2):
+        assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+        assert _beats(wd)[-1].get("sealed") is True  # quiet all the same, by the survey's lstat
+    _keep_size_and_mtime(real / "goal-006.md", "# Goal R\n")
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-006"}
+    assert watch.listings == 0
+
+
+# -- counted: the syscalls themselves ------------------------------------------------
+
+_MARK = "/.looop-test-mark"
+_GOAL = re.compile(r'["/]goal-\d+\.md"')  # by path or by name beside a folder's descriptor
+
+
+def _goal_stats(log: Path) -> tuple[int, int]:
+    """Stat calls naming a goal in an strace log: between the two marks, and in all."""
+    between = total = 0
+    inside = False
+    for line in log.read_text().splitlines():
+        if _MARK in line:
+            inside = not inside
+            continue
+        if _GOAL.search(line):
+            total += 1
+            between += inside
+    return between, total
+
+
+STRACE = ["strace", "-f", "-qq", "-e", "trace=%%stat"]  # every stat variant
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace counts the syscalls")
+def test_a_quiet_up_beat_stats_no_goal_and_a_cron_beat_stats_each(
+    wd: Paths, tmp_path: Path
+) -> None:
+    n = 300
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, n)
+    child = (
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "from looop_py.coord.choose import open_workdir\n"
+        "from looop_py.ops.goalwatch import GoalWatch\n"
+        "from looop_py.ops.resident import up_beat\n"
+        "from looop_py.workdir.paths import Paths\n"
+        "wd = open_workdir(Paths(Path(sys.argv[1])))\n"
+        "watch = GoalWatch(str(wd.paths.goals))\n"
+        "first = [up_beat(wd, watch).outcome for _ in range(2)]  # seal; then list goals/ once\n"
+        "def mark():\n"
+        "    try:\n"
+        f"        os.lstat({_MARK!r})\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "mark()\n"
+        "quiet = [up_beat(wd, watch).outcome for _ in range(3)]\n"
+        "mark()\n"
+        "print(json.dumps({'first': first, 'quiet': quiet, 'listings': watch.listings}))\n"
+    )
+    log = tmp_path / "up.strace"
+    done = subprocess.run(
+        [*STRACE, "-o", str(log), sys.executable, "-c", child, str(wd.root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report == {"first": ["decided", "skipped"], "quiet": ["skipped"] * 3, "listings": 1}
+    assert all(b.get("sealed") for b in _beats(wd)[-4:])
+    quiet_stats, all_stats = _goal_stats(log)
+    assert quiet_stats == 0, "a quiet `up` beat stat'ed a goal"
+    assert all_stats >= 2 * n  # the full beat and the watch's one listing did stat them
+
+    cron = [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse", "-q"]
+    subprocess.run(cron, check=True, timeout=60)  # the seal for this command's own process
+    log = tmp_path / "cron.strace"
+    subprocess.run([*STRACE, "-o", str(log), *cron], check=True, timeout=60)
+    assert _beats(wd)[-1].get("sealed") is True
+    assert _goal_stats(log)[1] >= n  # the cron beat lstats every goal, as before
+
+
+# -- the process: `looop up` itself --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_looop_up_sees_an_edit_in_place_after_quiet_beats(wd: Paths) -> None:
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, 50)
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looop_py", "-C", str(wd.root), "up", "--interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        # two quiet beats: the second is vouched for by the watch (the first listed goals/)
+        wait_for(
+            lambda: sum(bool(b.get("sealed")) for b in _beats(wd)) >= 2,
+            timeout=30,
+            what=lambda: _beats(wd)[-3:],
+        )
+        before = len(_beats(wd))
+        _keep_size_and_mtime(wd.goals / "goal-017.md", "# Goal QQ\n")
+
+        def saw_it() -> bool:
+            return any(
+                c.get("item") == "goal:goal-017"
+                for b in _beats(wd)[before:]
+                for c in b.get("changed", [])  # type: ignore[union-attr]
+            )
+
+        wait_for(saw_it, timeout=20, what=lambda: _beats(wd)[-3:])
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err, err
+
+
+def test_a_beat_handed_over_counts_the_sensors_the_quiet_attempt_ran(
+    wd: Paths, watch: GoalWatch
+) -> None:
+    """The sensors run once, in the quiet attempt; the full beat it hands over to reports
+    its `ms` from there (a lower bound: the sensor's own sleep), as `looop pulse` does."""
+    (wd.root / "value").write_text("1\n")
+    write_sensor(wd, "slow", 'sleep 0.3; echo "{\\"signal\\": $(cat value)}"')
+    _goals(wd, 3)
+    _sealed_up(wd, watch)
+    (wd.root / "value").write_text("2\n")
+    result = up_beat(open_wd(wd), watch)
+    assert result.outcome is BeatOutcome.DECIDED and _changed(result) == {"snap:sensor-slow"}
+    assert result.duration_s >= 0.3
+    assert float(_beats(wd)[-1]["ms"]) >= 300  # type: ignore[arg-type]
