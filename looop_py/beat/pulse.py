@@ -7,7 +7,8 @@
     2. ADVANCE  step live loop rounds and start the due ones; no model is asked
     3. SENSE    run sensors and probes, write snapshots; record the steps that failed
     4. DIFF     hash the wake-relevant world; unchanged → skip: no decider, and a
-                quiet seal for the next beat (sensing/seal.py; not on a shared backend)
+                quiet seal for the next beat (sensing/seal.py; on etcd with a fingerprint
+                of the shared keys, coord/etcdseal.py)
     5. DECIDE   ask the decider for one move, within the spend limits
     6. ACT      validate and execute it; commit the world hash (and seal it)
     7. log the beat in events.jsonl, and run the [notify] command if one is set
@@ -156,8 +157,9 @@ def _beat_body(
 ) -> BeatResult:
     """SENSE to ACT; `fence` (a shared backend) keeps the committed world and guards its commit.
 
-    On a shared backend no quiet seal is written: another host may commit meanwhile, so
-    every beat there takes the pulse and reads the shared world (beat/quiet.py never skips).
+    On a shared backend the seal also holds a fingerprint of the shared keys, taken before
+    anything shared is read and again at the end; it is written only when no host wrote a
+    key in between, and the quiet beat (beat/quiet.py) skips only while that holds.
     """
     cfg = wd.config
     now = wd.clock()
