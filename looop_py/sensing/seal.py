@@ -213,7 +213,7 @@ def seal(
     if why:
         return why
     goal_stats: dict[str, str] = {}  # the survey keeps one digest of them: checked here
-    lines = survey(root, goal_stats, goals_listed())
+    lines = survey(root, goal_stats, listed := goals_listed())
     held = {line.split(" ")[1] for line in lines if line.startswith("e ") and line.endswith(" 1")}
     if held - {CLAIMS, ASKS, ANSWERS, ROUNDS}:
         return "a worker, approval, timer or round exists"
@@ -250,7 +250,7 @@ def seal(
         return "a worker session is not settled, or its health may change"
     if world.items.get(sessions_key) != sessions[0]:
         return "the workers changed while the beat ran"
-    why = _verify_texts(root, world, stats)
+    why = _verify_texts(root, world, stats, listed is not None and listed[2] == goal_stats)
     if why:
         return why
     sensor_lines = []
@@ -322,7 +322,7 @@ def _unsealable(
         return "a [notify] command is configured"
     if not world.hash or " " in world.hash:
         return "no world hash"
-    for key, value in ((k.split("@")[0], v) for k, v in world.items.items()):  # NAME@host
+    for key, value in ((k.split("@")[0], v) for k, v in world.items.items() if k[:5] != "goal:"):
         if key in ("snap:sys-rounds", "snap:sys-sessions", "snap:sys-claims", "snap:sys-asks"):
             continue  # rounds, ended workers, live claims and asks are files: probed again
         if key.startswith("snap:sys-") and QUIET_PROBES.get(key) != value:
@@ -336,13 +336,15 @@ def _unsealable(
     return None
 
 
-def _verify_texts(root: str, world: World, stats: dict[str, str]) -> str | None:
-    """The goals and PLAYBOOK on disk are what the world hashed, unchanged since the survey."""
-    goal_files = sorted(k for k in stats if k.startswith("goals/") and k.endswith(".md"))
-    goal_items = {k[5:]: v for k, v in world.items.items() if k.startswith("goal:")}
+def _verify_texts(root: str, world: World, stats: dict[str, str], vouched: bool) -> str | None:
+    """The goals and PLAYBOOK on disk are what the world hashed, unchanged since the survey
+    (`vouched`: its goals are the listing's, each at the stat SENSE hashed it at)."""
+    rels = () if vouched else stats
+    goal_files = sorted(k for k in rels if k.startswith("goals/") and k.endswith(".md"))
+    goal_items = {k[5:]: v for k, v in world.items.items() if k[:5] == "goal:"} if rels else {}
     if len(goal_files) != len(goal_items):
         return "the goals on disk are not the goals the world holds"
-    held = {g.id: g.stamp for g in world.goals}  # each goal's stat while SENSE read it
+    held = {g.id: g.stamp for g in world.goals} if goal_files else {}  # stats while SENSE read
     for rel in goal_files:
         if held.get(goal_id := rel[6:-3]) == stats[rel]:
             continue  # the bytes SENSE hashed are the file the survey found: not read again

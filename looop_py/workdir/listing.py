@@ -100,10 +100,10 @@ def for_seal(
     held: Sequence[Held],
 ) -> tuple[str, str, dict[str, str]] | None:
     """The listing as the seal's survey takes it (sensing/survey.py `Listed`), or None."""
-    if record is None or refused or len(held) != len(found):
+    # Held in the listing's order (SENSE reads in it), each at its listed stamp: one compare.
+    if record is None or refused or [(g.id, g.stamp) for g in held] != list(found):
         return None
-    stamps = dict(found)
-    for goal in held:
-        if goal.stamp is None or stamps.get(goal.id) != goal.stamp:
-            return None
-    return record[0], record[1], {f"goals/{gid}.md": s for gid, s in found if s is not None}
+    stats = {f"goals/{gid}.md": s for gid, s in found if s is not None}
+    if len(stats) != len(found):  # a goal gone or unreadable while listed: not vouched
+        return None
+    return record[0], record[1], stats
