@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -188,7 +189,7 @@ def _scan_now(wd: WorkDir) -> Scan:
                 st = None  # gone, or a link to nowhere: the read says which
             found.append((goal_id, None if st is None else stamp_of(st)))
             seen.goal(entry.name, st, linked)
-    found.sort()
+    found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
     return found, refused, seen.record()
 
 

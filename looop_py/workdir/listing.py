@@ -22,6 +22,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Protocol
 
 from looop_py.workdir.goalcache import RACY_NS
@@ -83,7 +84,7 @@ class Seen:
         """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused."""
         if not self._ok or self._folder is None:
             return None
-        self._pairs.sort()
+        self._pairs.sort(key=itemgetter(0))  # names are unique: the order of a plain sort
         numbers: list[int] = []
         add = numbers.extend
         for _, nums in self._pairs:
