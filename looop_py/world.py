@@ -78,10 +78,10 @@ def build_items_digested(
 
 def world_hash(items: Mapping[str, str]) -> str:
     h = xxhash.xxh3_128()
+    update = h.update  # one update per item, not four: a quarter of the calls at 10,000 goals
     for key, value in items.items():
-        for part in (key.encode("utf-8"), value.encode("utf-8")):
-            h.update(len(part).to_bytes(8, "big"))
-            h.update(part)
+        k, v = key.encode("utf-8"), value.encode("utf-8")
+        update(b"".join((len(k).to_bytes(8, "big"), k, len(v).to_bytes(8, "big"), v)))
     return PREFIX + h.hexdigest()
 
 
