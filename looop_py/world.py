@@ -85,6 +85,21 @@ def world_hash(items: Mapping[str, str]) -> str:
     return PREFIX + h.hexdigest()
 
 
+def hashes(items: Mapping[str, str]) -> tuple[str, str]:
+    """(the world hash, the policy hash) in one pass: the policy hash is the world hash of
+    the items a human edits (PLAYBOOK.md, the goals) in the map's order; a change to them
+    cuts a backoff short (beat/decide.py). SENSE works both out once, not the goals twice."""
+    whole, policy = xxhash.xxh3_128(), xxhash.xxh3_128()
+    update, update_policy = whole.update, policy.update
+    for key, value in items.items():
+        k, v = key.encode("utf-8"), value.encode("utf-8")
+        framed = b"".join((len(k).to_bytes(8, "big"), k, len(v).to_bytes(8, "big"), v))
+        update(framed)
+        if key[:5] == "goal:" or key == "playbook":
+            update_policy(framed)
+    return PREFIX + whole.hexdigest(), PREFIX + policy.hexdigest()
+
+
 class Change:
     """One item that differs. A plain class, not a dataclass: the quiet beat imports this module
     and must not import `dataclasses`. `Final` keeps the fields read-only for the type checker."""

@@ -44,10 +44,9 @@ class Verdict:
 
 
 def policy_hash(items: dict[str, str]) -> str:
-    """The part of the world a human edits; a change to it cuts a backoff short."""
-    return world.world_hash(
-        {k: v for k, v in items.items() if k == "playbook" or k.startswith("goal:")}
-    )
+    """The part of the world a human edits; a change to it cuts a backoff short (a sensed
+    World carries it: `World.policy`, from world.hashes)."""
+    return world.hashes(items)[1]
 
 
 def gather_prompt(
@@ -140,7 +139,7 @@ def decide_and_act(
     """DECIDE and ACT: check the limits, ask the backend, charge what it spent (whatever it
     answered), read one move from the answer, carry the move out."""
     ledgers = limits.load(wd)
-    policy = policy_hash(seen.items)
+    policy = seen.policy  # SENSE hashed it with the world
     block = limits.decide_block(ledgers, now=now, policy=policy, limits=wd.config.limits)
     if block is not None:
         return Verdict(BeatOutcome.HELD, reason=block)

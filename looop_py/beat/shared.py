@@ -30,7 +30,7 @@ from looop_py.loops import store
 from looop_py.sensing.sense import Committed, World, committed_record, parse_committed
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
-from looop_py.world import world_hash
+from looop_py.world import hashes
 
 if TYPE_CHECKING:
     from looop_py.coord.base import Coordinator
@@ -76,7 +76,8 @@ class Fence:
             if at and name in HOST_LOCAL and other != host:
                 items[key] = value
         ordered = dict(sorted(items.items()))
-        return replace(world, items=ordered, hash=world_hash(ordered))
+        whole, policy = hashes(ordered)
+        return replace(world, items=ordered, hash=whole, policy=policy)
 
     def commit(self, world: World, now: float, action: str | None, next_wake: float | None) -> bool:
         """Write the world (as sensing/sense.py's commit does, with host and token) if held."""

@@ -29,6 +29,7 @@ class World:
 
     items: dict[str, str]
     hash: str
+    policy: str  # the hash of PLAYBOOK's and the goals' items (world.hashes): cuts a backoff
     readings: tuple[sensors.Reading, ...]
     snapshots: dict[str, dict[str, Any]]  # stem → snapshot, sensors and probes
     probed: Seen  # what the probes found, typed (sessions, asks, goal activity)
@@ -101,7 +102,7 @@ def sense(
             read[f"sensors/{sensor.name}.sh"] = head
     return World(
         items,
-        world.world_hash(items),
+        *world.hashes(items),
         tuple(readings),
         snapshots,
         probed,

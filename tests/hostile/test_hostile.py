@@ -159,6 +159,7 @@ def test_forged_sections_in_goals_and_sensors_cannot_reach_column_zero(wd: Paths
         seen=World(
             {},
             "",
+            "",
             (),
             snaps,
             Seen(open_wd(wd), time.time(), ()),
