@@ -184,11 +184,12 @@ def _scan_now(wd: WorkDir) -> Scan:
                 refused[goal_id] = why
                 continue
             try:
-                st: os.stat_result | None = entry.stat()  # a link's: the read follows it
+                st = entry.stat()  # a link's: the read follows it
+                nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
             except OSError:
-                st = None  # gone, or a link to nowhere: the read says which
-            found.append((goal_id, None if st is None else stamp_of(st)))
-            seen.goal(entry.name, st, linked)
+                nums = None  # gone, or a link to nowhere: the read says which
+            found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
+            seen.goal(entry.name, None if linked else nums)
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
     return found, refused, seen.record()
 

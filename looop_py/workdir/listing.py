@@ -66,18 +66,19 @@ class Seen:
             self._ok = False  # the survey counts it among the goals, the world does not
             return
         try:
-            self.goal(name, entry.stat(follow_symlinks=False), False)
+            st = entry.stat(follow_symlinks=False)
+            self.goal(name, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
         except FileNotFoundError:
             self._pairs.append((name, GONE))
         except OSError:
             self._ok = False
 
-    def goal(self, name: str, st: os.stat_result | None, linked: bool) -> None:
-        """A goal by the stat the beat took of it (a link's lstat is another: not reused)."""
-        if st is None or linked:
+    def goal(self, name: str, nums: tuple[int, int, int, int, int] | None) -> None:
+        """A goal by the numbers (inode, size, mtime and ctime in ns, mode) of the stat the
+        beat took of it; None: none, or a link's (its lstat is another: not reused)."""
+        if nums is None:
             self._ok = False
         elif self._ok:
-            nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
             self._pairs.append((name, nums))
 
     def record(self) -> tuple[str, str] | None:

@@ -3,9 +3,13 @@ world holds exactly the goals listed, each at the stamp it was listed with."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-from looop_py.workdir import listing
+from looop_py import world
+from looop_py.workdir import goals, listing
+from looop_py.workdir.paths import Paths
+from tests.conftest import open_wd
 
 FOUND = [("a", "1.10.100.100.33188"), ("a-b", "2.10.100.100.33188"), ("b", "3.10.100.100.33188")]
 RECORD = ("9.4096.100.100.16877", "g goals 3 xxh3:00.0")
@@ -42,3 +46,20 @@ def test_no_vouch_for_a_goal_held_at_another_stamp_missing_doubled_or_unstamped(
 def test_the_listing_vouches_for_each_goal_at_its_stamp() -> None:
     listed = listing.for_seal(FOUND, {}, RECORD, _held(FOUND))
     assert listed == (*RECORD, {f"goals/{g}.md": s for g, s in FOUND})
+
+
+def test_the_listed_stamps_are_the_stat_text_spelling(wd: Paths) -> None:
+    """The stamp of each goal, as the listing formats it from the stat's numbers, is the one
+    spelling the survey, the goal cache and the seal compare (inode.size.mtime.ctime.mode)."""
+    (wd.goals / "plain.md").write_text("# Plain\n")
+    (wd.goals / "linked.md").symlink_to(wd.goals / "plain.md")  # a link's stamp follows it
+    os.mkfifo(wd.goals / "pipe.md")
+    (wd.goals / "dangling.md").symlink_to(wd.goals / "nowhere.md")
+    w = open_wd(wd)
+    with w.memo.scope():
+        found = dict(goals.goal_stamps(w))
+    for goal_id in ("plain", "linked", "pipe"):
+        st = os.stat(wd.goals / f"{goal_id}.md")
+        old = f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
+        assert found[goal_id] == old == world.stat_text(st), goal_id
+    assert found["dangling"] is None
