@@ -22,7 +22,6 @@ import os
 import stat
 import time
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import Protocol
 
 from looop_py.workdir.goalcache import RACY_NS
@@ -37,12 +36,16 @@ class Held(Protocol):  # a goal the world holds (workdir/goals.py GoalFile)
 
 
 class Seen:
-    """What one scandir of goals/ saw, as the survey's goals line would."""
+    """What one scandir of goals/ saw, as the survey's goals line would. Each goal's stat
+    numbers go into one flat list beside its name, no tuple per goal: at 10,000 goals the
+    listing held ~1.4 MB of tuples while the beat's memory peaked."""
 
-    __slots__ = ("_folder", "_ok", "_pairs")
+    __slots__ = ("_bare", "_folder", "_names", "_numbers", "_ok")
 
     def __init__(self, folder: str) -> None:
-        self._pairs: list[tuple[str, tuple[int, int, int, int, int] | None]] = []
+        self._names: list[str] = []  # the goals (and .sh files), in listing order
+        self._numbers: list[int] = []  # five per name in _names: inode, size, mtime, ctime, mode
+        self._bare: list[str] = []  # the other names: the survey takes no stat of them
         self._folder: str | None = None
         self._ok = True
         try:
@@ -60,7 +63,7 @@ class Seen:
         """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat."""
         name = entry.name
         if not name.endswith((".md", ".sh")):
-            self._pairs.append((name, None))
+            self._bare.append(name)
             return
         if name.endswith(".md") or entry.is_symlink():
             self._ok = False  # the survey counts it among the goals, the world does not
@@ -69,7 +72,7 @@ class Seen:
             st = entry.stat(follow_symlinks=False)
             self.goal(name, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
         except FileNotFoundError:
-            self._pairs.append((name, GONE))
+            self.goal(name, GONE)
         except OSError:
             self._ok = False
 
@@ -79,19 +82,20 @@ class Seen:
         if nums is None:
             self._ok = False
         elif self._ok:
-            self._pairs.append((name, nums))
+            self._names.append(name)
+            self._numbers += nums
 
     def record(self) -> tuple[str, str] | None:
         """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused."""
         if not self._ok or self._folder is None:
             return None
-        self._pairs.sort(key=itemgetter(0))  # names are unique: the order of a plain sort
+        names, flat = self._names, self._numbers
         numbers: list[int] = []
         add = numbers.extend
-        for _, nums in self._pairs:
-            if nums is not None:
-                add(nums)
-        names = [name for name, _ in self._pairs]
+        for i in sorted(range(len(names)), key=names.__getitem__):  # names are unique
+            add(flat[5 * i : 5 * i + 5])
+        names += self._bare
+        names.sort()
         return self._folder, f"g goals {len(names)} {listing_digest(names, numbers)}"
 
 
