@@ -179,6 +179,12 @@ UNUSED = (
     *PROMPT_MODULES,
     "looop_py.workers.records",
     "looop_py.loops.store",
+    # the full beat's fixed cost (x26i): shutil (bz2, lzma) only for a run holding a folder,
+    # shlex only for a command decider
+    "shutil",
+    "bz2",
+    "lzma",
+    "shlex",
 )  # no worker, no round
 
 
