@@ -35,6 +35,8 @@ from looop_py.world import Change
 
 @dataclass(frozen=True)
 class Verdict:
+    """How the decide step ended: its outcome, the move and its stats."""
+
     outcome: BeatOutcome  # DECIDED, FAILED or HELD
     move: dict[str, Any] | None = None
     journal: str | None = None

@@ -202,6 +202,8 @@ def step(wd: WorkDir, now: float) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Pruned:
+    """What one housekeeping pass removed (or, dry, would remove)."""
+
     sessions_removed: list[str]
     runs_removed: list[str]
     rounds_archived: list[str]

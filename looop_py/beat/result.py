@@ -22,6 +22,8 @@ class BeatOutcome(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class BeatResult:
+    """One beat as `looop pulse --json` and the events log report it."""
+
     outcome: BeatOutcome
     world_hash: str | None = None
     prev_hash: str | None = None

@@ -75,6 +75,8 @@ class Charge:
 
 @dataclass(frozen=True, slots=True)
 class Spend:
+    """One local day's spend (state/spend.json), with the past days' totals."""
+
     day: str = ""
     tokens: int = 0
     usd: float = 0.0

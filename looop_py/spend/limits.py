@@ -37,6 +37,8 @@ HOUR = 3600.0
 
 @dataclass(frozen=True)
 class Backoff:
+    """Failed decides in a row (state/backoff.json): how many, when, under which policy."""
+
     fails: int = 0
     at: float = 0.0
     policy: str | None = None  # the policy hash when it last failed
@@ -45,6 +47,8 @@ class Backoff:
 
 @dataclass(frozen=True)
 class Ledgers:
+    """The records the decide gate reads: recent decides, the day's spend, the backoff."""
+
     decides: tuple[float, ...] = ()
     spend: Spend = field(default_factory=Spend)
     backoff: Backoff = field(default_factory=Backoff)

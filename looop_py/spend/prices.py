@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Price:
+    """USD per million tokens: in, out, read from and written to a cache."""
+
     usd_per_mtok_in: float
     usd_per_mtok_out: float
     usd_per_mtok_cached_in: float | None = None

@@ -20,6 +20,8 @@ from looop_py.ids import is_safe_segment
 
 @dataclass(frozen=True, slots=True)
 class SensorsConfig:
+    """`[sensors]`: how long a sensor may run, how much it may print, how many at once."""
+
     timeout_s: float = 60.0  # per sensor; a `# looop:timeout=N` header overrides it
     max_bytes: int = 8192  # stdout cap; more is reported as too-large, never stored
     concurrency: int = 8  # sensors running at once
@@ -27,6 +29,8 @@ class SensorsConfig:
 
 @dataclass(frozen=True, slots=True)
 class DeciderConfig:
+    """`[decider]`: which backend picks the move, and how it is reached and priced."""
+
     backend: str = "rules"  # rules | command | openai | anthropic | script | noop
     # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
     # file whose shell-quoted path replaces {{prompt_file}}.
@@ -51,6 +55,8 @@ class DeciderConfig:
 
 @dataclass(frozen=True, slots=True)
 class GatesConfig:
+    """`[gates]`: what a move may run without a human's approval (docs/safety.md)."""
+
     shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
     shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
     allow_dangerous: bool = False  # True switches the deny-list tripwire off
@@ -62,6 +68,8 @@ class GatesConfig:
 
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
+    """`[limits]`: caps and budgets on decides, backoff after failures, the prompt."""
+
     decides_per_hour: int = 120  # 0 = no cap
     daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
     daily_usd: float = 0.0  # 0 = no budget
@@ -79,6 +87,8 @@ class LimitsConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkersConfig:
+    """`[workers]`: the fleet cap and how workers start, stall and are cleaned up."""
+
     max_live: int = 8  # fleet cap: live workers at once
     default_runtime: str = "shell"  # runtime when a start names none
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
@@ -172,6 +182,8 @@ class RetentionConfig:
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """The whole looop.toml: one record per `[section]`."""
+
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
