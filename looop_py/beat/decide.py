@@ -33,7 +33,9 @@ from looop_py.workdir.context import WorkDir
 from looop_py.world import Change
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False)
 class Verdict:
     """How the decide step ended: its outcome, the move and its stats."""
 

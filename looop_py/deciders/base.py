@@ -97,7 +97,10 @@ def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     )
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares records like these; __eq__ and __hash__ are two more generated
+# methods at import (a full beat's fixed cost). repr=False: a repr would print the
+# whole prompt and the child environment.
+@dataclass(frozen=True, eq=False, repr=False)
 class DecideRequest:
     """Everything a backend may look at to pick one move."""
 
@@ -141,7 +144,7 @@ def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:
     return DecideRequest(now, paths.root, paths.state, decider_env(paths), **fields)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Decision:
     """A backend's answer: the move as decoded JSON, the raw text, the usage."""
 

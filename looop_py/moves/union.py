@@ -32,14 +32,16 @@ def _f(kind: str, *, limit: int = 0, required: bool = True, doc: str = "") -> An
     return field(default=None, metadata=meta)
 
 
-@dataclass(frozen=True)
+# eq=False on each move: nothing compares moves; __eq__ and __hash__ are two more generated
+# methods each at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False)
 class Noop:
     """`noop`: do nothing this beat."""
 
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WriteGoal:
     """`write_goal`: write goals/<id>.md whole."""
 
@@ -47,14 +49,14 @@ class WriteGoal:
     body: str = _f("text", limit=64 * KIB, doc="the whole markdown file")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ArchiveGoal:
     """`archive_goal`: move goals/<id>.md into the goals archive."""
 
     id: str = _f("id")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WriteSensor:
     """`write_sensor`: write sensors/<name>.sh whole."""
 
@@ -62,14 +64,14 @@ class WriteSensor:
     script: str = _f("text", limit=64 * KIB, doc="the whole script, with its #! line")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WritePlaybook:
     """`write_playbook`: write PLAYBOOK.md whole."""
 
     body: str = _f("text", limit=64 * KIB)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WriteSchedule:
     """`write_schedule`: a timer that wakes the loop (once, every N s or by cron)."""
 
@@ -79,14 +81,14 @@ class WriteSchedule:
     cron: str | None = _f("line", limit=200, required=False, doc='5-field cron, "m h dom mon dow"')
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DropSchedule:
     """`drop_schedule`: remove a timer."""
 
     name: str = _f("id")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunShell:
     """`run_shell`: one shell command, run through the gate."""
 
@@ -94,7 +96,7 @@ class RunShell:
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StartWorker:
     """`start_worker`: launch an agent (or shell) worker on a prompt."""
 
@@ -105,7 +107,7 @@ class StartWorker:
     workspace: str | None = _f("id", required=False, doc="none | git-worktree")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KillWorker:
     """`kill_worker`: stop a worker and the processes it started."""
 
@@ -113,7 +115,7 @@ class KillWorker:
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StartRound:
     """`start_round`: begin a round of a loop goal."""
 
@@ -121,7 +123,7 @@ class StartRound:
     target: str | None = _f("id", required=False, doc="claim name for the round")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AskHuman:
     """`ask_human`: a question for a human, with options or free text."""
 
@@ -161,7 +163,7 @@ Action = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Move:
     """One validated move: the action and what the beat writes beside it."""
 

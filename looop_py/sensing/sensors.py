@@ -48,7 +48,9 @@ class Sensor:
 RawRun = procs.Result  # what a process did, before any interpretation
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, slots=True)
 class Reading:
     """A normalized snapshot plus how it was obtained."""
 

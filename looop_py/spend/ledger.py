@@ -73,7 +73,9 @@ class Charge:
     worst_case: bool = False  # usd is [limits] unpriced_usd_per_mtok's, not a known price
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, slots=True)
 class Spend:
     """One local day's spend (state/spend.json), with the past days' totals."""
 

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 HOUR = 3600.0
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False)
 class Backoff:
     """Failed decides in a row (state/backoff.json): how many, when, under which policy."""
 
@@ -45,7 +47,7 @@ class Backoff:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ledgers:
     """The records the decide gate reads: recent decides, the day's spend, the backoff."""
 
