@@ -234,7 +234,7 @@ def _request(
     )
 
 
-@dataclass
+@dataclass(eq=False)  # one attempt, never compared
 class _Attempt:
     """One decide under way: its run in runs/, its stats, and how it ends."""
 
