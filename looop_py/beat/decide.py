@@ -27,7 +27,7 @@ from looop_py.deciders.base import (
 )
 from looop_py.moves import act, union
 from looop_py.sensing.sense import World
-from looop_py.spend import ledger, limits, prices
+from looop_py.spend import ledger, limits
 from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.context import WorkDir
 from looop_py.world import Change
@@ -286,6 +286,8 @@ class _Attempt:
         budgeted = lim.daily_tokens > 0 or lim.daily_usd > 0
         if usage is None and not (billed and budgeted):
             return
+        from looop_py.spend import prices  # only to charge a decide: rules and noop report none
+
         key = f"decide:{self.run.name}"
         runtime = prices.decider_runtime(self.wd.config.decider)
         charged = ledger.Charge(key, ledger.DECIDER, runtime=runtime)  # unmetered
