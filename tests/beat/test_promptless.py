@@ -183,6 +183,7 @@ UNUSED = (
     # shlex only for a command decider, prices only to charge a decide that reported usage
     "looop_py.spend.prices",
     "shutil",
+    "threading",  # jsonio and coord.choose use _thread's primitives
     "bz2",
     "lzma",
     "shlex",
