@@ -18,7 +18,10 @@ from looop_py.errors import ConfigError, CorruptFile
 from looop_py.ids import is_safe_segment
 
 
-@dataclass(frozen=True, slots=True)
+# repr=False on each record: nothing prints a config (pytest compares them field by field
+# on its own); a generated __repr__ per section is a full beat's fixed cost. They keep eq:
+# tests compare a loaded config with the defaults.
+@dataclass(frozen=True, repr=False, slots=True)
 class SensorsConfig:
     """`[sensors]`: how long a sensor may run, how much it may print, how many at once."""
 
@@ -27,7 +30,7 @@ class SensorsConfig:
     concurrency: int = 8  # sensors running at once
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class DeciderConfig:
     """`[decider]`: which backend picks the move, and how it is reached and priced."""
 
@@ -53,7 +56,7 @@ class DeciderConfig:
     cache_ttl: str = "1h"  # anthropic: how long its prompt cache keeps the stable part, 5m | 1h
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class GatesConfig:
     """`[gates]`: what a move may run without a human's approval (docs/safety.md)."""
 
@@ -66,7 +69,7 @@ class GatesConfig:
     allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class LimitsConfig:
     """`[limits]`: caps and budgets on decides, backoff after failures, the prompt."""
 
@@ -85,7 +88,7 @@ class LimitsConfig:
     runs_keep: int = 50  # decide archives kept in runs/
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class WorkersConfig:
     """`[workers]`: the fleet cap and how workers start, stall and are cleaned up."""
 
@@ -100,7 +103,7 @@ class WorkersConfig:
     worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class RuntimeConfig:
     """`[runtimes.NAME]`: how to launch one kind of worker."""
 
@@ -129,7 +132,7 @@ DEFAULT_SCRUB = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class EnvConfig:
     """`[env]`: variables no child process (sensor, worker, run_shell, verify, action) gets."""
 
@@ -137,7 +140,7 @@ class EnvConfig:
     keep: tuple[str, ...] = ()  # names every child keeps although they match `scrub`
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class NotifyConfig:
     """`[notify]`: a command run once per event a human should hear about."""
 
@@ -147,7 +150,7 @@ class NotifyConfig:
     env: tuple[str, ...] = ()  # scrubbed variables the hook still gets, e.g. ["NTFY_TOKEN"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class CoordinationConfig:
     """`[coordination]`: where claims, the pulse and the committed world are kept
     (docs/coordination.md)."""
@@ -165,7 +168,7 @@ class CoordinationConfig:
     password_env: str = ""  # the environment variable holding that password (never the file)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class RetentionConfig:
     """`[retention]`: how long history stays (beat/prune.py). A record goes once it is
     older than its `_s` or beyond the newest `_keep`; a round a report names, an ask a live
@@ -180,7 +183,7 @@ class RetentionConfig:
     per_beat: int = 50  # records a beat deletes at most (`looop prune` deletes them all)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class Config:
     """The whole looop.toml: one record per `[section]`."""
 
