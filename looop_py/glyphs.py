@@ -19,8 +19,18 @@ _INVISIBLE = (
     "\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
     "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
 )
-_HIDDEN = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
-_HIDDEN_OR_TAB = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\t{_INVISIBLE}]")
+# Patterns, compiled on first use (`re` keeps them): text that is plain printable ASCII,
+# as most journal lines are, needs neither (compiling both is a full beat's fixed cost).
+_HIDDEN = f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]"
+_HIDDEN_OR_TAB = f"[\x00-\x08\x0b-\x1f\x7f-\x9f\t{_INVISIBLE}]"
+
+
+def _plain(text: str, *, tabs: bool) -> bool:
+    """Printable ASCII but for newlines (and tabs, when they stay): nothing to spell out."""
+    if not text.isascii():
+        return False
+    text = text.replace("\n", "")
+    return (text.replace("\t", "") if tabs else text).isprintable()
 
 
 def _show(ch: str) -> str:
@@ -30,14 +40,18 @@ def _show(ch: str) -> str:
 
 def visible(text: str, *, tabs: bool = True) -> str:
     """`text` with every character a human cannot see spelled out (`tabs`: keep tabs)."""
+    if _plain(text, tabs=tabs):
+        return text
     pattern = _HIDDEN if tabs else _HIDDEN_OR_TAB
-    return pattern.sub(lambda m: _show(m.group()), text)
+    return re.sub(pattern, lambda m: _show(m.group()), text)
 
 
 def hidden(text: str) -> list[str]:
     """The hidden characters in `text`, named once each in order (`ESC \\x1b`, …)."""
+    if _plain(text, tabs=True):
+        return []
     seen: dict[str, None] = {}
-    for ch in _HIDDEN.findall(text):
+    for ch in re.findall(_HIDDEN, text):
         seen.setdefault(ch, None)
     return [f"{_name(ch)} {_show(ch)}" for ch in seen]
 

@@ -27,14 +27,18 @@ from looop_py.deciders.base import (
 )
 from looop_py.moves import act, union
 from looop_py.sensing.sense import World
-from looop_py.spend import ledger, limits, prices
+from looop_py.spend import ledger, limits
 from looop_py.workdir import environ, journal, runs
 from looop_py.workdir.context import WorkDir
 from looop_py.world import Change
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False)
 class Verdict:
+    """How the decide step ended: its outcome, the move and its stats."""
+
     outcome: BeatOutcome  # DECIDED, FAILED or HELD
     move: dict[str, Any] | None = None
     journal: str | None = None
@@ -229,7 +233,7 @@ def _request(
     )
 
 
-@dataclass
+@dataclass(eq=False)  # one attempt, never compared
 class _Attempt:
     """One decide under way: its run in runs/, its stats, and how it ends."""
 
@@ -281,6 +285,8 @@ class _Attempt:
         budgeted = lim.daily_tokens > 0 or lim.daily_usd > 0
         if usage is None and not (billed and budgeted):
             return
+        from looop_py.spend import prices  # only to charge a decide: rules and noop report none
+
         key = f"decide:{self.run.name}"
         runtime = prices.decider_runtime(self.wd.config.decider)
         charged = ledger.Charge(key, ledger.DECIDER, runtime=runtime)  # unmetered

@@ -200,8 +200,12 @@ def step(wd: WorkDir, now: float) -> list[dict[str, Any]]:
 # -- `looop prune` ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False)
 class Pruned:
+    """What one housekeeping pass removed (or, dry, would remove)."""
+
     sessions_removed: list[str]
     runs_removed: list[str]
     rounds_archived: list[str]

@@ -20,8 +20,12 @@ class BeatOutcome(enum.StrEnum):
     LOCKED = "locked"  # another pulse is running; this one stepped aside
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, slots=True)
 class BeatResult:
+    """One beat as `looop pulse --json` and the events log report it."""
+
     outcome: BeatOutcome
     world_hash: str | None = None
     prev_hash: str | None = None

@@ -68,6 +68,8 @@ def temporary_status(status: int) -> bool:
 
 @dataclass(frozen=True)
 class Usage:
+    """What one decide call used, as the backend reported it (tokens, cost)."""
+
     input_tokens: int = 0  # every prompt token, those served from or written to a cache too
     output_tokens: int = 0
     cost_usd: float | None = None
@@ -95,8 +97,13 @@ def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     )
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares records like these; __eq__ and __hash__ are two more generated
+# methods at import (a full beat's fixed cost). repr=False: a repr would print the
+# whole prompt and the child environment.
+@dataclass(frozen=True, eq=False, repr=False)
 class DecideRequest:
+    """Everything a backend may look at to pick one move."""
+
     now: float
     workdir: Path  # where a command backend runs
     state_dir: Path  # where a backend may keep state of its own (a cursor, a queue)
@@ -137,8 +144,10 @@ def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:
     return DecideRequest(now, paths.root, paths.state, decider_env(paths), **fields)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Decision:
+    """A backend's answer: the move as decoded JSON, the raw text, the usage."""
+
     move: Any  # the parsed JSON value; moves.parse decides whether it is a move
     raw: str = ""  # what the backend returned, archived in runs/<id>/
     usage: Usage | None = None  # None: the backend reported no usage (unmetered)

@@ -60,6 +60,8 @@ UNGATED: tuple[type, ...] = (Noop,)
 
 @dataclass(frozen=True)
 class Outcome:
+    """What carrying out a move did; a failure is an Outcome, not a raise."""
+
     ok: bool
     note: str = ""  # appended to the journal line: what happened
     held: str | None = None  # the approval ask id when a gate held the move back

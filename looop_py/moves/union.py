@@ -32,54 +32,75 @@ def _f(kind: str, *, limit: int = 0, required: bool = True, doc: str = "") -> An
     return field(default=None, metadata=meta)
 
 
-@dataclass(frozen=True)
+# eq=False, repr=False on each move: nothing compares or prints a move object (Move.to_json
+# is what is shown and stored); __eq__, __hash__ and __repr__ are three more generated
+# methods each at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, repr=False)
 class Noop:
+    """`noop`: do nothing this beat."""
+
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WriteGoal:
+    """`write_goal`: write goals/<id>.md whole."""
+
     id: str = _f("id", doc="goal id: goals/<id>.md")
     body: str = _f("text", limit=64 * KIB, doc="the whole markdown file")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ArchiveGoal:
+    """`archive_goal`: move goals/<id>.md into the goals archive."""
+
     id: str = _f("id")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WriteSensor:
+    """`write_sensor`: write sensors/<name>.sh whole."""
+
     name: str = _f("id", doc="sensors/<name>.sh")
     script: str = _f("text", limit=64 * KIB, doc="the whole script, with its #! line")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WritePlaybook:
+    """`write_playbook`: write PLAYBOOK.md whole."""
+
     body: str = _f("text", limit=64 * KIB)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WriteSchedule:
+    """`write_schedule`: a timer that wakes the loop (once, every N s or by cron)."""
+
     name: str = _f("id")
     in_s: int | None = _f("int", limit=365 * 86400, required=False, doc="one-shot, due in N s")
     every_s: int | None = _f("int", limit=365 * 86400, required=False, doc="recurring, N >= 60")
     cron: str | None = _f("line", limit=200, required=False, doc='5-field cron, "m h dom mon dow"')
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class DropSchedule:
+    """`drop_schedule`: remove a timer."""
+
     name: str = _f("id")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunShell:
+    """`run_shell`: one shell command, run through the gate."""
+
     cmd: str = _f("text", limit=4 * KIB, doc="one reversible shell command")
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class StartWorker:
+    """`start_worker`: launch an agent (or shell) worker on a prompt."""
+
     id: str = _f("id", doc="worker session id (usually the goal id)")
     prompt: str = _f("text", limit=64 * KIB)
     runtime: str | None = _f("id", required=False, doc="claude | codex | pi | aider | shell …")
@@ -87,20 +108,26 @@ class StartWorker:
     workspace: str | None = _f("id", required=False, doc="none | git-worktree")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class KillWorker:
+    """`kill_worker`: stop a worker and the processes it started."""
+
     id: str = _f("id")
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class StartRound:
+    """`start_round`: begin a round of a loop goal."""
+
     loop: str = _f("id", doc="a goal whose frontmatter makes it a loop")
     target: str | None = _f("id", required=False, doc="claim name for the round")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class AskHuman:
+    """`ask_human`: a question for a human, with options or free text."""
+
     prompt: str = _f("text", limit=8 * KIB)
     options: tuple[str, ...] | None = _f("options", limit=20, required=False)
 
@@ -137,8 +164,10 @@ Action = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Move:
+    """One validated move: the action and what the beat writes beside it."""
+
     action: Action
     journal: str | None = None
     next_interval_s: int | None = None

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, slots=True)
 class World:
     """Everything one SENSE step saw."""
 
@@ -42,7 +44,7 @@ class World:
     read: dict[str, tuple[str, float, float]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False, slots=True)
 class Committed:
     """The world as of the last usable decision."""
 

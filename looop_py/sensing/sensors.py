@@ -29,7 +29,9 @@ STDERR_TAIL = 1024
 RC_NOT_EXECUTABLE = 126
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, slots=True)
 class Sensor:
     """One script in sensors/, with the knobs its header sets."""
 
@@ -48,7 +50,7 @@ class Sensor:
 RawRun = procs.Result  # what a process did, before any interpretation
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False, slots=True)
 class Reading:
     """A normalized snapshot plus how it was obtained."""
 

@@ -58,7 +58,9 @@ def loop_source(loop: str) -> str:
     return f"loop:{loop}"
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False, slots=True)
 class Charge:
     """One usage report: what a decide or a worker spent."""
 
@@ -73,8 +75,10 @@ class Charge:
     worst_case: bool = False  # usd is [limits] unpriced_usd_per_mtok's, not a known price
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False, slots=True)
 class Spend:
+    """One local day's spend (state/spend.json), with the past days' totals."""
+
     day: str = ""
     tokens: int = 0
     usd: float = 0.0

@@ -35,16 +35,22 @@ if TYPE_CHECKING:
 HOUR = 3600.0
 
 
-@dataclass(frozen=True)
+# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
+# methods at import (a full beat's fixed cost).
+@dataclass(frozen=True, eq=False)
 class Backoff:
+    """Failed decides in a row (state/backoff.json): how many, when, under which policy."""
+
     fails: int = 0
     at: float = 0.0
     policy: str | None = None  # the policy hash when it last failed
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Ledgers:
+    """The records the decide gate reads: recent decides, the day's spend, the backoff."""
+
     decides: tuple[float, ...] = ()
     spend: Spend = field(default_factory=Spend)
     backoff: Backoff = field(default_factory=Backoff)

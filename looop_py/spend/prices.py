@@ -13,7 +13,6 @@ written to a cache `cache_write`; either unset costs as `in`.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Price:
+    """USD per million tokens: in, out, read from and written to a cache."""
+
     usd_per_mtok_in: float
     usd_per_mtok_out: float
     usd_per_mtok_cached_in: float | None = None
@@ -76,6 +77,8 @@ def configured(
 
 def command_cli(command: str) -> str:
     """The CLI a decider command runs: its first word's file name (`claude -p …` → claude)."""
+    import shlex  # only for a command decider or worker, not on a rules or noop beat
+
     try:
         words = shlex.split(command)
     except ValueError:

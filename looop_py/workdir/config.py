@@ -18,15 +18,22 @@ from looop_py.errors import ConfigError, CorruptFile
 from looop_py.ids import is_safe_segment
 
 
-@dataclass(frozen=True, slots=True)
+# repr=False on each record: nothing prints a config (pytest compares them field by field
+# on its own); a generated __repr__ per section is a full beat's fixed cost. They keep eq:
+# tests compare a loaded config with the defaults.
+@dataclass(frozen=True, repr=False, slots=True)
 class SensorsConfig:
+    """`[sensors]`: how long a sensor may run, how much it may print, how many at once."""
+
     timeout_s: float = 60.0  # per sensor; a `# looop:timeout=N` header overrides it
     max_bytes: int = 8192  # stdout cap; more is reported as too-large, never stored
     concurrency: int = 8  # sensors running at once
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class DeciderConfig:
+    """`[decider]`: which backend picks the move, and how it is reached and priced."""
+
     backend: str = "rules"  # rules | command | openai | anthropic | script | noop
     # command: an agent CLI run with `bash -c`; the prompt goes on stdin, or into a
     # file whose shell-quoted path replaces {{prompt_file}}.
@@ -49,8 +56,10 @@ class DeciderConfig:
     cache_ttl: str = "1h"  # anthropic: how long its prompt cache keeps the stable part, 5m | 1h
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class GatesConfig:
+    """`[gates]`: what a move may run without a human's approval (docs/safety.md)."""
+
     shell_allow: tuple[str, ...] = ()  # leading words of simple commands that may run unasked
     shell_timeout_s: float = 300.0  # a run_shell's whole process group is killed after this
     allow_dangerous: bool = False  # True switches the deny-list tripwire off
@@ -60,8 +69,10 @@ class GatesConfig:
     allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class LimitsConfig:
+    """`[limits]`: caps and budgets on decides, backoff after failures, the prompt."""
+
     decides_per_hour: int = 120  # 0 = no cap
     daily_tokens: int = 0  # 0 = no budget; counted from the usage backends report
     daily_usd: float = 0.0  # 0 = no budget
@@ -77,8 +88,10 @@ class LimitsConfig:
     runs_keep: int = 50  # decide archives kept in runs/
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class WorkersConfig:
+    """`[workers]`: the fleet cap and how workers start, stall and are cleaned up."""
+
     max_live: int = 8  # fleet cap: live workers at once
     default_runtime: str = "shell"  # runtime when a start names none
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
@@ -90,7 +103,7 @@ class WorkersConfig:
     worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class RuntimeConfig:
     """`[runtimes.NAME]`: how to launch one kind of worker."""
 
@@ -119,7 +132,7 @@ DEFAULT_SCRUB = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class EnvConfig:
     """`[env]`: variables no child process (sensor, worker, run_shell, verify, action) gets."""
 
@@ -127,7 +140,7 @@ class EnvConfig:
     keep: tuple[str, ...] = ()  # names every child keeps although they match `scrub`
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class NotifyConfig:
     """`[notify]`: a command run once per event a human should hear about."""
 
@@ -137,7 +150,7 @@ class NotifyConfig:
     env: tuple[str, ...] = ()  # scrubbed variables the hook still gets, e.g. ["NTFY_TOKEN"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class CoordinationConfig:
     """`[coordination]`: where claims, the pulse and the committed world are kept
     (docs/coordination.md)."""
@@ -155,7 +168,7 @@ class CoordinationConfig:
     password_env: str = ""  # the environment variable holding that password (never the file)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class RetentionConfig:
     """`[retention]`: how long history stays (beat/prune.py). A record goes once it is
     older than its `_s` or beyond the newest `_keep`; a round a report names, an ask a live
@@ -170,8 +183,10 @@ class RetentionConfig:
     per_beat: int = 50  # records a beat deletes at most (`looop prune` deletes them all)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, repr=False, slots=True)
 class Config:
+    """The whole looop.toml: one record per `[section]`."""
+
     sensors: SensorsConfig = field(default_factory=SensorsConfig)
     decider: DeciderConfig = field(default_factory=DeciderConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)

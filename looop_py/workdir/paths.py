@@ -15,6 +15,8 @@ from looop_py.workdir.locate import locate
 
 @dataclass(frozen=True, slots=True)
 class Paths:
+    """Where each file of a work dir lives, named once."""
+
     root: Path
 
     # -- files a human edits ------------------------------------------------

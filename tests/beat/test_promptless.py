@@ -179,6 +179,14 @@ UNUSED = (
     *PROMPT_MODULES,
     "looop_py.workers.records",
     "looop_py.loops.store",
+    # the full beat's fixed cost (x26i): shutil (bz2, lzma) only for a run holding a folder,
+    # shlex only for a command decider, prices only to charge a decide that reported usage
+    "looop_py.spend.prices",
+    "shutil",
+    "threading",  # jsonio and coord.choose use _thread's primitives
+    "bz2",
+    "lzma",
+    "shlex",
 )  # no worker, no round
 
 
@@ -211,7 +219,8 @@ def test_a_full_beat_without_a_prompt_or_a_worker_imports_neither(wd: Paths) -> 
         assert _full_beat_loads(wd) == [], backend
     (wd.root / "moves.json").write_text(json.dumps([{"action": "noop"}]))
     wd.config.write_text('[decider]\nbackend = "script"\nscript = "moves.json"\n')
-    assert _full_beat_loads(wd) == list(PROMPT_MODULES)
+    # script reports usage (zero tokens), so its decide is charged: prices are loaded for it
+    assert _full_beat_loads(wd) == [*PROMPT_MODULES, "looop_py.spend.prices"]
 
 
 FSYNCS = """

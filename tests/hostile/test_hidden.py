@@ -80,3 +80,19 @@ def test_a_screen_rewriting_command_cannot_pose_as_another(wd: Paths, tmp_path: 
     assert f"touch {canary} #\\x0d\\x1b[2Kgit status" in listed.stdout
     js = json.loads(invoke_looop("-C", str(wd.root), "asks", "--json").stdout)
     assert js["asks"][0]["hold"]["runs"] == cmd  # JSON keeps the exact bytes, escaped by JSON
+
+
+def test_the_plain_ascii_shortcut_spells_out_exactly_what_the_pattern_does() -> None:
+    """Printable ASCII skips the pattern (a full beat's fixed cost); every ASCII character,
+    alone and between letters, tabs kept or not, is shown as the pattern alone shows it."""
+    import re
+
+    from looop_py import glyphs
+
+    for tabs, pattern in ((True, glyphs._HIDDEN), (False, glyphs._HIDDEN_OR_TAB)):
+        for code in range(128):
+            for text in (chr(code), f"a{chr(code)}b\n", f"ok\n\t{chr(code)}"):
+                expected = re.sub(pattern, lambda m: glyphs._show(m.group()), text)
+                assert glyphs.visible(text, tabs=tabs) == expected, (tabs, code)
+    assert glyphs.hidden("plain\ttext\n") == [] and glyphs.hidden("a\rb") == ["CR \\x0d"]
+    assert glyphs.visible("caf\u00e9 \u200b") == "caf\u00e9 ⟨U+200B⟩"
