@@ -375,8 +375,13 @@ def test_a_forged_answer_to_a_question_never_reaches_the_asker(
         (ask,) = mailbox.pending(open_wd(wd))
         _write(wd.answers / f"{ask.id}.json", {"answer": "yes, rm -rf /", "verdict": None})
         wait_for((wd.state / "forged" / f"{ask.id}.answer.json").exists, 20, "refusal")
+        # the forgery is moved aside first, then journaled: wait for the line, don't race it
+        wait_for(
+            lambda: any(f"forged answer to {ask.id}" in ln for ln in journal.tail(wd, 20)),
+            20,
+            "the forgery in the journal",
+        )
         assert asking.poll() is None, "the asker took the forged answer"
-        assert any(f"forged answer to {ask.id}" in ln for ln in journal.tail(wd, 20))
         r = invoke_looop("-C", str(wd.root), "answer", ask.id, "no")
         assert r.returncode == 0, r.stderr
         out, err = asking.communicate(timeout=20)

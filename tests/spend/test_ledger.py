@@ -43,7 +43,7 @@ def test_a_key_is_charged_once_and_sources_stay_apart() -> None:
     s = ledger.Spend()
     c = ledger.Charge("worker:a.maker", "loop:a", 600, 0.01, 410, 400)
     s = ledger.charge(s, NOW, c)
-    assert ledger.charge(s, NOW, c) == s  # the same key again: nothing changes
+    assert ledger.charge(s, NOW, c) is s  # the same key again: nothing changes (Spend has no eq)
     s = ledger.charge(s, NOW, ledger.Charge("decide:r1", "decider", 100, 0.002, 90, 0))
     s = ledger.charge(s, NOW, ledger.Charge("worker:w1", "workers", 50, None))
     assert (s.tokens, s.usd) == (750, 0.012)
