@@ -11,19 +11,15 @@ here (and is paid for by a measurement, bench/README.md) instead of slipping in.
 
 from __future__ import annotations
 
-import ast
-import os
-import subprocess
-import sys
-
 from looop_py.workdir.paths import Paths
+from tests.freshbeat import after_full_beat
 
 # Generated methods a warm full rules beat creates (265 before this was counted, with 31
 # classes that had no docstring).
 GENERATED_BUDGET = 181
 
 COUNT = """
-import dataclasses, os, sys
+import dataclasses
 made, docless = [], []
 create_fn, process = dataclasses._create_fn, dataclasses._process_class
 
@@ -37,28 +33,11 @@ def counted_class(cls, *args, **kwargs):
     return process(cls, *args, **kwargs)
 
 dataclasses._create_fn, dataclasses._process_class = counted_fn, counted_class
-
-def stay(code):
-    raise SystemExit(code)
-
-os._exit = stay
-sys.argv = [sys.argv[0], "-C", sys.argv[1], "pulse", "--force", "-q"]
-from looop_py.console import main
-try:
-    main()
-except SystemExit:
-    pass
-print("COUNTED", repr((made, docless)))
 """
 
 
 def _counted(wd: Paths) -> tuple[list[str], list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOOP_")}
-    done = subprocess.run(
-        [sys.executable, "-c", COUNT, str(wd.root)], capture_output=True, text=True, env=env
-    )
-    assert "COUNTED " in done.stdout, done.stdout + done.stderr
-    made, docless = ast.literal_eval(done.stdout.split("COUNTED ", 1)[1].splitlines()[0])
+    made, docless = after_full_beat(wd.root, "(made, docless)", before=COUNT)
     return made, docless
 
 

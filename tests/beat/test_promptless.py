@@ -4,11 +4,8 @@ acts on, as it was hashed. A backend that reads the prompt still gets all of it.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from looop_py.workdir.goals import CHANGED_SINCE
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
 from tests.conftest import open_wd, wait_for
+from tests.freshbeat import after_full_beat
 from tests.opens import counted
 
 FENCED = "---\non: [ci]\nruntime: shell\nwork: echo {word}\n---\n# Fenced\n"
@@ -192,23 +190,7 @@ UNUSED = (
 
 def _full_beat_loads(wd: Paths) -> list[str]:
     """Which of UNUSED a fresh interpreter holds after `looop pulse --force`."""
-    code = (
-        "import os, sys\n"
-        "def stay(code):\n"
-        "    raise SystemExit(code)\n"
-        "os._exit = stay\n"
-        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse', '--force', '-q']\n"
-        "from looop_py.console import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        f"print('LOADED', [m for m in {UNUSED!r} if m in sys.modules])\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOOP_")}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert "LOADED " in done.stdout, done.stdout + done.stderr
-    loaded: list[str] = ast.literal_eval(done.stdout.split("LOADED ", 1)[1].splitlines()[0])
+    loaded: list[str] = after_full_beat(wd.root, f"[m for m in {UNUSED!r} if m in sys.modules]")
     return loaded
 
 

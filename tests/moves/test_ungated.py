@@ -8,11 +8,7 @@ the gate would admit unasked, reading no file, under the strictest gates?
 
 from __future__ import annotations
 
-import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,7 @@ from looop_py.moves import act, gate, union
 from looop_py.moves.gate import Power
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd
+from tests.freshbeat import after_full_beat
 
 STRICT = "[gates]\nshell_allow = []\nallow_runtimes = []\nallow_sensors = []\n"
 HEAVY = (
@@ -79,23 +76,7 @@ def test_an_ungated_move_is_one_the_gate_admits_unasked_and_it_touches_nothing(
 
 def _full_beat_modules(wd: Paths) -> list[str]:
     """The modules of HEAVY a fresh interpreter holds after one full beat (`pulse --force`)."""
-    code = (
-        "import os, sys\n"
-        "def stay(code):\n"
-        "    raise SystemExit(code)\n"
-        "os._exit = stay\n"
-        f"sys.argv = [sys.argv[0], '-C', {str(wd.root)!r}, 'pulse', '--force', '-q']\n"
-        "from looop_py.console import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        f"print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules])\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOOP_")}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert "HEAVY " in done.stdout, done.stdout + done.stderr
-    found: list[str] = ast.literal_eval(done.stdout.split("HEAVY ", 1)[1].splitlines()[0])
+    found: list[str] = after_full_beat(wd.root, f"[m for m in {HEAVY!r} if m in sys.modules]")
     return found
 
 
