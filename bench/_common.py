@@ -11,6 +11,20 @@ import tempfile
 import time
 from pathlib import Path
 
+# Work in play for the quiet-beat benchmarks (quiet_in_play.py, etcd_beat.py): a worker
+# whose output churns, and a loop whose maker runs while its work dir is there.
+WORKER = "while :; do date +%N; sleep 0.1; done"  # a worker whose output churns
+LOOP = """---
+intent: sweep the floor
+level: L1-report
+runtime: shell
+on: [s1]
+maker: 'while [ -d {root} ]; do date +%N; sleep 0.1; done'
+checker: 'true'
+---
+# sweep
+"""
+
 
 def looop_cmd() -> list[str]:
     """The installed console script beside this interpreter, else `python -m looop_py`."""

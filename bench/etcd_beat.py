@@ -51,22 +51,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.etcdserver starts etcd
 
-from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
+from _common import LOOP, WORKER, add_sensor, cleanup, fresh_workdir, looop_cmd
 
 from tests.etcdserver import Cluster, use_etcd
 
 KINDS = ("etcd", "claim", "ask", "worker", "round", "all")
-WORKER = "while :; do date +%N; sleep 0.1; done"  # a worker whose output churns
-LOOP = """---
-intent: sweep the floor
-level: L1-report
-runtime: shell
-on: [s1]
-maker: 'while [ -d {root} ]; do date +%N; sleep 0.1; done'
-checker: 'true'
----
-# sweep
-"""
 
 
 def requests_served(endpoint: str) -> int:

@@ -38,27 +38,16 @@ import sys
 import time
 from pathlib import Path
 
-from _common import add_sensor, cleanup, fresh_workdir, looop_cmd
+from _common import LOOP, WORKER, add_sensor, cleanup, fresh_workdir, looop_cmd
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 KINDS = tuple(sys.argv[2:]) or (
     *("sealed", "churn", "claim", "all", "worker", "round", "usage"),
     *("approval", "held", "ask"),
 )
-WORKER = "while :; do date +%N; sleep 0.1; done"  # a worker whose output churns
 EVENT = '{"event": "message_send", "properties": {"prompt_tokens": 120, "completion_tokens": 30}}'
 USAGE = f"""log="$LOOOP_SESSION_DIR/aider.events.jsonl"
 while :; do echo '{EVENT}' >> "$log"; date +%N; sleep 0.1; done"""
-LOOP = """---
-intent: sweep the floor
-level: L1-report
-runtime: shell
-on: [s1]
-maker: 'while [ -d {root} ]; do date +%N; sleep 0.1; done'
-checker: 'true'
----
-# sweep
-"""
 APPROVAL = """---
 intent: sweep the floor
 level: L2-assisted
