@@ -362,8 +362,10 @@ def test_another_hosts_round_rests_on_its_workers_claim(two: Hosts, release: Pat
 # -- a live worker here -------------------------------------------------------------------------
 
 
-def _worker(wd: Paths) -> dict[str, Any]:
-    script = "while :; do date +%N; sleep 0.1; done"
+def _worker(wd: Paths, release: Path) -> dict[str, Any]:
+    """A live worker whose output churns, until `release` exists (the fixture makes it at
+    the end: no worker outlives its test)."""
+    script = f"while [ ! -e {release} ]; do date +%N; sleep 0.1; done"
     done = run_looop("-C", str(wd.root), "worker", "start", "w1", "--runtime", "shell", script)
     assert done.returncode == 0, done.stderr
     meta = wd.sessions / "w1" / "meta.json"
@@ -371,9 +373,9 @@ def _worker(wd: Paths) -> dict[str, Any]:
     return dict(json.loads(meta.read_text()))
 
 
-def test_a_worker_here_sigkilled_breaks_the_seal(two: Hosts) -> None:
+def test_a_worker_here_sigkilled_breaks_the_seal(two: Hosts, release: Path) -> None:
     a = _host(two, "a")
-    meta = _worker(a)
+    meta = _worker(a, release)
     _sealed_in_play(a)
     os.kill(meta["supervisor_pid"], signal.SIGKILL)
     os.kill(meta["pid"], signal.SIGKILL)
@@ -469,7 +471,7 @@ def _in_play(kind: str, hosts: Hosts, release: Path, spawned: list[Asker]) -> Pa
         held = run_looop("-C", str(a.root), *args)
         assert held.returncode == 0, held.stderr
     if kind in ("worker", "all"):
-        _worker(a)
+        _worker(a, release)
     if kind in ("round", "all"):
         _running_round(a, release)
     return _sealed_in_play(a)
