@@ -160,12 +160,7 @@ def _listed(
     if rel == ROUNDS_DONE:
         entries = _entries(folder)
         return lines if entries is None else [*lines, history_line(rel, entries)]
-    try:
-        with os.scandir(folder) as it:
-            names = sorted(e.name for e in it)
-    except OSError:
-        return lines
-    for name in names:
+    for name in _sorted_names(folder) or ():
         sub = f"{rel}/{name}"
         if rel == SNAPSHOTS and name.endswith(".json"):
             s = _lstat(os.path.join(folder, name))
@@ -226,6 +221,15 @@ def history_line(rel: str, entries: list[tuple[str, int]]) -> str:
     entries.sort()
     body = "\n".join(f"{name}/{ino}" for name, ino in entries).encode("utf-8", "surrogateescape")
     return f"h {rel} {len(entries)} {digest(body)}"
+
+
+def _sorted_names(folder: str) -> list[str] | None:
+    """The names in a folder, sorted; None when it cannot be listed."""
+    try:
+        with os.scandir(folder) as it:
+            return sorted(e.name for e in it)
+    except OSError:
+        return None
 
 
 def _entries(folder: str) -> list[tuple[str, int]] | None:
@@ -291,23 +295,13 @@ def _survey_sessions(root: str) -> list[str]:
     folder = os.path.join(root, SESSIONS)
     st = _lstat(folder)
     lines = [f"f {SESSIONS} {stat_text(st) if st else '-'}"]
-    try:
-        with os.scandir(folder) as it:
-            sessions = sorted(e.name for e in it)
-    except OSError:
-        return lines
-    for sid in sessions:
+    for sid in _sorted_names(folder) or ():
         rel = f"{SESSIONS}/{sid}"
         s = _lstat(os.path.join(root, rel))
         lines.append(f"f {rel} {stat_text(s) if s else '-'}")
         if s is None or stat.S_ISREG(s.st_mode):
             continue  # gone, or a file (sessions/.start.lock): nothing to list
-        try:
-            with os.scandir(os.path.join(root, rel)) as it:
-                names = sorted(e.name for e in it)
-        except OSError:
-            continue
-        for name in names:
+        for name in _sorted_names(os.path.join(root, rel)) or ():
             if name in LOGS:
                 lines.append(f"n {rel}/{name}")
                 continue
