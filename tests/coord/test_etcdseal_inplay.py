@@ -37,6 +37,8 @@ from looop_py.loops.advance import start_round
 from looop_py.workdir import shelf
 from looop_py.workdir.paths import Paths
 from tests.beat.test_quiet import _child_pulse
+from tests.beat.test_quiet_round import DONE, WAITS
+from tests.beat.test_quiet_round import release as release  # noqa: PLC0414 - ends the makers
 from tests.conftest import open_wd, run_looop, wait_for
 from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
 from tests.coord.test_etcdseal import TRACE, _beats, _changed, _client, _host, _pulse, _sealed
@@ -46,16 +48,6 @@ from tests.coord.test_shared_records import Hosts, hand_over
 from tests.etcdserver import Cluster
 
 pytestmark = pytest.mark.etcd
-
-DONE = '"$LOOOP_BIN" done --summary'
-WAITS = "while [ ! -e {release} ]; do sleep 0.05; done; " + DONE + " made"
-
-
-@pytest.fixture
-def release(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "release"
-    yield path
-    path.touch()  # whatever the test did, the maker ends
 
 
 @pytest.fixture
@@ -281,7 +273,7 @@ def test_a_claim_whose_holders_host_dies_breaks_the_seal_when_its_lease_runs_out
 
 
 def _loop_goal(wd: Paths, release: Path, **extra: str) -> None:
-    maker = WAITS.format(release=release)
+    maker = WAITS.format(release=release, what="made")
     lines = ["---", "intent: sweep the floor", "level: L1-report", "runtime: shell"]
     lines += [f"{k}: {v}" for k, v in extra.items()]
     lines += [f"maker: '{maker}'", f"checker: '{DONE} checked'", "---", "# sweep", ""]
