@@ -15,6 +15,7 @@ from looop_py.coord.choose import open_workdir
 from looop_py.workdir.context import Clock, WorkDir
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.template import init
+from tests import leftovers
 
 
 def write_sensor(paths: Paths, name: str, body: str, *, mode: int = 0o755) -> Path:
@@ -62,6 +63,20 @@ def close_opened() -> None:
     _OPENED.clear()
     while _ALL_OPENED:
         _ALL_OPENED.pop().close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fails the session if a process a test started is still running after its last test.
+
+    It is set up before any other session fixture, so it is torn down after them all (the
+    etcd server and the other servers the tests start have been stopped by then).
+    """
+    base = tmp_path_factory.getbasetemp()
+    yield
+    killed = leftovers.reap(base, grace_s=10.0)
+    if killed:
+        pytest.fail("processes left running by the tests (now killed):\n" + "\n".join(killed))
 
 
 @pytest.fixture(autouse=True)
