@@ -62,5 +62,10 @@ def preview(wd: WorkDir) -> Preview:
     finally:
         procs.kill_running()
         lock.release()
-    last = load_committed(wd.paths)
+    if cfg.coordination.backend == "files":
+        last = load_committed(wd.paths)
+    else:  # as a beat there sees it: host-local readings named, the shared commit
+        from looop_py.beat import shared  # a shared backend only, as in beat/pulse.py
+
+        world, last = shared.as_committed(wd, world)
     return Preview(world, last.hash, tuple(diff(last.items, world.items)))

@@ -27,7 +27,13 @@ from looop_py.coord.base import PULSE, host_id
 from looop_py.coord.choose import coordinator
 from looop_py.errors import ClaimHeld, FenceLost, LooopError, Unavailable
 from looop_py.loops import store
-from looop_py.sensing.sense import Committed, World, committed_record, parse_committed
+from looop_py.sensing.sense import (
+    Committed,
+    World,
+    committed_record,
+    load_committed,
+    parse_committed,
+)
 from looop_py.workdir import journal
 from looop_py.workdir.paths import Paths
 from looop_py.world import hashes
@@ -40,6 +46,33 @@ if TYPE_CHECKING:
 DOWN = "coordination-down.json"  # under state/: since when the backend has been out of reach
 # Readings only the host that takes them can make: its own worker sessions.
 HOST_LOCAL = frozenset({"snap:sys-sessions"})
+
+
+def scoped(world: World, last: Committed, host: str) -> World:
+    """The world as every host can agree on it: this host's local readings become items
+    `NAME@host`, and each other host's are carried from the committed world as that host
+    last saw them, so the pulse passing between hosts changes nothing by itself. Items
+    are sorted, so the same items hash the same on every host."""
+    items = {f"{k}@{host}" if k in HOST_LOCAL else k: v for k, v in world.items.items()}
+    for key, value in last.items.items():
+        name, at, other = key.partition("@")
+        if at and name in HOST_LOCAL and other != host:
+            items[key] = value
+    ordered = dict(sorted(items.items()))
+    whole, policy = hashes(ordered)
+    return replace(world, items=ordered, hash=whole, policy=policy)
+
+
+def as_committed(wd: WorkDir, world: World) -> tuple[World, Committed]:
+    """`looop sense` on a shared backend: its world scoped as a beat's, and the shared
+    committed world it would be compared with (read, not mirrored: sense writes nothing
+    under state/). Cut off from the backend, this host's mirror of it stands in."""
+    coord = coordinator(wd)
+    try:
+        last = _committed(coord.read_world())
+    except Unavailable:
+        last = load_committed(wd.paths)
+    return scoped(world, last, coord.host), last
 
 
 class Fence:
@@ -65,19 +98,8 @@ class Fence:
         return _committed(data)
 
     def scope(self, world: World, last: Committed) -> World:
-        """The world as every host can agree on it: this host's local readings become items
-        `NAME@host`, and each other host's are carried from the committed world as that host
-        last saw them, so the pulse passing between hosts changes nothing by itself. Items
-        are sorted, so the same items hash the same on every host."""
-        host = self.coord.host
-        items = {f"{k}@{host}" if k in HOST_LOCAL else k: v for k, v in world.items.items()}
-        for key, value in last.items.items():
-            name, at, other = key.partition("@")
-            if at and name in HOST_LOCAL and other != host:
-                items[key] = value
-        ordered = dict(sorted(items.items()))
-        whole, policy = hashes(ordered)
-        return replace(world, items=ordered, hash=whole, policy=policy)
+        """This beat's world as every host can agree on it (`scoped`)."""
+        return scoped(world, last, self.coord.host)
 
     def commit(self, world: World, now: float, action: str | None, next_wake: float | None) -> bool:
         """Write the world (as sensing/sense.py's commit does, with host and token) if held."""

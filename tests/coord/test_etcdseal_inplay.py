@@ -63,23 +63,12 @@ def spawned() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def _sensed(wd: Paths) -> str:
     """The committed world's hash, once `looop sense` finds the world equal to it (the same
-    environment as the beats: the seal covers the environment's names). On etcd sense
-    names this host's sessions item `snap:sys-sessions` where the committed world (the
-    beat's, beat/shared.py `scope`) names it `snap:sys-sessions@HOST` and carries the
-    other hosts' from the last commit: sense's world is scoped the same way here."""
+    environment as the beats: the seal covers the environment's names)."""
     done = run_looop("-C", str(wd.root), "sense", "--json", env=TRACE)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
-    changes = {c["item"]: (c["old"], c["new"]) for c in found["changed"]}
-    host = (wd.state / "host-id").read_text().strip()
-    here = changes.pop("snap:sys-sessions", (None, None))[1]
-    if changes.get(f"snap:sys-sessions@{host}", (None, None))[1] is None:
-        old = changes.pop(f"snap:sys-sessions@{host}", (here, None))[0]
-        assert old == here, (old, here)  # this host's sessions: as committed
-    for item in [k for k, (_, now) in changes.items() if k[:18] == "snap:sys-sessions@"]:
-        if changes[item][1] is None:
-            del changes[item]  # another host's, carried from the last commit
-    assert not changes, changes
+    assert found["changed"] == [], found["changed"]
+    assert found["world_hash"] == found["committed_hash"]
     return str(found["committed_hash"])
 
 
