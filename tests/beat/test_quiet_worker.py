@@ -125,7 +125,9 @@ def _another_worker(wd: Paths, release: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-WORKER_MUTATIONS = {
+Mutation = Callable[[Paths, Path], object]
+
+WORKER_MUTATIONS: dict[str, Mutation] = {
     "worker ends": _ends,
     "worker SIGKILLed, status.json not rewritten": _sigkilled,
     "status.json edited": _status_edited,
@@ -136,14 +138,19 @@ WORKER_MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(WORKER_MUTATIONS))
-def test_no_worker_change_slips_past_the_seal(wd: Paths, release: Path, name: str) -> None:
-    _working_wd(wd, release, SILENT if name == "output log mtime set back" else CHATTY)
+def _breaks_the_seal(wd: Paths, release: Path, name: str, mutate: Mutation) -> None:
+    """After a sealed beat, `mutate` must make the next beat a full one, seeing what sense sees."""
     assert _pulse(wd).get("sealed") is True
-    WORKER_MUTATIONS[name](wd, release)
+    mutate(wd, release)
     beat = _pulse(wd)
     assert not beat.get("sealed"), f"{name}: the seal vouched for a changed worker"
     assert beat["world_hash"] == _sensed_hash(wd)
+
+
+@pytest.mark.parametrize("name", sorted(WORKER_MUTATIONS))
+def test_no_worker_change_slips_past_the_seal(wd: Paths, release: Path, name: str) -> None:
+    _working_wd(wd, release, SILENT if name == "output log mtime set back" else CHATTY)
+    _breaks_the_seal(wd, release, name, WORKER_MUTATIONS[name])
 
 
 def test_a_worker_gone_quiet_past_stuck_after_breaks_the_seal(wd: Paths, release: Path) -> None:
@@ -187,7 +194,7 @@ def _usage_log_replaced(wd: Paths, release: Path) -> None:
     (log.parent / "events.tmp").replace(log)
 
 
-USAGE_MUTATIONS = {
+USAGE_MUTATIONS: dict[str, Mutation] = {
     "worker ends": _ends,
     "usage log removed": lambda wd, release: _usage_log(wd).unlink(),
     "usage log replaced": _usage_log_replaced,
@@ -201,11 +208,7 @@ def test_no_change_past_a_growing_usage_log_slips_past_the_seal(
 ) -> None:
     """The usage log is surveyed by name only: whatever else changes still shows."""
     _working_wd(wd, release, USAGE)
-    assert _pulse(wd).get("sealed") is True
-    USAGE_MUTATIONS[name](wd, release)
-    beat = _pulse(wd)
-    assert not beat.get("sealed"), f"{name}: the seal vouched for a changed worker"
-    assert beat["world_hash"] == _sensed_hash(wd)
+    _breaks_the_seal(wd, release, name, USAGE_MUTATIONS[name])
 
 
 def test_a_worker_whose_usage_log_grows_stays_quiet(wd: Paths, release: Path) -> None:
