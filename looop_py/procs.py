@@ -21,6 +21,8 @@ import os
 import select
 import time
 
+from looop_py import shebang
+
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -231,7 +233,8 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
         return _unstarted(exc)
     try:
         if os.fspath(cwd) == os.getcwd():
-            return _posix_spawn(job, _exec_path(job.argv[0], env), env, stdin, started)
+            exe = shebang.exec_path(job.argv[0], env), job.argv
+            return _posix_spawn(job, exe, env, stdin, started)
         return _popen(job, cwd, env, stdin, started)
     except OSError as exc:
         return _unstarted(exc)
@@ -246,22 +249,12 @@ def _unstarted(exc: OSError) -> Result:
     return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
 
 
-def _exec_path(program: str, env: Mapping[str, str]) -> str:
-    """`program` as exec would find it on the child's PATH (what Popen does)."""
-    if "/" in program:
-        return program
-    for folder in os.get_exec_path(env):
-        candidate = os.path.join(folder, program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    import errno  # not found: the error path only
-
-    raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {program!r}")
-
-
-def _posix_spawn(job: Job, path: str, env: Mapping[str, str], stdin: int, started: float) -> _Child:
-    """vfork + exec in a new session, the pipes on 1 and 2, SIGPIPE and SIGXFSZ at their
-    defaults (Python ignores them, and an ignored signal survives exec)."""
+def _posix_spawn(
+    job: Job, exe: tuple[str, list[str]], env: Mapping[str, str], stdin: int, started: float
+) -> _Child:
+    """vfork + exec of `exe` (path, argv) in a new session, the pipes on 1 and 2, SIGPIPE
+    and SIGXFSZ at their defaults (Python ignores them, and an ignored signal survives
+    exec)."""
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
@@ -271,8 +264,7 @@ def _posix_spawn(job: Job, path: str, env: Mapping[str, str], stdin: int, starte
             (os.POSIX_SPAWN_DUP2, err_w, 2),
         ]
         pid = os.posix_spawn(
-            path,
-            job.argv,
+            *exe,
             env,
             file_actions=actions,
             setsid=True,
