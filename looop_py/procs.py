@@ -9,7 +9,8 @@ and the rest is only counted, so a child printing gigabytes costs a few KiB.
 One poll object serves all children: no thread per process, which matters on
 the quiet path where starting threads would cost more than the sensors do.
 Children whose working directory is this process's own start with
-`os.posix_spawn` (a vfork and an exec, and no `subprocess` import); any other
+`os.posix_spawn` (a vfork and an exec, and no `subprocess` import; a
+`#!/usr/bin/env NAME` script execs NAME at once, shebang.py); any other
 directory goes through `subprocess.Popen`, which can change it in the child.
 
 A child can escape its process group with `setsid`: orphans.py ends what escapes.
@@ -234,6 +235,11 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
     try:
         if os.fspath(cwd) == os.getcwd():
             exe = shebang.exec_path(job.argv[0], env), job.argv
+            if (direct := shebang.direct(*exe, env)) is not None:  # no env process first
+                try:
+                    return _posix_spawn(job, direct, env, stdin, started)
+                except OSError:
+                    pass  # NAME would not run: exec the script as it is, and env says why
             return _posix_spawn(job, exe, env, stdin, started)
         return _popen(job, cwd, env, stdin, started)
     except OSError as exc:
