@@ -91,7 +91,7 @@ def main() -> None:
     commands |= {
         "… through pip 23's wrapper": wrapped,
         "bash loop, serial + sha256": ["bash", "-c", bash_loop],
-        "… bash loop, `bash $s` (no env)": ["bash", "-c", bash_loop.replace('"$s"', 'bash "$s"')],
+        "bash loop, bash $s (no env)": ["bash", "-c", bash_loop.replace('"$s"', 'bash "$s"')],
         "floor: posix_spawn + xxh3": [sys.executable, floor, str(root)],
         "floor --lean (no env, _exit)": [sys.executable, floor, "--lean", str(root)],
         "python -c pass": [sys.executable, "-c", "pass"],
