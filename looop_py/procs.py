@@ -226,7 +226,9 @@ def _has_exited(pid: int) -> bool:
         return True
 
 
-def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Child | Result:
+def _spawn(
+    job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str], found: dict[str, str]
+) -> _Child | Result:
     started = time.monotonic()
     try:
         stdin = os.open(job.stdin if job.stdin is not None else os.devnull, os.O_RDONLY)
@@ -235,7 +237,7 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
     try:
         if os.fspath(cwd) == os.getcwd():
             exe = shebang.exec_path(job.argv[0], env), job.argv
-            if (direct := shebang.direct(*exe, env)) is not None:  # no env process first
+            if (direct := shebang.direct(*exe, env, found)) is not None:  # no env first
                 try:
                     return _posix_spawn(job, direct, env, stdin, started)
                 except OSError:
@@ -365,11 +367,12 @@ def run_many(
     poller = select.poll()
     by_fd: dict[int, tuple[_Child, bool]] = {}
     exits: dict[int, _Child] = {}  # pidfd -> its child
+    found: dict[str, str] = {}  # a #!/usr/bin/env NAME -> NAME on PATH, for these jobs
     try:
         while queue or live:
             while queue and len(live) < max(1, concurrency):
                 job = queue.pop()
-                spawned = _spawn(job, cwd, env)
+                spawned = _spawn(job, cwd, env, found)
                 if isinstance(spawned, Result):
                     results[job.key] = spawned
                     continue

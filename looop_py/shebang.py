@@ -34,27 +34,34 @@ def exec_path(program: str, env: Mapping[str, str]) -> str:
     path = env.get("PATH")  # os.get_exec_path's reading of it, without importing warnings
     for folder in (os.defpath if path is None else path).split(os.pathsep):
         candidate = os.path.join(folder, program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+        if os.access(candidate, os.X_OK) and os.path.isfile(candidate):  # most: one call
             return candidate
     import errno  # not found: the error path only
 
     raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {program!r}")
 
 
-def direct(path: str, argv: list[str], env: Mapping[str, str]) -> tuple[str, list[str]] | None:
+def direct(
+    path: str, argv: list[str], env: Mapping[str, str], found: dict[str, str] | None = None
+) -> tuple[str, list[str]] | None:
     """(NAME's path, the argv env would exec it with) for a `#!/usr/bin/env NAME` script
-    exec would run; None to exec `path` as it is."""
+    exec would run; None to exec `path` as it is. `found`: NAMEs already looked up on
+    this `env`'s PATH (children started together), so each is looked up once."""
     line = _env_line(path)
     if line is None:
         return None
     interp, name = line
     if not os.access(interp, os.X_OK):
         return None  # no env to run: exec fails, and says so
-    try:
-        found = exec_path(name, env)
-    except OSError:
-        return None  # env says it is not found, and exits 127: let it
-    return found, [name, path, *argv[1:]]
+    program = found.get(name) if found is not None else None
+    if program is None:
+        try:
+            program = exec_path(name, env)
+        except OSError:
+            return None  # env says it is not found, and exits 127: let it
+        if found is not None:
+            found[name] = program
+    return program, [name, path, *argv[1:]]
 
 
 def _env_line(path: str) -> tuple[str, str] | None:

@@ -145,6 +145,11 @@ def test_direct_is_name_on_path_with_the_argv_env_would_give(tmp_path: Path) -> 
     assert shebang.direct(script, [script], {"PATH": str(tmp_path)}) is None  # not there
     text = str(_script(tmp_path, "t.txt", "echo no shebang line\n"))
     assert shebang.direct(text, [text], os.environ) is None
+    found: dict[str, str] = {}  # children started together look NAME up once
+    assert shebang.direct(script, [script], os.environ, found) == (BASH, ["bash", script])
+    assert found == {"bash": BASH}
+    found["bash"] = "/bin/true"  # no second look: what the first one found is used
+    assert shebang.direct(script, [script], os.environ, found) == ("/bin/true", ["bash", script])
     assign = str(_script(tmp_path, "a.sh", "#!/usr/bin/env FOO=1 bash\n"))
     assert shebang.direct(assign, [assign], os.environ) is None  # env's assignment
     long = str(_script(tmp_path, "l.sh", "#!/usr/bin/env bash" + " " * 300 + "\n"))
