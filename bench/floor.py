@@ -4,7 +4,12 @@ Not part of looop: the least any Python program can do to notice that nothing
 changed — start an interpreter, run the sensors concurrently, read their output
 and hash it. bench/quiet_beat.py runs it beside `looop pulse` and the bash loop.
 
-    python bench/floor.py WORKDIR
+    python bench/floor.py [--lean] WORKDIR
+
+--lean: also do the two things looop does that this floor did not: exec a
+`#!/usr/bin/env NAME` sensor's NAME at once (NAME found on PATH, as env would; looop's
+shebang.py, which also checks what env would refuse), and end with os._exit, skipping
+the interpreter's teardown (looop's console.leave).
 """
 
 import os
@@ -13,15 +18,29 @@ import sys
 import xxhash
 
 
-def main() -> None:
-    sensors = os.path.join(sys.argv[1], "sensors")
+def _direct(path: str) -> tuple[str, list[str]]:
+    """(what to exec, its argv): NAME for a `#!/usr/bin/env NAME` script, else the script."""
+    with open(path, "rb") as f:
+        first = f.readline(256)
+    if first.startswith(b"#!/usr/bin/env ") and first.endswith(b"\n"):
+        name = first[15:].strip().decode()
+        for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+            candidate = os.path.join(folder, name)
+            if os.access(candidate, os.X_OK):
+                return candidate, [name, path]
+    return path, [path]
+
+
+def main(lean: bool = False) -> None:
+    sensors = os.path.join(sys.argv[-1], "sensors")
     names = sorted(n for n in os.listdir(sensors) if n.endswith(".sh"))
     running = []
     for name in names:
         read, write = os.pipe()
         actions = [(os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_CLOSE, read)]
         path = os.path.join(sensors, name)
-        pid = os.posix_spawn(path, [path], os.environ, file_actions=actions)
+        program, argv = _direct(path) if lean else (path, [path])
+        pid = os.posix_spawn(program, argv, os.environ, file_actions=actions)
         os.close(write)
         running.append((pid, read))
     digest = xxhash.xxh3_128()
@@ -34,4 +53,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean = "--lean" in sys.argv
+    main(lean)
+    if lean:
+        sys.stdout.flush()
+        os._exit(0)

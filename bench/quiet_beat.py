@@ -2,10 +2,13 @@
 
 Reports the wall time of `looop pulse` on an unchanged world beside a plain bash
 loop that runs the same 8 sensors one after another and hashes their output, and
-beside bench/floor.py (posix_spawn + xxh3: the least a Python program can do), and
+beside bench/floor.py (posix_spawn + xxh3: the least a Python program can do; and
+`floor.py --lean`, which like looop execs a `#!/usr/bin/env NAME` sensor's NAME at once
+and skips the interpreter's teardown), and
 beside the same beat started through the console-script wrapper pip 23 writes (it
 imports `re`) instead of the launcher looop ships, and beside `python -c pass` and
-`python -S -c pass` (start-up with and without `site`).
+`python -S -c pass` (start-up with and without `site`), and beside the bash loop running
+each sensor as `bash "$s"` (no env process: what looop and the lean floor do).
 The commands run interleaved, one round after another, so a loaded machine
 slows them alike and the ratios hold. Each is timed twice: wall time, and the CPU
 time (user + sys) of the process and the children it waited for, from wait4: on a
@@ -88,7 +91,9 @@ def main() -> None:
     commands |= {
         "… through pip 23's wrapper": wrapped,
         "bash loop, serial + sha256": ["bash", "-c", bash_loop],
+        "bash loop, bash $s (no env)": ["bash", "-c", bash_loop.replace('"$s"', 'bash "$s"')],
         "floor: posix_spawn + xxh3": [sys.executable, floor, str(root)],
+        "floor --lean (no env, _exit)": [sys.executable, floor, "--lean", str(root)],
         "python -c pass": [sys.executable, "-c", "pass"],
         "python -S -c pass": [sys.executable, "-S", "-c", "pass"],
     }

@@ -6,7 +6,8 @@ the floor's), so it measures what looop itself adds to a quiet beat, to the digi
 on a machine the other benchmarks share:
 
 - `looop pulse -q` on a sealed work dir (8 sensors, 100 goals), through the launcher;
-- bench/floor.py on the same work dir (posix_spawn + xxh3, no teardown skipped);
+- bench/floor.py on the same work dir (posix_spawn + xxh3, no teardown skipped), and
+  `floor.py --lean` (its sensors' NAME exec'd at once and its teardown skipped, as looop's);
 - `python -c pass` and `python -S -c pass` (start-up with and without `site`).
 
     python bench/quiet_instructions.py [OTHER_LOOOP ...]
@@ -59,6 +60,8 @@ def main() -> None:
         roots.append(root)
     floor = str(Path(__file__).with_name("floor.py"))
     counts["floor: posix_spawn + xxh3"] = instructions([sys.executable, floor, str(roots[0])])
+    lean = [sys.executable, floor, "--lean", str(roots[0])]
+    counts["floor --lean (no env, _exit)"] = instructions(lean)
     counts["python -c pass"] = instructions([sys.executable, "-c", "pass"])
     counts["python -S -c pass"] = instructions([sys.executable, "-S", "-c", "pass"])
     base = counts["floor: posix_spawn + xxh3"]

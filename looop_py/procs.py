@@ -9,7 +9,8 @@ and the rest is only counted, so a child printing gigabytes costs a few KiB.
 One poll object serves all children: no thread per process, which matters on
 the quiet path where starting threads would cost more than the sensors do.
 Children whose working directory is this process's own start with
-`os.posix_spawn` (a vfork and an exec, and no `subprocess` import); any other
+`os.posix_spawn` (a vfork and an exec, and no `subprocess` import; a
+`#!/usr/bin/env NAME` script execs NAME at once, shebang.py); any other
 directory goes through `subprocess.Popen`, which can change it in the child.
 
 A child can escape its process group with `setsid`: orphans.py ends what escapes.
@@ -20,6 +21,8 @@ from __future__ import annotations
 import os
 import select
 import time
+
+from looop_py import shebang
 
 # typing is not imported at run time: a quiet beat is bound by start-up cost.
 TYPE_CHECKING = False
@@ -223,7 +226,9 @@ def _has_exited(pid: int) -> bool:
         return True
 
 
-def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Child | Result:
+def _spawn(
+    job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str], found: dict[str, str]
+) -> _Child | Result:
     started = time.monotonic()
     try:
         stdin = os.open(job.stdin if job.stdin is not None else os.devnull, os.O_RDONLY)
@@ -231,7 +236,13 @@ def _spawn(job: Job, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> _Ch
         return _unstarted(exc)
     try:
         if os.fspath(cwd) == os.getcwd():
-            return _posix_spawn(job, _exec_path(job.argv[0], env), env, stdin, started)
+            exe = shebang.exec_path(job.argv[0], env), job.argv
+            if (direct := shebang.direct(*exe, env, found)) is not None:  # no env first
+                try:
+                    return _posix_spawn(job, direct, env, stdin, started)
+                except OSError:
+                    pass  # NAME would not run: exec the script as it is, and env says why
+            return _posix_spawn(job, exe, env, stdin, started)
         return _popen(job, cwd, env, stdin, started)
     except OSError as exc:
         return _unstarted(exc)
@@ -246,22 +257,12 @@ def _unstarted(exc: OSError) -> Result:
     return Result(None, b"", 0, str(exc).encode(), spawn_errno=exc.errno or errno.EIO)
 
 
-def _exec_path(program: str, env: Mapping[str, str]) -> str:
-    """`program` as exec would find it on the child's PATH (what Popen does)."""
-    if "/" in program:
-        return program
-    for folder in os.get_exec_path(env):
-        candidate = os.path.join(folder, program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    import errno  # not found: the error path only
-
-    raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {program!r}")
-
-
-def _posix_spawn(job: Job, path: str, env: Mapping[str, str], stdin: int, started: float) -> _Child:
-    """vfork + exec in a new session, the pipes on 1 and 2, SIGPIPE and SIGXFSZ at their
-    defaults (Python ignores them, and an ignored signal survives exec)."""
+def _posix_spawn(
+    job: Job, exe: tuple[str, list[str]], env: Mapping[str, str], stdin: int, started: float
+) -> _Child:
+    """vfork + exec of `exe` (path, argv) in a new session, the pipes on 1 and 2, SIGPIPE
+    and SIGXFSZ at their defaults (Python ignores them, and an ignored signal survives
+    exec)."""
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
@@ -271,8 +272,7 @@ def _posix_spawn(job: Job, path: str, env: Mapping[str, str], stdin: int, starte
             (os.POSIX_SPAWN_DUP2, err_w, 2),
         ]
         pid = os.posix_spawn(
-            path,
-            job.argv,
+            *exe,
             env,
             file_actions=actions,
             setsid=True,
@@ -367,11 +367,12 @@ def run_many(
     poller = select.poll()
     by_fd: dict[int, tuple[_Child, bool]] = {}
     exits: dict[int, _Child] = {}  # pidfd -> its child
+    found: dict[str, str] = {}  # a #!/usr/bin/env NAME -> NAME on PATH, for these jobs
     try:
         while queue or live:
             while queue and len(live) < max(1, concurrency):
                 job = queue.pop()
-                spawned = _spawn(job, cwd, env)
+                spawned = _spawn(job, cwd, env, found)
                 if isinstance(spawned, Result):
                     results[job.key] = spawned
                     continue

@@ -44,6 +44,7 @@ QUIET_IMPORTS = {
     "looop_py.logfile",
     "looop_py.orphans",
     "looop_py.procs",
+    "looop_py.shebang",  # what exec runs for each sensor
     "looop_py.locks",
     "looop_py.sensing",
     "looop_py.sensing.seal",
