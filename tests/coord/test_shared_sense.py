@@ -18,8 +18,8 @@ from looop_py.beat.pulse import beat
 from looop_py.beat.result import BeatOutcome
 from looop_py.coord import choose
 from tests.conftest import open_wd, run_looop
-from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
 from tests.coord.test_contract import Noop
+from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
 from tests.coord.test_shared_records import Hosts, hand_over
 from tests.coord.test_shared_records import two as two  # noqa: PLC0414 - its fixture
 
