@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
+from looop_py.records import record
 from looop_py.workdir import journal
 from looop_py.workdir import shelf as shelf_mod
 
@@ -200,9 +201,9 @@ def step(wd: WorkDir, now: float) -> list[dict[str, Any]]:
 # -- `looop prune` ----------------------------------------------------------------------
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record
 class Pruned:
     """What one housekeeping pass removed (or, dry, would remove)."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from looop_py.errors import LooopError
+from looop_py.records import record
 from looop_py.workdir.environ import decider_env
 from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths
@@ -97,10 +98,10 @@ def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     )
 
 
-# eq=False: nothing compares records like these; __eq__ and __hash__ are two more generated
-# methods at import (a full beat's fixed cost). repr=False: a repr would print the
-# whole prompt and the child environment.
-@dataclass(frozen=True, eq=False, repr=False)
+# @record: nothing compares records like these (identity) or assigns to them (mypy); each
+# generated method is a full beat's fixed cost at import (records.py). repr=False: a repr
+# would print the whole prompt and the child environment.
+@record(repr=False)
 class DecideRequest:
     """Everything a backend may look at to pick one move."""
 
@@ -144,7 +145,7 @@ def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:
     return DecideRequest(now, paths.root, paths.state, decider_env(paths), **fields)
 
 
-@dataclass(frozen=True, eq=False)
+@record
 class Decision:
     """A backend's answer: the move as decoded JSON, the raw text, the usage."""
 
