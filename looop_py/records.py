@@ -9,8 +9,10 @@ does for `frozen=True` (tests/project/test_records.py). At run time it is a plai
 dataclass with neither method.
 
 A record is compared by identity (no `__eq__`, the default `__hash__`), as the frozen
-`eq=False` dataclasses it replaces were. A value that is compared, or hashed as a key,
-stays `@dataclass(frozen=True)`: there the run-time freeze keeps its hash right.
+`eq=False` dataclasses it replaces were; `@record(eq=True)` compares by value and, as
+any dataclass that is not frozen at run time, cannot be hashed (the config sections,
+which tests compare). A value hashed as a key (Paths) stays `@dataclass(frozen=True)`:
+there the run-time freeze keeps its hash right.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ T = TypeVar("T")
 
 
 @dataclass_transform(frozen_default=True, eq_default=False)
-def record(cls: type[T] | None = None, /, *, repr: bool = True, slots: bool = False) -> Any:
+def record(
+    cls: type[T] | None = None, /, *, eq: bool = False, repr: bool = True, slots: bool = False
+) -> Any:
     """`@record` or `@record(repr=False, slots=True)`: see the module doc."""
 
     def wrap(cls: type[T]) -> type[T]:
-        return dataclass(cls, eq=False, repr=repr, slots=slots)
+        return dataclass(cls, eq=eq, repr=repr, slots=slots)
 
     return wrap if cls is None else wrap(cls)
