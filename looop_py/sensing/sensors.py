@@ -12,7 +12,6 @@ import errno
 import json
 import os
 import re
-import signal
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -141,6 +140,8 @@ def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
         message = f"timed out after {timeout_s:g}s; make it faster or raise its "
         return _error(rc, message + "'# looop:timeout=N' header", raw.stderr_tail)
     if raw.returncode < 0:
+        import signal  # only for a sensor a signal killed: its names are an enum (~1 ms)
+
         try:
             signame = signal.Signals(-raw.returncode).name
         except ValueError:
