@@ -9,7 +9,7 @@ own state and the environment for a child process — not the whole work dir.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,7 +67,8 @@ def temporary_status(status: int) -> bool:
     return status in (408, 429) or 500 <= status <= 599
 
 
-@dataclass(frozen=True)
+# eq=True: tests compare them; a @record (records.py): frozen to mypy, cheap at import.
+@record(eq=True)
 class Usage:
     """What one decide call used, as the backend reported it (tokens, cost)."""
 
