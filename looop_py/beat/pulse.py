@@ -31,7 +31,7 @@ from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
-from looop_py.beat import prune, vouch
+from looop_py.beat import retention, vouch
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
@@ -368,7 +368,7 @@ def housekeep(wd: WorkDir, now: float) -> list[str]:
 
         failed += _emit_steps(wd, now, "reap-sessions", lambda: reap.housekeeping(wd, now))
     # History past its retention: one small state read unless an hourly look is due.
-    failed += _emit_steps(wd, now, "retention", lambda: prune.step(wd, now))
+    failed += _emit_steps(wd, now, "retention", lambda: retention.step(wd, now))
     if has_entries(wd.paths.claims):
         from looop_py.coord import reaper  # only when claims/ has entries
         from looop_py.loops import store

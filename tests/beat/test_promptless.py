@@ -187,6 +187,7 @@ UNUSED = (
     "shlex",
     # y26i: the Python half of signal (three IntEnums) only to name what killed a sensor
     "signal",
+    "looop_py.beat.prune",  # `looop prune`, and a beat's look at history when one is due
 )  # no worker, no round
 
 
