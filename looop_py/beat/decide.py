@@ -26,6 +26,7 @@ from looop_py.deciders.base import (
     request_in,
 )
 from looop_py.moves import act, union
+from looop_py.records import record
 from looop_py.sensing.sense import World
 from looop_py.spend import ledger, limits
 from looop_py.workdir import environ, journal, runs
@@ -33,9 +34,9 @@ from looop_py.workdir.context import WorkDir
 from looop_py.world import Change
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record
 class Verdict:
     """How the decide step ended: its outcome, the move and its stats."""
 

@@ -20,29 +20,25 @@ highest one there, so a pruned id is never handed out again). Everything else th
 page, the reports and `looop rounds --all` show lies within what is kept.
 
 `looop prune` deletes all that is due (`--dry-run` only lists it); a beat deletes at
-most `per_beat` of them, only when the state record `retention` says a look is due
-(hourly, or the next beat while a backlog remains), so a beat never reads history
-it does not need. Deletion goes through the shelf: files or etcd alike.
+most `per_beat` of them, only when a look is due (beat/retention.py), so a beat never
+reads history it does not need. Deletion goes through the shelf: files or etcd alike.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import Busy
 from looop_py.locks import PulseLock
+from looop_py.records import record
 from looop_py.workdir import journal
 from looop_py.workdir import shelf as shelf_mod
 
 if TYPE_CHECKING:
     from looop_py.workdir.config import RetentionConfig
     from looop_py.workdir.context import WorkDir
-
-STATE = "retention"  # the shelf's `state` record: when the beat looks next
-LOOK_EVERY_S = 3600.0  # a beat looks at history at most this often (with no backlog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,36 +169,12 @@ def delete(wd: WorkDir, expired: list[Expired]) -> list[Expired]:
     return gone
 
 
-def step(wd: WorkDir, now: float) -> list[dict[str, Any]]:
-    """The beat's share: when a look is due, delete at most `per_beat` records; one event
-    (`history_pruned`) when it deleted any. The next look is due at once while a backlog
-    remains, else in an hour."""
-    box = wd.shelf
-    with contextlib.suppress(Exception):  # an unreadable record: look now, rewrite it after
-        record = shelf_mod.read_json(box, "state", STATE, {})
-        next_at = jsonio.number(record.get("next_at")) if isinstance(record, dict) else None
-        if next_at is not None and now < next_at:
-            return []
-    limit = wd.config.retention.per_beat
-    expired = due(wd, now)
-    gone = delete(wd, expired[:limit])
-    backlog = len(expired) > limit
-    next_at = now if backlog else now + LOOK_EVERY_S
-    shelf_mod.write_json(box, "state", STATE, {"v": 1, "next_at": next_at})
-    if not gone:
-        return []
-    counts: dict[str, int] = {}
-    for e in gone:
-        counts[e.kind] = counts.get(e.kind, 0) + 1
-    return [{"event": "history_pruned", "removed": counts, "backlog": backlog}]
-
-
 # -- `looop prune` ----------------------------------------------------------------------
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record
 class Pruned:
     """What one housekeeping pass removed (or, dry, would remove)."""
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
-from looop_py.beat import prune, vouch
+from looop_py.beat import retention, vouch
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
@@ -45,6 +44,8 @@ from looop_py.workdir.paths import Paths, has_entries
 from looop_py.world import diff
 
 if TYPE_CHECKING:
+    import signal as _signal
+
     from looop_py.beat.quiet import Handover
     from looop_py.beat.shared import Fence
     from looop_py.coord.etcdseal import Fingerprint
@@ -52,6 +53,11 @@ if TYPE_CHECKING:
     from looop_py.sensing.survey import Listed
     from looop_py.workdir.context import WorkDir
     from looop_py.workdir.goals import GoalFile
+else:
+    try:  # the C half of `signal` (as in procs.py): its wrapper builds three IntEnums, ~1 ms
+        import _signal
+    except ImportError:  # an interpreter without it
+        import signal as _signal
 
 Clock = Callable[[], float]
 
@@ -89,12 +95,12 @@ def terminate_cleanly() -> Iterator[None]:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {s: _signal.signal(s, interrupt) for s in (_signal.SIGTERM, _signal.SIGHUP)}
     try:
         yield
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            _signal.signal(s, handler)
 
 
 def beat(
@@ -362,7 +368,7 @@ def housekeep(wd: WorkDir, now: float) -> list[str]:
 
         failed += _emit_steps(wd, now, "reap-sessions", lambda: reap.housekeeping(wd, now))
     # History past its retention: one small state read unless an hourly look is due.
-    failed += _emit_steps(wd, now, "retention", lambda: prune.step(wd, now))
+    failed += _emit_steps(wd, now, "retention", lambda: retention.step(wd, now))
     if has_entries(wd.paths.claims):
         from looop_py.coord import reaper  # only when claims/ has entries
         from looop_py.loops import store

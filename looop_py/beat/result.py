@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from looop_py.records import record
 from looop_py.sensing.sensors import Reading
 from looop_py.world import Change
 
@@ -20,9 +21,9 @@ class BeatOutcome(enum.StrEnum):
     LOCKED = "locked"  # another pulse is running; this one stepped aside
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False, slots=True)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record(slots=True)
 class BeatResult:
     """One beat as `looop pulse --json` and the events log report it."""
 

@@ -9,11 +9,12 @@ own state and the environment for a child process — not the whole work dir.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
 from looop_py.errors import LooopError
+from looop_py.records import record
 from looop_py.workdir.environ import decider_env
 from looop_py.workdir.goals import GoalFile
 from looop_py.workdir.paths import Paths
@@ -66,7 +67,8 @@ def temporary_status(status: int) -> bool:
     return status in (408, 429) or 500 <= status <= 599
 
 
-@dataclass(frozen=True)
+# eq=True: tests compare them; a @record (records.py): frozen to mypy, cheap at import.
+@record(eq=True)
 class Usage:
     """What one decide call used, as the backend reported it (tokens, cost)."""
 
@@ -97,10 +99,10 @@ def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     )
 
 
-# eq=False: nothing compares records like these; __eq__ and __hash__ are two more generated
-# methods at import (a full beat's fixed cost). repr=False: a repr would print the
-# whole prompt and the child environment.
-@dataclass(frozen=True, eq=False, repr=False)
+# @record: nothing compares records like these (identity) or assigns to them (mypy); each
+# generated method is a full beat's fixed cost at import (records.py). repr=False: a repr
+# would print the whole prompt and the child environment.
+@record(repr=False)
 class DecideRequest:
     """Everything a backend may look at to pick one move."""
 
@@ -144,7 +146,7 @@ def request_in(paths: Paths, now: float, **fields: Any) -> DecideRequest:
     return DecideRequest(now, paths.root, paths.state, decider_env(paths), **fields)
 
 
-@dataclass(frozen=True, eq=False)
+@record
 class Decision:
     """A backend's answer: the move as decoded JSON, the raw text, the usage."""
 

@@ -25,14 +25,15 @@ from looop_py.world import is_error_signal
 FOLLOW_UP_S = 5
 PENDING = "rules-pending.json"  # in state/: goals triggered and not started yet
 BROKEN_HEADER = "These sensors just started failing, so the loop is partly blind:\n"
-_BROKEN_LINE = re.compile(r"^- sensors/([^/\s]+)\.sh: ", re.MULTILINE)
+# Compiled (and cached by re) on the first such ask, not at every full beat's import.
+_BROKEN_LINE = r"^- sensors/([^/\s]+)\.sh: "
 
 
 def sensors_in_broken_ask(prompt: str) -> list[str]:
     """The sensors a rules "just started failing" ask names; [] for any other ask."""
     if not prompt.startswith(BROKEN_HEADER):
         return []
-    return _BROKEN_LINE.findall(prompt)
+    return re.findall(_BROKEN_LINE, prompt, re.MULTILINE)
 
 
 def _signal(value: str | None) -> Any:

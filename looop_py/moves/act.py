@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
@@ -39,6 +39,7 @@ from looop_py.moves.union import (
     WriteSchedule,
     WriteSensor,
 )
+from looop_py.records import record
 from looop_py.schedules import timers
 from looop_py.workdir import journal, shelf
 from looop_py.workdir.config import Config
@@ -58,7 +59,8 @@ OUTPUT_EXCERPT = 400  # characters of a command's output kept in its beat's even
 UNGATED: tuple[type, ...] = (Noop,)
 
 
-@dataclass(frozen=True)
+# eq=True: tests compare them; a @record (records.py): frozen to mypy, cheap at import.
+@record(eq=True)
 class Outcome:
     """What carrying out a move did; a failure is an Outcome, not a raise."""
 

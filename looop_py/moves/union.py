@@ -9,11 +9,12 @@ structured-output APIs are derived from those declarations.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from looop_py.errors import LooopError
 from looop_py.ids import is_safe_segment
+from looop_py.records import record
 
 NEXT_INTERVAL_MIN_S = 5
 NEXT_INTERVAL_MAX_S = 300
@@ -32,17 +33,17 @@ def _f(kind: str, *, limit: int = 0, required: bool = True, doc: str = "") -> An
     return field(default=None, metadata=meta)
 
 
-# eq=False, repr=False on each move: nothing compares or prints a move object (Move.to_json
-# is what is shown and stored); __eq__, __hash__ and __repr__ are three more generated
-# methods each at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False, repr=False)
+# Each move is a @record with repr=False: nothing compares, assigns to (mypy) or prints a
+# move object (Move.to_json is what is shown and stored); each generated method is a full
+# beat's fixed cost at import (records.py).
+@record(repr=False)
 class Noop:
     """`noop`: do nothing this beat."""
 
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class WriteGoal:
     """`write_goal`: write goals/<id>.md whole."""
 
@@ -50,14 +51,14 @@ class WriteGoal:
     body: str = _f("text", limit=64 * KIB, doc="the whole markdown file")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class ArchiveGoal:
     """`archive_goal`: move goals/<id>.md into the goals archive."""
 
     id: str = _f("id")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class WriteSensor:
     """`write_sensor`: write sensors/<name>.sh whole."""
 
@@ -65,14 +66,14 @@ class WriteSensor:
     script: str = _f("text", limit=64 * KIB, doc="the whole script, with its #! line")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class WritePlaybook:
     """`write_playbook`: write PLAYBOOK.md whole."""
 
     body: str = _f("text", limit=64 * KIB)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class WriteSchedule:
     """`write_schedule`: a timer that wakes the loop (once, every N s or by cron)."""
 
@@ -82,14 +83,14 @@ class WriteSchedule:
     cron: str | None = _f("line", limit=200, required=False, doc='5-field cron, "m h dom mon dow"')
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class DropSchedule:
     """`drop_schedule`: remove a timer."""
 
     name: str = _f("id")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class RunShell:
     """`run_shell`: one shell command, run through the gate."""
 
@@ -97,7 +98,7 @@ class RunShell:
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class StartWorker:
     """`start_worker`: launch an agent (or shell) worker on a prompt."""
 
@@ -108,7 +109,7 @@ class StartWorker:
     workspace: str | None = _f("id", required=False, doc="none | git-worktree")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class KillWorker:
     """`kill_worker`: stop a worker and the processes it started."""
 
@@ -116,7 +117,7 @@ class KillWorker:
     reason: str | None = _f("line", limit=1000, required=False)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class StartRound:
     """`start_round`: begin a round of a loop goal."""
 
@@ -124,7 +125,7 @@ class StartRound:
     target: str | None = _f("id", required=False, doc="claim name for the round")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class AskHuman:
     """`ask_human`: a question for a human, with options or free text."""
 
@@ -164,7 +165,7 @@ Action = (
 )
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@record(repr=False)
 class Move:
     """One validated move: the action and what the beat writes beside it."""
 

@@ -8,10 +8,11 @@ the DIFF hashes and the prompt shows exactly the same text.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs, world
+from looop_py.records import record
 from looop_py.sensing import probes, sensors
 from looop_py.sensing.probes import Seen
 from looop_py.workdir.environ import child_env
@@ -23,9 +24,9 @@ if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False, slots=True)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record(slots=True)
 class World:
     """Everything one SENSE step saw."""
 
@@ -44,7 +45,7 @@ class World:
     read: dict[str, tuple[str, float, float]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@record(slots=True)
 class Committed:
     """The world as of the last usable decision."""
 

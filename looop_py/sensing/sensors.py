@@ -12,14 +12,13 @@ import errno
 import json
 import os
 import re
-import signal
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from looop_py import jsonio, orphans, procs
 from looop_py.ids import is_safe_segment
+from looop_py.records import record
 from looop_py.sensing.seal import fresh, parse_header, raw_digest
 from looop_py.workdir.paths import Paths
 from looop_py.world import is_error_signal
@@ -29,9 +28,9 @@ STDERR_TAIL = 1024
 RC_NOT_EXECUTABLE = 126
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False, slots=True)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record(slots=True)
 class Sensor:
     """One script in sensors/, with the knobs its header sets."""
 
@@ -50,7 +49,7 @@ class Sensor:
 RawRun = procs.Result  # what a process did, before any interpretation
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@record(slots=True)
 class Reading:
     """A normalized snapshot plus how it was obtained."""
 
@@ -141,6 +140,8 @@ def normalize(raw: RawRun, *, cap: int, timeout_s: float) -> dict[str, Any]:
         message = f"timed out after {timeout_s:g}s; make it faster or raise its "
         return _error(rc, message + "'# looop:timeout=N' header", raw.stderr_tail)
     if raw.returncode < 0:
+        import signal  # only for a sensor a signal killed: its names are an enum (~1 ms)
+
         try:
             signame = signal.Signals(-raw.returncode).name
         except ValueError:

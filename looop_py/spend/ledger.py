@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import Busy, CorruptFile
+from looop_py.records import record
 from looop_py.workdir import shelf as shelf_mod
 
 if TYPE_CHECKING:
@@ -58,9 +59,9 @@ def loop_source(loop: str) -> str:
     return f"loop:{loop}"
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False, slots=True)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record(slots=True)
 class Charge:
     """One usage report: what a decide or a worker spent."""
 
@@ -75,7 +76,7 @@ class Charge:
     worst_case: bool = False  # usd is [limits] unpriced_usd_per_mtok's, not a known price
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@record(slots=True)
 class Spend:
     """One local day's spend (state/spend.json), with the past days' totals."""
 

@@ -17,10 +17,11 @@ budgets count every source the ledger holds (decides, loop rounds, workers).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
+from looop_py.records import record
 from looop_py.spend import ledger
 from looop_py.spend.ledger import Spend, local_day
 from looop_py.spend.ledger import today as spend_today
@@ -35,9 +36,9 @@ if TYPE_CHECKING:
 HOUR = 3600.0
 
 
-# eq=False: nothing compares these; __eq__ and __hash__ would be two more generated
-# methods at import (a full beat's fixed cost).
-@dataclass(frozen=True, eq=False)
+# @record: nothing compares these (identity) or assigns to them (mypy); each generated
+# method is a full beat's fixed cost at import (records.py).
+@record
 class Backoff:
     """Failed decides in a row (state/backoff.json): how many, when, under which policy."""
 
@@ -47,7 +48,7 @@ class Backoff:
     reason: str = ""
 
 
-@dataclass(frozen=True, eq=False)
+@record
 class Ledgers:
     """The records the decide gate reads: recent decides, the day's spend, the backoff."""
 

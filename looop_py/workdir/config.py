@@ -9,19 +9,20 @@ typo never silently falls back to a default.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, Field, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from looop_py import jsonio
 from looop_py.errors import ConfigError, CorruptFile
 from looop_py.ids import is_safe_segment
+from looop_py.records import record
 
 
-# repr=False on each record: nothing prints a config (pytest compares them field by field
-# on its own); a generated __repr__ per section is a full beat's fixed cost. They keep eq:
-# tests compare a loaded config with the defaults.
-@dataclass(frozen=True, repr=False, slots=True)
+# @record: frozen to mypy, not at run time (records.py); repr=False: nothing prints a config
+# (pytest compares them field by field on its own). Each generated method is a full beat's
+# fixed cost at import. eq=True: tests compare a loaded config with the defaults.
+@record(eq=True, repr=False, slots=True)
 class SensorsConfig:
     """`[sensors]`: how long a sensor may run, how much it may print, how many at once."""
 
@@ -30,7 +31,7 @@ class SensorsConfig:
     concurrency: int = 8  # sensors running at once
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class DeciderConfig:
     """`[decider]`: which backend picks the move, and how it is reached and priced."""
 
@@ -56,7 +57,7 @@ class DeciderConfig:
     cache_ttl: str = "1h"  # anthropic: how long its prompt cache keeps the stable part, 5m | 1h
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class GatesConfig:
     """`[gates]`: what a move may run without a human's approval (docs/safety.md)."""
 
@@ -69,7 +70,7 @@ class GatesConfig:
     allow_outside_links: bool = False  # follow goal/sensor/PLAYBOOK symlinks out of the work dir
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class LimitsConfig:
     """`[limits]`: caps and budgets on decides, backoff after failures, the prompt."""
 
@@ -88,7 +89,7 @@ class LimitsConfig:
     runs_keep: int = 50  # decide archives kept in runs/
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class WorkersConfig:
     """`[workers]`: the fleet cap and how workers start, stall and are cleaned up."""
 
@@ -103,7 +104,7 @@ class WorkersConfig:
     worktree_root: str = ""  # where worktrees go ("" = <work dir>/.worktrees)
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class RuntimeConfig:
     """`[runtimes.NAME]`: how to launch one kind of worker."""
 
@@ -132,7 +133,7 @@ DEFAULT_SCRUB = (
 )
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class EnvConfig:
     """`[env]`: variables no child process (sensor, worker, run_shell, verify, action) gets."""
 
@@ -140,7 +141,7 @@ class EnvConfig:
     keep: tuple[str, ...] = ()  # names every child keeps although they match `scrub`
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class NotifyConfig:
     """`[notify]`: a command run once per event a human should hear about."""
 
@@ -150,7 +151,7 @@ class NotifyConfig:
     env: tuple[str, ...] = ()  # scrubbed variables the hook still gets, e.g. ["NTFY_TOKEN"]
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class CoordinationConfig:
     """`[coordination]`: where claims, the pulse and the committed world are kept
     (docs/coordination.md)."""
@@ -168,7 +169,7 @@ class CoordinationConfig:
     password_env: str = ""  # the environment variable holding that password (never the file)
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class RetentionConfig:
     """`[retention]`: how long history stays (beat/prune.py). A record goes once it is
     older than its `_s` or beyond the newest `_keep`; a round a report names, an ask a live
@@ -183,7 +184,7 @@ class RetentionConfig:
     per_beat: int = 50  # records a beat deletes at most (`looop prune` deletes them all)
 
 
-@dataclass(frozen=True, repr=False, slots=True)
+@record(eq=True, repr=False, slots=True)
 class Config:
     """The whole looop.toml: one record per `[section]`."""
 
@@ -232,8 +233,8 @@ def load(path: Path, cache: Path | None = None, *, write_cache: bool = True) -> 
         raise ConfigError(f"{path}: {exc.message}", exc.hint) from None
     if fresh and cache is not None and write_cache:
         with contextlib.suppress(OSError, TypeError):
-            record = {"v": CACHE_VERSION, "stamp": stamp, "table": table}
-            jsonio.atomic_write(cache, jsonio.dumps(record))
+            cached = {"v": CACHE_VERSION, "stamp": stamp, "table": table}
+            jsonio.atomic_write(cache, jsonio.dumps(cached))
     return config
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from looop_py.records import record
 from looop_py.workdir import environ
 from looop_py.workdir.config import Config
 from looop_py.workdir.paths import Paths
@@ -71,7 +72,7 @@ class Memo:
         return value
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@record(slots=True)
 class WorkDir:
     """A work dir's paths, its parsed looop.toml, the shelf its records live on and the
     clock every policy reads `now` from."""

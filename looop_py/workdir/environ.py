@@ -26,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from looop_py.workdir.paths import Paths
@@ -89,10 +89,47 @@ def looop_bin() -> str:
     return shutil.which("looop") or "looop"
 
 
+def matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
+    """Does a name match any of `patterns` (as fnmatch.fnmatchcase)? By str methods for the
+    patterns whose only wildcard is `*` at an end, as every default one: a beat asks this
+    of each variable several times, and fnmatch would compile a regex for each pattern and
+    be called once per variable and pattern."""
+    ends: list[str] = []
+    starts: list[str] = []
+    inner: list[str] = []
+    exact: set[str] = set()
+    other: list[str] = []
+    for pattern in patterns:
+        core = pattern.strip("*")
+        if "*" in core or "?" in core or "[" in core:
+            other.append(pattern)
+        elif pattern.startswith("*") and pattern.endswith("*"):
+            inner.append(core)
+        elif pattern.startswith("*"):
+            ends.append(core)
+        elif pattern.endswith("*"):
+            starts.append(core)
+        else:
+            exact.add(core)
+    suffixes, prefixes = tuple(ends), tuple(starts)
+
+    def matches(name: str) -> bool:
+        return (
+            name.endswith(suffixes)
+            or name.startswith(prefixes)
+            or name in exact
+            or any(part in name for part in inner)
+            or any(fnmatch.fnmatchcase(name, pattern) for pattern in other)
+        )
+
+    return matches
+
+
 def secret_names(env: Mapping[str, str], config: Config) -> set[str]:
     """The variables of `env` no child gets: the decider's key and every scrub match."""
     patterns, keep, key_env = config.env.scrub, config.env.keep, config.decider.api_key_env
-    names = {n for n in env if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
+    scrubbed = matcher(patterns)
+    names = {n for n in env if scrubbed(n)}
     names |= {n for n, v in env.items() if "://" in v and _url_with_password(v)}
     names -= set(keep) | ALWAYS_KEPT
     names |= {n for n in (key_env, *DEFAULT_KEY_ENVS) if n and n in env}

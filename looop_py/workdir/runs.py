@@ -41,11 +41,15 @@ def prune(paths: Paths, keep: int) -> list[str]:
     removed: list[str] = []
     if keep <= 0:
         return removed
+    folder = paths.runs
     with contextlib.suppress(FileNotFoundError):
-        runs = sorted((p for p in paths.runs.iterdir() if p.is_dir()), key=lambda p: p.name)
-        for old in runs[:-keep]:
-            _remove(old)
-            removed.append(old.name)
+        # Names from one scandir (no stat of each run, no Path for the ones kept): every
+        # full beat lists runs/, up to runs_keep + 1 of them.
+        with os.scandir(folder) as entries:
+            runs = sorted(e.name for e in entries if e.is_dir())
+        for name in runs[:-keep]:
+            _remove(folder / name)
+            removed.append(name)
     return removed
 
 

@@ -185,6 +185,9 @@ UNUSED = (
     "bz2",
     "lzma",
     "shlex",
+    # y26i: the Python half of signal (three IntEnums) only to name what killed a sensor
+    "signal",
+    "looop_py.beat.prune",  # `looop prune`, and a beat's look at history when one is due
 )  # no worker, no round
 
 

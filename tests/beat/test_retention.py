@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from looop_py.asks import mailbox
-from looop_py.beat import prune as retention  # retention lives in beat/prune.py
-from looop_py.beat import pulse
+from looop_py.beat import prune as expiry  # retention's policy: beat/prune.py
+from looop_py.beat import pulse, retention  # the beat's share: beat/retention.py
 from looop_py.beat.prune import prune
 from looop_py.engine.rounds import Phase, RoundState
 from looop_py.engine.spec import LoopSpec
@@ -56,13 +56,13 @@ def _retention(paths: Paths, **keys: object) -> None:
 
 def test_pick_never_takes_a_protected_record_and_doubts_a_record_without_a_time() -> None:
     rows = [("a", NOW - 40 * DAY), ("b", None), ("c", NOW - DAY), ("d", NOW - 50 * DAY)]
-    got = retention.pick(rows, NOW, keep_s=30 * DAY, keep=10, protected=frozenset({"d"}))
+    got = expiry.pick(rows, NOW, keep_s=30 * DAY, keep=10, protected=frozenset({"d"}))
     assert got == [("b", "older than 30 days"), ("a", "older than 30 days")]
 
 
 def test_pick_keeps_the_newest_by_count_and_protected_ones_count_as_kept() -> None:
     rows = [(f"r{i}", NOW - i * 60.0) for i in range(6)]  # r0 newest
-    got = retention.pick(rows, NOW, keep_s=30 * DAY, keep=3, protected=frozenset({"r5"}))
+    got = expiry.pick(rows, NOW, keep_s=30 * DAY, keep=3, protected=frozenset({"r5"}))
     assert [name for name, _ in got] == ["r4", "r3"]
     assert all(why == "beyond the newest 3" for _, why in got)
 
@@ -74,7 +74,7 @@ def test_a_round_a_report_names_stays_past_its_age(wd: Paths) -> None:
     old = _round(wd, "sweep", NOW - 90 * DAY)
     other = _round(wd, "sweep", NOW - 80 * DAY)
     store.note_report(open_wd(wd).shelf, "sweep", old)
-    gone = [e.name for e in retention.due(open_wd(wd, lambda: NOW), NOW)]
+    gone = [e.name for e in expiry.due(open_wd(wd, lambda: NOW), NOW)]
     assert gone == [other]
 
 
@@ -91,7 +91,7 @@ def test_an_ask_a_live_round_or_a_pending_approval_needs_stays(wd: Paths) -> Non
     record = {**live.to_dict(), "ask": waited}
     shelf.write_json(box, store.LIVE, "live-1", record)
     shelf.write_json(box, "approved", approved, {"v": 1})
-    gone = {e.name for e in retention.due(open_wd(wd), NOW)}
+    gone = {e.name for e in expiry.due(open_wd(wd), NOW)}
     assert waited not in gone and approved not in gone
     assert gone == set()  # the newest of each asker stays too: ids never go backwards
 
@@ -113,8 +113,8 @@ def test_an_answer_whose_ask_is_gone_is_history_too(wd: Paths) -> None:
     box = open_wd(wd).shelf
     assert box.delete("asks", ask_id)  # a prune that died between the two deletes
     assert ask_id not in {a.id for a in mailbox.pending(open_wd(wd))}
-    (gone,) = retention.due(open_wd(wd), NOW)  # the lone answer is still history, and goes
-    assert gone.name == ask_id and retention.delete(open_wd(wd), [gone]) == [gone]
+    (gone,) = expiry.due(open_wd(wd), NOW)  # the lone answer is still history, and goes
+    assert gone.name == ask_id and expiry.delete(open_wd(wd), [gone]) == [gone]
     assert not box.get("answers", ask_id)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from looop_py.beat.pulse import beat
 from looop_py.deciders.base import DecideError, DecideRequest, Decision
@@ -134,3 +137,36 @@ def test_an_echoed_key_never_lands_in_a_file(wd: Paths, secrets: dict[str, str])
             data = path.read_bytes()
             for value in secrets.values():
                 assert value.encode() not in data, (path, value)
+
+
+# -- scrub patterns matched without fnmatch's regexes (environ.matcher) --------------------
+
+GLOB_CHARS = "AZ_az09*?[]!.-\\^$()|+{}"
+
+
+def _fnmatch_any(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    names=st.lists(st.text(alphabet=GLOB_CHARS, max_size=8), max_size=4),
+    patterns=st.lists(st.text(alphabet=GLOB_CHARS, max_size=8), max_size=4),
+)
+def test_matcher_is_fnmatchcase_for_any_names_and_patterns(
+    names: list[str], patterns: list[str]
+) -> None:
+    matches = environ.matcher(patterns)
+    for name in names:
+        assert matches(name) == _fnmatch_any(name, patterns), (name, patterns)
+
+
+def test_matcher_agrees_on_the_default_patterns_and_the_hard_ones() -> None:
+    names = ["", "KEY", "_KEY", "MY_KEY", "MY_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD"]
+    names += ["my_key", "X_TOKENS", "SECRETS", "A*KEY", "A?B", "[x]", "CREDENTIALS_FILE"]
+    patterns = [*config_mod.DEFAULT_SCRUB, "*", "**", "", "KEY*", "A*B", "A?B", "[x]", "*[!A]"]
+    for chosen in [patterns, *([p] for p in patterns)]:  # all of them, then one at a time
+        matches = environ.matcher(chosen)
+        for name in names:
+            assert matches(name) == _fnmatch_any(name, chosen), (name, chosen)
+    assert environ.matcher([])("ANY") is False
