@@ -159,6 +159,7 @@ def test_start_worker_move_starts_a_real_worker(wd: Path | Paths) -> None:
     write_sensor(wd, "s", "echo 1")
     beat = pulse(wd)
     assert beat["outcome"] == "decided", beat["reason"]
-    wait_for((wd.reports / "w1.txt").exists, 20, "the worker's report")
-    assert (wd.reports / "w1.txt").read_text() == "hi\n"
+    report = wd.reports / "w1.txt"
+    # the shell creates the file before echo writes to it: wait for the line, not the file
+    wait_for(lambda: report.exists() and report.read_text() == "hi\n", 20, "the worker's report")
     assert os.path.exists(wd.sessions / "w1" / "meta.json")

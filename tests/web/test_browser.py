@@ -119,6 +119,17 @@ def _click(drv: Any, element_id: str) -> None:
             time.sleep(0.05)  # the swap is under way: a DOM write, milliseconds
 
 
+@pytest.fixture
+def marker(wd: Paths, tmp_path: Path) -> Iterator[Path]:
+    """A work dir with every kind of record (_world); the file an approved move writes.
+    Its worker loops for a minute: it is killed when the test ends, not left to run."""
+    approved = tmp_path / "approved.txt"
+    _world(wd, approved)
+    yield approved
+    killed = run_looop("-C", str(wd.root), "worker", "kill", "builder")
+    assert killed.returncode == 0, killed.stderr
+
+
 def _world(wd: Paths, marker: Path) -> None:
     write_sensor(wd, "disk", 'echo "{\\"signal\\": \\"ok\\"}"')
     write_sensor(wd, "flaky", "echo broken >&2; exit 3")
@@ -158,12 +169,10 @@ def _live(drv: Any) -> None:
 
 
 def test_every_view_in_a_real_browser_live_then_answer_and_approve_with_a_confirm(
-    wd: Paths, tmp_path: Path, driver: Any, server: str
+    wd: Paths, driver: Any, server: str, marker: Path
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    marker = tmp_path / "approved.txt"
-    _world(wd, marker)
     for i in range(3):
         (wd.goals / f"goal-{i}.md").write_text(f"---\npriority: {i}\n---\n# Ship part {i}\n")
     base = server.split("/?", maxsplit=1)[0]
