@@ -19,7 +19,8 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import GoalFile, frontmatter
+from looop_py.workdir.frontmatter import frontmatter
+from looop_py.workdir.goals import GoalFile
 from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5

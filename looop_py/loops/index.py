@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio
 from looop_py.errors import LooopError
 from looop_py.workdir import goalcache
-from looop_py.workdir.goals import frontmatter, goal_stamps, read_goal_once
+from looop_py.workdir.frontmatter import frontmatter
+from looop_py.workdir.goals import goal_stamps, read_goal_once
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
