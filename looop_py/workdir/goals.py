@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.workdir import listing
+from looop_py.workdir import goalside, listing
+from looop_py.workdir.goalside import Side
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
@@ -148,48 +149,123 @@ def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str 
 
 
 Scan = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | None]
+# The listing, and the goal side recorded for it (None: goals/ is not as it was recorded,
+# and the beat takes the full pass) or whether it may be recorded (settled, `Seen.settled`).
+Listed = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | None, Side | bool]
 
 
 def _scan(wd: WorkDir) -> Scan:
-    found, refused, record = wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
+    found, refused, record, _ = _listed(wd)
     return list(found), dict(refused), record
 
 
-def _scan_now(wd: WorkDir) -> Scan:
-    """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, and what
-    the seal's survey may take of the listing (workdir/listing.py). One stat per goal
-    (DirEntry's, following a link as a read does), shared by the loop index, SENSE and
-    the seal; names only, no Path per goal."""
+def _listed(wd: WorkDir) -> Listed:
+    return wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
+
+
+def _scan_now(wd: WorkDir) -> Listed:
+    """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, what the
+    seal's survey may take of the listing (workdir/listing.py), and the goal side recorded
+    for this listing (workdir/goalside.py) if there is one. One stat per goal (DirEntry's,
+    following a link as a read does), shared by the loop index, SENSE and the seal; names
+    only, no Path per goal.
+
+    A first pass takes each .md entry's name and stat numbers; when none is a link or
+    went, and the listing is the one recorded, that is all (a recorded listing held only
+    safe names). Otherwise a second pass checks and stamps each goal."""
     seen = listing.Seen(str(wd.paths.goals))
     try:
         entries = os.scandir(wd.paths.goals)
     except (FileNotFoundError, NotADirectoryError):
-        return [], {}, None
+        return [], {}, None, False
+    names: list[str] = []
+    flat: list[int] = []
+    odd: list[os.DirEntry[str]] = []  # .md links, and those whose stat failed
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if name[-3:] != ".md":
+                seen.other(entry)  # no goal: a name (a .sh file: its lstat)
+                continue
+            if entry.is_symlink():
+                odd.append(entry)
+                continue
+            try:
+                st = entry.stat()
+            except OSError:
+                odd.append(entry)
+                continue
+            names.append(name)
+            flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    seen.goals(names, flat)
+    record = None if odd else seen.record()
+    if side := goalside.load(wd.paths.goals_seen, record):
+        return list(zip(side.ids, side.stamps, strict=True)), {}, record, side
     found: list[tuple[str, str | None]] = []
     refused: dict[str, str] = {}
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
-    with entries:
-        for entry in entries:
-            goal_id = entry.name.removesuffix(".md")
-            # Not only regular files: reading a directory or a FIFO names the problem
-            # instead of skipping the goal in silence.
-            if goal_id == entry.name or not is_safe_segment(goal_id):
-                seen.other(entry)
-                continue
-            linked = entry.is_symlink()
-            why = whole_dir or (linked and outside_link(wd, Path(entry.path), linked=True))
-            if why:
-                refused[goal_id] = why
-                continue
-            try:
-                st = entry.stat()  # a link's: the read follows it
-                nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-            except OSError:
-                nums = None  # gone, or a link to nowhere: the read says which
-            found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
-            seen.goal(entry.name, None if linked else nums)
+    for i, name in enumerate(names):
+        goal_id = name[:-3]
+        if not is_safe_segment(goal_id):
+            seen.spoil()  # an .md that is no goal
+        elif whole_dir:
+            refused[goal_id] = whole_dir
+        else:
+            found.append((goal_id, world.STAT_TEXT % tuple(flat[5 * i : 5 * i + 5])))
+    for entry in odd:
+        goal_id = entry.name[:-3]
+        # Not only regular files: reading a directory or a FIFO names the problem
+        # instead of skipping the goal in silence.
+        if not is_safe_segment(goal_id):
+            seen.other(entry)
+            continue
+        linked = entry.is_symlink()
+        why = whole_dir or (linked and outside_link(wd, Path(entry.path), linked=True))
+        if why:
+            refused[goal_id] = why
+            continue
+        try:
+            st = entry.stat()  # a link's: the read follows it
+            nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+        except OSError:
+            nums = None  # gone, or a link to nowhere: the read says which
+        found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
+        seen.goal(entry.name, None if linked else nums)
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
-    return found, refused, seen.record()
+    if odd:
+        record = seen.record()
+    elif not seen.ok:
+        record = None
+    return found, refused, record, record is not None and not refused and seen.settled()
+
+
+def side(wd: WorkDir) -> Side | None:
+    """The goal side recorded for this beat's listing of goals/, or None (workdir/goalside.py)."""
+    got = _listed(wd)[3]
+    return got if isinstance(got, Side) else None
+
+
+def maybe_fenced(wd: WorkDir) -> list[tuple[str, str]]:
+    """(id, stamp) of the listed goals that may open a `---` fence (and so be loops): all
+    but those the goal side or the goal cache knows to open none, and those with no stat."""
+    found, _, _, got = _listed(wd)
+    if isinstance(got, Side):
+        return got.fenced_stamps()
+    from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
+
+    known = goalcache.hits(wd, found)
+    return [(g, s) for g, s in found if s is not None and ((hit := known.get(g)) is None or hit[1])]
+
+
+def remember(wd: WorkDir, goals: Sequence[GoalFile]) -> None:
+    """Record the goal side for this beat's listing (workdir/goalside.py) when the world
+    hashed every listed goal at the stamp it was listed with and the listing is settled."""
+    found, _, record, may = _listed(wd)
+    if may is not True or record is None or [(g.id, g.stamp) for g in goals] != found:
+        return  # recorded already, or not one goalside may vouch for
+    goalside.save(
+        wd.paths.goals_seen, record, found, [g.digest for g in goals], [g.fenced for g in goals]
+    )
 
 
 def goal_paths(wd: WorkDir) -> list[tuple[str, Path]]:
@@ -291,10 +367,15 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     comes with its digest, and its body is read if someone asks for it. What is read is
     kept in memory up to HELD_CAP in all. `save`: write what was learnt to the cache.
     """
+    found, refused, _, got = _listed(wd)
+    folder = wd.paths.goals
+    if isinstance(got, Side):  # goals/ as recorded: each goal known by its stamp, none opened
+        return [
+            GoalFile(g, folder, None, None, s, digest=d, fenced=f == "1")
+            for g, s, d, f in zip(got.ids, got.stamps, got.items.values(), got.fenced, strict=True)
+        ]
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
-    found, refused, _ = _scan(wd)
-    folder = wd.paths.goals
     goals: list[GoalFile] = [
         GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()
     ]

@@ -1,0 +1,132 @@
+"""state/goals-seen.bin: the goal side of the world as a full beat last listed goals/, kept
+beside the listing that vouches for it.
+
+Most full beats at 10,000 goals run because a sensor changed (or `--force`), while goals/ is
+exactly as it was. One listing proves that, as the quiet beat's seal does: goals/'s own stat
+and one digest of every entry's name and stat (workdir/listing.py `Seen`, the survey's
+`g goals` line). When this beat's listing is the one recorded here, every goal is at the
+stat whose bytes the recorded digest hashed, so the beat takes the goal side from this file
+(ids, stamps, digests, fences, and the goal items framed as the world hash frames them)
+instead of the goal cache and one object per goal per pass.
+
+It is written only when it can vouch, by a beat whose listing:
+- the seal could take (`Seen.record`: no link, no .md that is no goal, goals/ not changed
+  within RACY_NS of the listing), with nothing refused;
+- holds every goal at the stamp its hashed bytes were read or known at (no error, none
+  changed while read);
+- is settled: every goal's mtime and ctime at least RACY_NS before the listing, so a later
+  write, even one in the same tick of the file system's clock, changes a stat.
+
+A file that does not parse, fails its checksum or records another listing is ignored, and
+the beat takes the full pass (which writes it afresh). It is a cache, never trusted over the
+listing. (As with the goal cache, what it cannot catch is a file forged whole, checksum and
+all, for the current listing: state/ is looop's own.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import xxhash
+
+from looop_py import jsonio, world
+from looop_py.errors import CorruptFile
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+MAGIC = b"looop goals-seen 1 "
+CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~1.5 MB)
+
+
+class Side:
+    """The goal side as recorded: `record` the listing's (goals/'s stat text, `g goals`
+    line), then per goal in id order its id, stamp, item digest and fence ("0"/"1"), the
+    goal items ({"goal:<id>": digest}) and those items framed (`world.framed`)."""
+
+    __slots__ = ("fenced", "ids", "items", "record", "section", "stamps")
+
+    def __init__(
+        self,
+        record: tuple[str, str],
+        ids: list[str],
+        *,
+        stamps: list[str],
+        items: dict[str, str],
+        fenced: str,
+        section: bytes,
+    ) -> None:
+        self.record = record
+        self.ids = ids
+        self.stamps = stamps
+        self.items = items
+        self.fenced = fenced
+        self.section = section
+
+    def fenced_stamps(self) -> list[tuple[str, str]]:
+        """(id, stamp) of the goals that open a `---` fence (the only ones that may be loops)."""
+        out, ids, stamps, flags = [], self.ids, self.stamps, self.fenced
+        i = flags.find("1")
+        while i >= 0:
+            out.append((ids[i], stamps[i]))
+            i = flags.find("1", i + 1)
+        return out
+
+
+def load(path: Path, record: tuple[str, str] | None) -> Side | None:
+    """The recorded side if it is whole and was recorded for `record` (this beat's listing);
+    None otherwise (no listing to compare, no file, damaged, another listing)."""
+    if record is None:
+        return None
+    try:
+        data = jsonio.read_bounded(path, CAP)
+    except (OSError, CorruptFile):
+        return None
+    head, _, payload = data.partition(b"\n")
+    if head != MAGIC + xxhash.xxh3_128_hexdigest(payload).encode():
+        return None  # truncated, damaged, another version
+    meta_raw, _, section = payload.partition(b"\n")
+    try:
+        meta = jsonio.loads(meta_raw)
+    except jsonio.JSONDecodeError:
+        return None
+    if not isinstance(meta, dict) or meta.get("record") != list(record):
+        return None  # goals/ is not as it was when this was written: the full pass
+    ids, stamps, items, fenced = (meta.get(k) for k in ("ids", "stamps", "items", "fenced"))
+    if not (
+        isinstance(ids, list)
+        and isinstance(stamps, list)
+        and isinstance(items, dict)
+        and isinstance(fenced, str)
+        and len(ids) == len(stamps) == len(items) == len(fenced)
+        and set(map(type, ids)) | set(map(type, stamps)) | set(map(type, items.values())) <= {str}
+        and set(fenced) <= {"0", "1"}
+    ):
+        return None
+    return Side(record, ids, stamps=stamps, items=items, fenced=fenced, section=section)
+
+
+def save(
+    path: Path,
+    record: tuple[str, str],
+    found: Sequence[tuple[str, str | None]],
+    digests: Sequence[str],
+    fenced: Sequence[bool],
+) -> None:
+    """Record the goal side for `record`: `found` the listing's (id, stamp) in id order,
+    `digests` and `fenced` each goal's, in the same order (the caller has checked that
+    the world hashed each goal at its listed stamp)."""
+    items = {f"goal:{goal_id}": d for (goal_id, _), d in zip(found, digests, strict=True)}
+    meta = {
+        "record": list(record),
+        "ids": [goal_id for goal_id, _ in found],
+        "stamps": [stamp for _, stamp in found],
+        "items": items,
+        "fenced": "".join("1" if f else "0" for f in fenced),
+    }
+    payload = jsonio.dumps(meta) + b"\n" + world.framed(items)
+    data = MAGIC + xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload
+    with contextlib.suppress(OSError):  # a cache: a beat that cannot write it goes on
+        jsonio.atomic_write(path, data, durable=False)
