@@ -28,8 +28,6 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-import xxhash
-
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile
 
@@ -85,7 +83,7 @@ def load(path: Path, record: tuple[str, str] | None) -> Side | None:
     except (OSError, CorruptFile):
         return None
     head, _, payload = data.partition(b"\n")
-    if head != MAGIC + xxhash.xxh3_128_hexdigest(payload).encode():
+    if head != MAGIC + world.digest(payload).encode():
         return None  # truncated, damaged, another version
     meta_raw, _, section = payload.partition(b"\n")
     try:
@@ -127,6 +125,6 @@ def save(
         "fenced": "".join("1" if f else "0" for f in fenced),
     }
     payload = jsonio.dumps(meta) + b"\n" + world.framed(items)
-    data = MAGIC + xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload
+    data = MAGIC + world.digest(payload).encode() + b"\n" + payload
     with contextlib.suppress(OSError):  # a cache: a beat that cannot write it goes on
         jsonio.atomic_write(path, data, durable=False)

@@ -234,11 +234,7 @@ def _damage(wd: Paths, how: str) -> None:
 
 
 def _write_whole(wd: Paths, payload: bytes) -> None:
-    import xxhash
-
-    wd.goals_seen.write_bytes(
-        goalside.MAGIC + xxhash.xxh3_128_hexdigest(payload).encode() + b"\n" + payload
-    )
+    wd.goals_seen.write_bytes(goalside.MAGIC + digest(payload).encode() + b"\n" + payload)
 
 
 DAMAGE = (
