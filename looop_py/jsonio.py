@@ -44,7 +44,7 @@ def dumps(value: Any, *, pretty: bool = False) -> bytes:
     return orjson.dumps(value, option=option)
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | memoryview | str) -> Any:
     return orjson.loads(data)
 
 

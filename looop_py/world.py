@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 PREFIX = "xxh3:"
 
 
-def digest(data: bytes) -> str:
+def digest(data: bytes | memoryview) -> str:
     return PREFIX + xxhash.xxh3_128_hexdigest(data)
 
 
@@ -100,7 +100,7 @@ def hashes(items: Mapping[str, str]) -> tuple[str, str]:
 
 
 def hashes_framed(
-    head: Mapping[str, str], goals_framed: bytes, tail: Mapping[str, str]
+    head: Mapping[str, str], goals_framed: bytes | memoryview, tail: Mapping[str, str]
 ) -> tuple[str, str]:
     """`hashes` of `{**head, **goals, **tail}` given the goal items already framed
     (`framed(goals)`, kept beside the listing that vouches for them: workdir/goalside.py):

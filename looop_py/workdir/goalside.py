@@ -26,17 +26,21 @@ all, for the current listing: state/ is looop's own.)
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from typing import TYPE_CHECKING
 
 from looop_py import jsonio, world
-from looop_py.errors import CorruptFile
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-MAGIC = b"looop goals-seen 1 "
-CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~1.5 MB)
+MAGIC = b"looop goals-seen 2 "
+CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~2 MB)
+# The file: `MAGIC DIGEST` (of all that follows), the listing's record as one line (read
+# first: a beat whose listing differs reads no more), the JSON of the goals, the framing.
+_FIRST = 4096  # bytes read to compare the record
 
 
 class Side:
@@ -54,7 +58,7 @@ class Side:
         stamps: list[str],
         items: dict[str, str],
         fenced: str,
-        section: bytes,
+        section: bytes | memoryview,
     ) -> None:
         self.record = record
         self.ids = ids
@@ -78,20 +82,24 @@ def load(path: Path, record: tuple[str, str] | None) -> Side | None:
     None otherwise (no listing to compare, no file, damaged, another listing)."""
     if record is None:
         return None
-    try:
-        data = jsonio.read_bounded(path, CAP)
-    except (OSError, CorruptFile):
+    line = _record_line(record)
+    data = _read(path, line)
+    if data is None:
         return None
-    head, _, payload = data.partition(b"\n")
-    if head != MAGIC + world.digest(payload).encode():
-        return None  # truncated, damaged, another version
-    meta_raw, _, section = payload.partition(b"\n")
+    head_end = data.find(b"\n")
+    view = memoryview(data)
+    if data[:head_end] != MAGIC + world.digest(view[head_end + 1 :]).encode():
+        return None  # truncated, damaged, another version, or replaced since the first read
+    meta_start = head_end + 2 + len(line)
+    meta_end = data.find(b"\n", meta_start)
+    if meta_end < 0 or data[head_end + 1 : meta_start] != line + b"\n":
+        return None
     try:
-        meta = jsonio.loads(meta_raw)
+        meta = jsonio.loads(view[meta_start:meta_end])
     except jsonio.JSONDecodeError:
         return None
-    if not isinstance(meta, dict) or meta.get("record") != list(record):
-        return None  # goals/ is not as it was when this was written: the full pass
+    if not isinstance(meta, dict):
+        return None
     ids, stamps, items, fenced = (meta.get(k) for k in ("ids", "stamps", "items", "fenced"))
     if not (
         isinstance(ids, list)
@@ -103,7 +111,36 @@ def load(path: Path, record: tuple[str, str] | None) -> Side | None:
         and set(fenced) <= {"0", "1"}
     ):
         return None
-    return Side(record, ids, stamps=stamps, items=items, fenced=fenced, section=section)
+    return Side(
+        record, ids, stamps=stamps, items=items, fenced=fenced, section=view[meta_end + 1 :]
+    )
+
+
+def _read(path: Path, line: bytes) -> bytes | None:
+    """The file's bytes if it is a regular file under CAP whose record line is `line`; the
+    first read is a few KB: a beat whose listing differs reads no more."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > CAP:
+            return None
+        first = os.read(fd, _FIRST)
+        head_end = first.find(b"\n")
+        if head_end < 0 or first[head_end + 1 : head_end + 2 + len(line)] != line + b"\n":
+            return None  # goals/ is not as it was recorded: the full pass
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, st.st_size + 1)  # one read: a regular file gives all of it
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _record_line(record: tuple[str, str]) -> bytes:
+    return f"{record[0]} {record[1]}".encode("utf-8", "surrogateescape")
 
 
 def save(
@@ -118,13 +155,13 @@ def save(
     the world hashed each goal at its listed stamp)."""
     items = {f"goal:{goal_id}": d for (goal_id, _), d in zip(found, digests, strict=True)}
     meta = {
-        "record": list(record),
         "ids": [goal_id for goal_id, _ in found],
         "stamps": [stamp for _, stamp in found],
         "items": items,
         "fenced": "".join("1" if f else "0" for f in fenced),
     }
-    payload = jsonio.dumps(meta) + b"\n" + world.framed(items)
-    data = MAGIC + world.digest(payload).encode() + b"\n" + payload
+    parts = [_record_line(record), b"\n", jsonio.dumps(meta), b"\n", world.framed(items)]
+    body = b"".join(parts)
+    del parts, items, meta
     with contextlib.suppress(OSError):  # a cache: a beat that cannot write it goes on
-        jsonio.atomic_write(path, data, durable=False)
+        jsonio.atomic_write(path, MAGIC + world.digest(body).encode() + b"\n" + body, durable=False)

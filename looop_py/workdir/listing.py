@@ -78,10 +78,15 @@ class Seen:
             self._ok = False
 
     def goals(self, names: list[str], flat: list[int]) -> None:
-        """Goals by name, each with its five stat numbers in `flat` (as `goal` takes them)."""
-        if self._ok:
+        """Goals by name, each with its five stat numbers in `flat` (as `goal` takes them).
+        The first lists given are kept, not copied (the caller only reads them after)."""
+        if not self._ok:
+            return
+        if self._names:
             self._names += names
             self._numbers += flat
+        else:
+            self._names, self._numbers = names, flat
 
     def spoil(self) -> None:
         """An .md entry that is no goal: the survey counts it among the goals, the world not."""

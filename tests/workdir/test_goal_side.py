@@ -208,7 +208,10 @@ def test_an_unsafe_name_or_a_link_out_of_the_work_dir_is_refused_as_before(wd: P
 
 def _damage(wd: Paths, how: str) -> None:
     data = wd.goals_seen.read_bytes()
-    _, _, payload = data.partition(b"\n")
+    _, _, payload = data.partition(b"\n")  # MAGIC DIGEST, then the record, the JSON, the framing
+    line, _, rest = payload.partition(b"\n")
+    meta_raw, _, section = rest.partition(b"\n")
+    meta = json.loads(meta_raw)
     if how == "truncated":
         wd.goals_seen.write_bytes(data[: len(data) // 2])
     elif how == "a byte flipped":
@@ -219,22 +222,17 @@ def _damage(wd: Paths, how: str) -> None:
     elif how == "not this format":
         wd.goals_seen.write_bytes(b'{"v": 1, "goals": {}}\n')
     elif how == "another listing, checksum and all":  # an old file, a copy from elsewhere
-        meta_raw, _, section = payload.partition(b"\n")
-        meta = json.loads(meta_raw)
-        meta["record"][1] = meta["record"][1].replace("g goals ", "g goals 9")
-        forged = json.dumps(meta).encode() + b"\n" + section
-        _write_whole(wd, forged)
+        _write_whole(wd, line.replace(b"g goals ", b"g goals 9"), meta_raw, section)
     elif how == "a shape that does not fit, checksum and all":
-        meta_raw, _, section = payload.partition(b"\n")
-        meta = json.loads(meta_raw)
         meta["ids"] = meta["ids"][:-1]
-        _write_whole(wd, json.dumps(meta).encode() + b"\n" + section)
+        _write_whole(wd, line, json.dumps(meta).encode(), section)
     elif how == "not JSON, checksum and all":
-        _write_whole(wd, b"{not json\n" + payload.partition(b"\n")[2])
+        _write_whole(wd, line, b"{not json", section)
 
 
-def _write_whole(wd: Paths, payload: bytes) -> None:
-    wd.goals_seen.write_bytes(goalside.MAGIC + digest(payload).encode() + b"\n" + payload)
+def _write_whole(wd: Paths, line: bytes, meta: bytes, section: bytes) -> None:
+    body = line + b"\n" + meta + b"\n" + section
+    wd.goals_seen.write_bytes(goalside.MAGIC + digest(body).encode() + b"\n" + body)
 
 
 DAMAGE = (
