@@ -157,7 +157,7 @@ def parse_committed(data: Any) -> Committed:
     if not isinstance(data, dict):
         return Committed()
     items = data.get("items")
-    if not isinstance(items, dict) or not all(isinstance(v, str) for v in items.values()):
+    if not isinstance(items, dict) or not set(map(type, items.values())) <= {str}:
         return Committed()
     digest = data.get("hash")
     return Committed(
