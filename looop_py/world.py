@@ -113,6 +113,12 @@ def hashes_framed(
     return PREFIX + whole.hexdigest(), PREFIX + policy.hexdigest()
 
 
+def digester() -> tuple[Callable[[bytes], object], Callable[[], str]]:
+    """(update, result): `digest` of all the bytes given to update, in parts."""
+    h = xxhash.xxh3_128()
+    return h.update, lambda: PREFIX + h.hexdigest()
+
+
 def framed(items: Mapping[str, str]) -> bytes:
     """The items as the world hash frames them: each key and value prefixed by its length."""
     out: list[bytes] = []

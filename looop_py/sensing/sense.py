@@ -17,6 +17,7 @@ from looop_py.sensing.probes import Seen
 from looop_py.workdir.environ import child_env
 from looop_py.workdir.goals import (
     GoalFile,
+    may_remember,
     outside_link,
     read_goals,
     read_playbook_stamped,
@@ -102,7 +103,7 @@ def sense(
     if side is None:
         items = world.build_items_digested(playbook, ((g.id, g.digest) for g in goals), signals)
         hashes = world.hashes(items)
-        if persist:
+        if persist and may_remember(wd, goals):
             remember(wd, goals)
     else:  # goals/ as recorded (workdir/goalside.py): its goal items, already framed
         first = world.build_items_digested(playbook, (), ())

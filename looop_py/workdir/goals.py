@@ -257,14 +257,22 @@ def maybe_fenced(wd: WorkDir) -> list[tuple[str, str]]:
     return [(g, s) for g, s in found if s is not None and ((hit := known.get(g)) is None or hit[1])]
 
 
-def remember(wd: WorkDir, goals: Sequence[GoalFile]) -> None:
-    """Record the goal side for this beat's listing (workdir/goalside.py) when the world
-    hashed every listed goal at the stamp it was listed with and the listing is settled."""
+def may_remember(wd: WorkDir, goals: Sequence[GoalFile]) -> bool:
+    """Whether this beat's goal side may be recorded (workdir/goalside.py): none is yet for
+    this listing, the listing is settled, and the world hashed every listed goal at the
+    stamp it was listed with."""
     found, _, record, may = _listed(wd)
-    if may is not True or record is None or [(g.id, g.stamp) for g in goals] != found:
-        return  # recorded already, or not one goalside may vouch for
+    return may is True and record is not None and [(g.id, g.stamp) for g in goals] == found
+
+
+def remember(wd: WorkDir, goals: Sequence[GoalFile]) -> None:
+    """Record the goal side (`may_remember` said so): each goal's digest and fence."""
+    found, _, record, _ = _listed(wd)
+    if record is None:
+        return
+    fenced = "".join(["1" if g.fenced else "0" for g in goals])
     goalside.save(
-        wd.paths.goals_seen, record, found, [g.digest for g in goals], [g.fenced for g in goals]
+        wd.paths.goals_seen, record, found, digests=[g.digest for g in goals], fenced=fenced
     )
 
 

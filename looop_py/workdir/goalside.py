@@ -33,14 +33,17 @@ from typing import TYPE_CHECKING
 from looop_py import jsonio, world
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
-MAGIC = b"looop goals-seen 2 "
+MAGIC = b"looop goals-seen 3"
 CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~2 MB)
-# The file: `MAGIC DIGEST` (of all that follows), the listing's record as one line (read
-# first: a beat whose listing differs reads no more), the JSON of the goals, the framing.
+# The file: MAGIC, the listing's record as one line (read first: a beat whose listing
+# differs reads no more), the JSON of the goals as one line, the goal items framed, then
+# the digest of all that came before it (`world.digest`: xxh3: and 32 hex digits).
 _FIRST = 4096  # bytes read to compare the record
+_DIGEST = 37
+_FRAMED = 1024  # goal items framed per part written
 
 
 class Side:
@@ -86,13 +89,12 @@ def load(path: Path, record: tuple[str, str] | None) -> Side | None:
     data = _read(path, line)
     if data is None:
         return None
-    head_end = data.find(b"\n")
     view = memoryview(data)
-    if data[:head_end] != MAGIC + world.digest(view[head_end + 1 :]).encode():
-        return None  # truncated, damaged, another version, or replaced since the first read
-    meta_start = head_end + 2 + len(line)
+    if len(data) < _DIGEST or data[-_DIGEST:] != world.digest(view[:-_DIGEST]).encode():
+        return None  # truncated, damaged, or replaced since the first read
+    meta_start = len(MAGIC) + 2 + len(line)
     meta_end = data.find(b"\n", meta_start)
-    if meta_end < 0 or data[head_end + 1 : meta_start] != line + b"\n":
+    if meta_end < 0 or data[:meta_start] != MAGIC + b"\n" + line + b"\n":
         return None
     try:
         meta = jsonio.loads(view[meta_start:meta_end])
@@ -100,19 +102,25 @@ def load(path: Path, record: tuple[str, str] | None) -> Side | None:
         return None
     if not isinstance(meta, dict):
         return None
-    ids, stamps, items, fenced = (meta.get(k) for k in ("ids", "stamps", "items", "fenced"))
+    ids, stamps, digests, fenced = (meta.get(k) for k in ("ids", "stamps", "digests", "fenced"))
     if not (
         isinstance(ids, list)
         and isinstance(stamps, list)
-        and isinstance(items, dict)
+        and isinstance(digests, list)
         and isinstance(fenced, str)
-        and len(ids) == len(stamps) == len(items) == len(fenced)
-        and set(map(type, ids)) | set(map(type, stamps)) | set(map(type, items.values())) <= {str}
+        and len(ids) == len(stamps) == len(digests) == len(fenced)
+        and set(map(type, ids)) | set(map(type, stamps)) | set(map(type, digests)) <= {str}
         and set(fenced) <= {"0", "1"}
     ):
         return None
+    items = dict(zip(["goal:" + goal_id for goal_id in ids], digests, strict=True))
     return Side(
-        record, ids, stamps=stamps, items=items, fenced=fenced, section=view[meta_end + 1 :]
+        record,
+        ids,
+        stamps=stamps,
+        items=items,
+        fenced=fenced,
+        section=view[meta_end + 1 : -_DIGEST],
     )
 
 
@@ -127,10 +135,8 @@ def _read(path: Path, line: bytes) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > CAP:
             return None
-        first = os.read(fd, _FIRST)
-        head_end = first.find(b"\n")
-        if head_end < 0 or first[head_end + 1 : head_end + 2 + len(line)] != line + b"\n":
-            return None  # goals/ is not as it was recorded: the full pass
+        if os.read(fd, _FIRST)[: len(MAGIC) + 2 + len(line)] != MAGIC + b"\n" + line + b"\n":
+            return None  # another version, or goals/ is not as it was recorded: the full pass
         os.lseek(fd, 0, os.SEEK_SET)
         return os.read(fd, st.st_size + 1)  # one read: a regular file gives all of it
     except OSError:
@@ -147,21 +153,31 @@ def save(
     path: Path,
     record: tuple[str, str],
     found: Sequence[tuple[str, str | None]],
-    digests: Sequence[str],
-    fenced: Sequence[bool],
+    *,
+    digests: list[str],
+    fenced: str,
 ) -> None:
     """Record the goal side for `record`: `found` the listing's (id, stamp) in id order,
-    `digests` and `fenced` each goal's, in the same order (the caller has checked that
-    the world hashed each goal at its listed stamp)."""
-    items = {f"goal:{goal_id}": d for (goal_id, _), d in zip(found, digests, strict=True)}
-    meta = {
-        "ids": [goal_id for goal_id, _ in found],
-        "stamps": [stamp for _, stamp in found],
-        "items": items,
-        "fenced": "".join("1" if f else "0" for f in fenced),
-    }
-    parts = [_record_line(record), b"\n", jsonio.dumps(meta), b"\n", world.framed(items)]
-    body = b"".join(parts)
-    del parts, items, meta
+    each goal's item digest and fence ("0"/"1") in the same order (the caller has checked
+    that the world hashed each goal at its listed stamp). Written part by part, the digest
+    last: at 10,000 goals no part is over ~0.6 MB (a full beat's memory peaks about then)."""
+    update, result = world.digester()
+
+    def parts() -> Iterator[bytes]:
+        yield MAGIC + b"\n"
+        yield _record_line(record) + b"\n"
+        yield b'{"digests":' + jsonio.dumps(digests) + b',"fenced":' + jsonio.dumps(fenced)
+        yield b',"ids":' + jsonio.dumps([goal_id for goal_id, _ in found]) + b',"stamps":'
+        yield jsonio.dumps([stamp for _, stamp in found]) + b"}\n"
+        for i in range(0, len(found), _FRAMED):
+            chunk = zip(found[i : i + _FRAMED], digests[i : i + _FRAMED], strict=True)
+            yield world.framed({f"goal:{goal_id}": d for (goal_id, _), d in chunk})
+
+    def hashed() -> Iterator[bytes]:
+        for part in parts():
+            update(part)
+            yield part
+        yield result().encode()
+
     with contextlib.suppress(OSError):  # a cache: a beat that cannot write it goes on
-        jsonio.atomic_write(path, MAGIC + world.digest(body).encode() + b"\n" + body, durable=False)
+        jsonio.atomic_write(path, hashed(), durable=False)

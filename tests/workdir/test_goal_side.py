@@ -208,8 +208,8 @@ def test_an_unsafe_name_or_a_link_out_of_the_work_dir_is_refused_as_before(wd: P
 
 def _damage(wd: Paths, how: str) -> None:
     data = wd.goals_seen.read_bytes()
-    _, _, payload = data.partition(b"\n")  # MAGIC DIGEST, then the record, the JSON, the framing
-    line, _, rest = payload.partition(b"\n")
+    # MAGIC, the record, the JSON, the framing, then the digest of all that
+    _, line, rest = data[: -len(digest(b""))].split(b"\n", 2)
     meta_raw, _, section = rest.partition(b"\n")
     meta = json.loads(meta_raw)
     if how == "truncated":
@@ -228,11 +228,13 @@ def _damage(wd: Paths, how: str) -> None:
         _write_whole(wd, line, json.dumps(meta).encode(), section)
     elif how == "not JSON, checksum and all":
         _write_whole(wd, line, b"{not json", section)
+    elif how == "the digest alone":
+        wd.goals_seen.write_bytes(digest(b"").encode())
 
 
 def _write_whole(wd: Paths, line: bytes, meta: bytes, section: bytes) -> None:
-    body = line + b"\n" + meta + b"\n" + section
-    wd.goals_seen.write_bytes(goalside.MAGIC + digest(body).encode() + b"\n" + body)
+    body = goalside.MAGIC + b"\n" + line + b"\n" + meta + b"\n" + section
+    wd.goals_seen.write_bytes(body + digest(body).encode())
 
 
 DAMAGE = (
@@ -243,6 +245,7 @@ DAMAGE = (
     "another listing, checksum and all",
     "a shape that does not fit, checksum and all",
     "not JSON, checksum and all",
+    "the digest alone",
 )
 
 
