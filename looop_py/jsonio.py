@@ -79,7 +79,7 @@ def atomic_write(
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{_thread.get_native_id()}{TMP_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
     try:
-        for part in [data] if isinstance(data, bytes) else data:
+        for part in [data] if isinstance(data, bytes | bytearray | memoryview) else data:
             view = memoryview(part)
             while view:
                 view = view[os.write(fd, view) :]
