@@ -346,16 +346,23 @@ def init(self, *a, **k):
     real_init(self, *a, **k)
 goals.GoalFile.__init__ = init
 goalcache.load = lambda wd: built.append("cache") or real_load(wd)
+real_known = goals._known
+def known(folder, side):
+    made = real_known(folder, side)
+    built.extend(["known"] * len(made))
+    return made
+goals._known = known
 result = pulse.beat(wd, force=True)
 print(json.dumps({"outcome": result.outcome.value, "opens": opens,
-                  "cache": built.count("cache"), "built": built.count(1)}))
+                  "cache": built.count("cache"), "init": built.count(1),
+                  "known": built.count("known")}))
 """
 
 
 def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Paths) -> None:
     """Counted in a fresh interpreter: with goals/ as recorded, a forced beat opens no plain
     goal (at most the fenced one, which the rules decider reads), loads no goal cache, and
-    builds one GoalFile per goal, once."""
+    builds one GoalFile per goal, once, from the recorded side."""
     wd.config.write_text('[decider]\nbackend = "rules"\n')
     _goals_dir(wd)
     _recorded(wd)
@@ -366,5 +373,5 @@ def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Pa
     assert opened == {"goals/fenced.md": 1}, "a plain goal was opened, or the fenced one twice"
     assert "state/goals-cache.json" not in found["opens"]
     assert found["cache"] == 0, "the goal cache was loaded"
-    assert found["built"] == N + 1
+    assert (found["init"], found["known"]) == (0, N + 1), "one GoalFile per goal, from the side"
     assert found["opens"].get("state/goals-seen.bin") == 1
