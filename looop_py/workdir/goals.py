@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,37 +167,43 @@ def _listed(wd: WorkDir) -> Listed:
 def _scan_now(wd: WorkDir) -> Listed:
     """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, what the
     seal's survey may take of the listing (workdir/listing.py), and the goal side recorded
-    for this listing (workdir/goalside.py) if there is one. One stat per goal (DirEntry's,
-    following a link as a read does), shared by the loop index, SENSE and the seal; names
-    only, no Path per goal.
+    for this listing (workdir/goalside.py) if there is one. One lstat per goal (and a stat
+    of a link, following it as a read does), shared by the loop index, SENSE and the seal;
+    names only, no Path per goal.
 
-    A first pass takes each .md entry's name and stat numbers; when none is a link or
-    went, and the listing is the one recorded, that is all (a recorded listing held only
-    safe names). Otherwise a second pass checks and stamps each goal."""
+    A first pass takes each .md entry's name and lstat; when none is a link or went and the
+    listing is the one recorded, that is all (it held only safe names). Else a second pass."""
     seen = listing.Seen(str(wd.paths.goals))
     try:
-        entries = os.scandir(wd.paths.goals)
+        fd = os.open(wd.paths.goals, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return [], {}, None, False
+    try:
+        return _scan_at(wd, fd, seen)
+    finally:
+        os.close(fd)
+
+
+def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
+    """`_scan_now` with goals/ open as `fd`: each name lstat'ed relative to it (no path
+    walk from the root per goal, as the survey's goals line does)."""
     names: list[str] = []
     flat: list[int] = []
-    odd: list[os.DirEntry[str]] = []  # .md links, and those whose stat failed
-    with entries:
-        for entry in entries:
-            name = entry.name
-            if name[-3:] != ".md":
-                seen.other(entry)  # no goal: a name (a .sh file: its lstat)
-                continue
-            if entry.is_symlink():
-                odd.append(entry)
-                continue
-            try:
-                st = entry.stat()
-            except OSError:
-                odd.append(entry)
-                continue
-            names.append(name)
-            flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    odd: list[tuple[str, bool]] = []  # .md links, and those whose lstat failed: (name, linked)
+    for name in os.listdir(fd):
+        if name[-3:] != ".md":
+            seen.other(name, fd)  # no goal: a name (a .sh file: its lstat)
+            continue
+        try:
+            st = os.lstat(name, dir_fd=fd)
+        except OSError:
+            odd.append((name, False))
+            continue
+        if stat.S_ISLNK(st.st_mode):  # its stat is its target's
+            odd.append((name, True))
+            continue
+        names.append(name)
+        flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
     seen.goals(names, flat)
     record = None if odd else seen.record()
     if side := goalside.load(wd.paths.goals_seen, record):
@@ -212,25 +219,24 @@ def _scan_now(wd: WorkDir) -> Listed:
             refused[goal_id] = whole_dir
         else:
             found.append((goal_id, world.STAT_TEXT % tuple(flat[5 * i : 5 * i + 5])))
-    for entry in odd:
-        goal_id = entry.name[:-3]
+    for name, linked in odd:
+        goal_id = name[:-3]
         # Not only regular files: reading a directory or a FIFO names the problem
         # instead of skipping the goal in silence.
         if not is_safe_segment(goal_id):
-            seen.other(entry)
+            seen.other(name, fd)
             continue
-        linked = entry.is_symlink()
-        why = whole_dir or (linked and outside_link(wd, Path(entry.path), linked=True))
+        why = whole_dir or (linked and outside_link(wd, wd.paths.goals / name, linked=True))
         if why:
             refused[goal_id] = why
             continue
         try:
-            st = entry.stat()  # a link's: the read follows it
+            st = os.stat(name, dir_fd=fd)  # a link's: the read follows it
             nums = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
         except OSError:
             nums = None  # gone, or a link to nowhere: the read says which
         found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
-        seen.goal(entry.name, None if linked else nums)
+        seen.goal(name, None if linked else nums)
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
     if odd:
         record = seen.record()

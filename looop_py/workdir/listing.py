@@ -60,22 +60,27 @@ class Seen:
         else:
             self._ok = False
 
-    def other(self, entry: os.DirEntry[str]) -> None:
-        """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat."""
-        name = entry.name
+    def other(self, name: str, folder_fd: int) -> None:
+        """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat,
+        taken relative to goals/'s descriptor."""
         if not name.endswith((".md", ".sh")):
             self._bare.append(name)
             return
-        if name.endswith(".md") or entry.is_symlink():
+        if name.endswith(".md"):
             self._ok = False  # the survey counts it among the goals, the world does not
             return
         try:
-            st = entry.stat(follow_symlinks=False)
-            self.goal(name, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+            st = os.lstat(name, dir_fd=folder_fd)
         except FileNotFoundError:
             self.goal(name, GONE)
+            return
         except OSError:
             self._ok = False
+            return
+        if stat.S_ISLNK(st.st_mode):
+            self._ok = False  # a linked .sh: its lstat is not what a read follows
+        else:
+            self.goal(name, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
 
     def goals(self, names: list[str], flat: list[int]) -> None:
         """Goals by name, each with its five stat numbers in `flat` (as `goal` takes them).
