@@ -9,6 +9,8 @@ a branch, or a release and main). Per install, work dirs as bench/scaling.py bui
   full100    `looop pulse --force -q` at 100 goals (the full beat's fixed cost)
   quiet10k   `looop pulse -q` at 10,000 goals, sealed
   full10k    `looop pulse --force -q` at 10,000 goals
+  full10k1   the same, with one goal rewritten before each beat (not timed): goals/ is not
+             as the last beat listed it, so its goal side is worked out again
 Each round runs every case of both installs once, the order reversed every other round;
 2 warm-up rounds are dropped. Prints per install and case the median wall ms, median CPU
 ms (user+sys of the child, from wait4) and max RSS, and the ratios to quiet100 of the
@@ -50,6 +52,11 @@ def workdir(venv: Path, tag: str, goals: int) -> Path:
     return root
 
 
+def edit_one(root: Path, n: int) -> None:
+    """Rewrite one goal (another text each round): the next beat lists goals/ changed."""
+    (root / "goals" / "goal-04242.md").write_text(f"# Goal 4242\n\nKeep thing {n} tidy.\n")
+
+
 def timed(argv: list[str]) -> tuple[float, float, float]:
     start = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
@@ -65,7 +72,9 @@ CASES = {  # goals, pulse args
     "full100": (100, ("--force",)),
     "quiet10k": (10000, ()),
     "full10k": (10000, ("--force",)),
+    "full10k1": (10000, ("--force",)),
 }
+PREP = {"full10k1": edit_one}  # run before each timed beat of that case
 
 
 def main() -> None:
@@ -81,6 +90,8 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             order = list(dirs.items()) if n % 2 else list(reversed(dirs.items()))
             for key, root in order:
+                if key[1] in PREP:
+                    PREP[key[1]](root, n)
                 looop = str(VENVS[key[0]] / "bin" / "looop")
                 argv = [looop, "-C", str(root), "pulse", "-q", *CASES[key[1]][1]]
                 samples[key].append(timed(argv))

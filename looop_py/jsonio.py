@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import orjson
@@ -44,7 +44,7 @@ def dumps(value: Any, *, pretty: bool = False) -> bytes:
     return orjson.dumps(value, option=option)
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | memoryview | str) -> Any:
     return orjson.loads(data)
 
 
@@ -66,8 +66,11 @@ def number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
-    """Replace `path` with `data` so that no reader or crash ever sees half a file.
+def atomic_write(
+    path: Path, data: bytes | Iterable[bytes], *, mode: int | None = None, durable: bool = True
+) -> None:
+    """Replace `path` with `data` (bytes, or parts written one after another: a large file
+    is never joined in memory) so that no reader or crash ever sees half a file.
 
     `durable=False` skips the fsync: still atomic for readers and for a writer
     that dies, only a power loss may roll it back (fine for state that dies
@@ -76,9 +79,10 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None, durable: b
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{_thread.get_native_id()}{TMP_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        for part in [data] if isinstance(data, bytes | bytearray | memoryview) else data:
+            view = memoryview(part)
+            while view:
+                view = view[os.write(fd, view) :]
         if durable:
             os.fsync(fd)
     except BaseException as exc:

@@ -18,13 +18,13 @@ import xxhash
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any, Final
 
 PREFIX = "xxh3:"
 
 
-def digest(data: bytes) -> str:
+def digest(data: bytes | memoryview) -> str:
     return PREFIX + xxhash.xxh3_128_hexdigest(data)
 
 
@@ -95,14 +95,44 @@ def hashes(items: Mapping[str, str]) -> tuple[str, str]:
     the items a human edits (PLAYBOOK.md, the goals) in the map's order; a change to them
     cuts a backoff short (beat/decide.py). SENSE works both out once, not the goals twice."""
     whole, policy = xxhash.xxh3_128(), xxhash.xxh3_128()
-    update, update_policy = whole.update, policy.update
+    _feed(items, whole.update, policy.update)
+    return PREFIX + whole.hexdigest(), PREFIX + policy.hexdigest()
+
+
+def hashes_framed(
+    head: Mapping[str, str], goals_framed: bytes | memoryview, tail: Mapping[str, str]
+) -> tuple[str, str]:
+    """`hashes` of `{**head, **goals, **tail}` given the goal items already framed
+    (`framed(goals)`, kept beside the listing that vouches for them: workdir/goalside.py):
+    the same two hashes with no pass over 10,000 goal items."""
+    whole, policy = xxhash.xxh3_128(), xxhash.xxh3_128()
+    _feed(head, whole.update, policy.update)
+    whole.update(goals_framed)
+    policy.update(goals_framed)
+    _feed(tail, whole.update, policy.update)
+    return PREFIX + whole.hexdigest(), PREFIX + policy.hexdigest()
+
+
+def digester() -> tuple[Callable[[bytes], object], Callable[[], str]]:
+    """(update, result): `digest` of all the bytes given to update, in parts."""
+    h = xxhash.xxh3_128()
+    return h.update, lambda: PREFIX + h.hexdigest()
+
+
+def framed(items: Mapping[str, str]) -> bytes:
+    """The items as the world hash frames them: each key and value prefixed by its length."""
+    out: list[bytes] = []
+    _feed(items, out.append, None)
+    return b"".join(out)
+
+
+def _feed(items: Mapping[str, str], update: Callable[[bytes], object], update_policy: Any) -> None:
     for key, value in items.items():
         k, v = key.encode("utf-8"), value.encode("utf-8")
-        framed = b"".join((len(k).to_bytes(8, "big"), k, len(v).to_bytes(8, "big"), v))
-        update(framed)
-        if key[:5] == "goal:" or key == "playbook":
-            update_policy(framed)
-    return PREFIX + whole.hexdigest(), PREFIX + policy.hexdigest()
+        frame = b"".join((len(k).to_bytes(8, "big"), k, len(v).to_bytes(8, "big"), v))
+        update(frame)
+        if update_policy is not None and (key[:5] == "goal:" or key == "playbook"):
+            update_policy(frame)
 
 
 class Change:

@@ -19,7 +19,8 @@ from typing import Any
 from looop_py import jsonio
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import LooopError
-from looop_py.workdir.goals import GoalFile, frontmatter
+from looop_py.workdir.frontmatter import frontmatter
+from looop_py.workdir.goals import GoalFile
 from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5
@@ -114,17 +115,15 @@ class RulesDecider:
         (at 10,000 goals a full beat opens only the fenced ones, and the one it starts)."""
         changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
         specs: dict[str, _Spec] = {}
-        readable: set[str] = set()  # a goal that cannot be read triggers nothing
-        for goal in request.goals:
-            if goal.error is not None:
+        # A goal that cannot be read (or whose frontmatter does not parse) triggers nothing.
+        readable = {g.id for g in request.goals if g.error is None}
+        for goal in [g for g in request.goals if g.fenced and g.error is None]:
+            try:
+                meta, _ = frontmatter(goal.text())
+            except LooopError:
+                readable.discard(goal.id)
                 continue
-            if goal.fenced:
-                try:
-                    meta, _ = frontmatter(goal.text())
-                except LooopError:
-                    continue
-                specs[goal.id] = (meta, goal)
-            readable.add(goal.id)
+            specs[goal.id] = (meta, goal)
         try:
             stored = jsonio.read_json(request.state_dir / PENDING, {})
         except LooopError:

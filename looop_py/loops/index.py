@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio
 from looop_py.errors import LooopError
-from looop_py.workdir import goalcache
-from looop_py.workdir.goals import frontmatter, goal_stamps, read_goal_once
+from looop_py.workdir.frontmatter import frontmatter
+from looop_py.workdir.goals import maybe_fenced, read_goal_once
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir
@@ -42,14 +42,10 @@ def _index(wd: WorkDir, *, save: bool) -> dict[str, dict[str, Any]]:
         entries = {}  # a cache that does not fit is rebuilt from the goal files
     fresh: dict[str, Any] = {}
     changed = False
-    stamps = goal_stamps(wd)  # the stat goals/ was listed with: taken once
-    known = goalcache.hits(wd, stamps)  # what SENSE will ask too
-    for goal_id, stamp in stamps:
-        if stamp is None:
-            continue  # gone, or a link to nowhere or to itself: not a loop
-        hit = known.get(goal_id)
-        if hit is not None and not hit[1]:
-            continue  # no `---` fence, says the goal cache: not a loop, and no entry here
+    # The stat goals/ was listed with, taken once, of the goals that may open a `---` fence:
+    # a goal with none (says the goal side or cache) is no loop and has no entry here; nor
+    # does one gone, or a link to nowhere or to itself.
+    for goal_id, stamp in maybe_fenced(wd):
         entry = entries.get(goal_id)
         held = entry if isinstance(entry, str) else _get(entry, "stamp")
         if held != stamp:

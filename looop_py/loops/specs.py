@@ -18,13 +18,8 @@ from looop_py.engine.spec import LOOP_KEYS, LoopSpec, LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.workdir import config, goals, provenance
 from looop_py.workdir.context import WorkDir
-from looop_py.workdir.goals import (
-    frontmatter,
-    goal_paths,
-    outside_link,
-    read_goal,
-    render_frontmatter,
-)
+from looop_py.workdir.frontmatter import frontmatter, render_frontmatter
+from looop_py.workdir.goals import goal_paths, outside_link, read_goal
 from looop_py.workdir.paths import Paths
 
 

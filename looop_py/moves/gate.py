@@ -44,7 +44,8 @@ from looop_py.moves.union import (
 from looop_py.workdir import provenance
 from looop_py.workdir.config import Config
 from looop_py.workdir.context import WorkDir
-from looop_py.workdir.goals import frontmatter, outside_link
+from looop_py.workdir.frontmatter import frontmatter
+from looop_py.workdir.goals import outside_link
 from looop_py.workers import runtimes
 
 SHOWN_LIMIT = 48 * 1024  # an ask shows at most this much of a script or diff, then says so

@@ -162,15 +162,15 @@ def goals(seen: Seen) -> Snapshot:
         if ledger is not None and seen.persist:  # a ledger that does not fit is rebuilt
             with contextlib.suppress(OSError):
                 box.delete("state", GOAL_ACTIVITY)
-    detail: dict[str, Any] = {}
-    never = {"last_acted": None}  # one row for every goal never acted on: 10,000 share it
-    for goal_id in seen.goal_ids:
-        last = acted.get(goal_id)
-        last = float(last) if isinstance(last, int | float) else None
-        seen.last_acted[goal_id] = last
-        # No age here: it would change every beat and rewrite the snapshot; the
-        # prompt computes it when it shows the probe (decide.gather_prompt).
-        detail[goal_id] = never if last is None else {"last_acted": last}
+    # One row for every goal never acted on (10,000 share it), built in one C call; then
+    # the goals the ledger knows. No age here: it would change every beat and rewrite the
+    # snapshot; the prompt computes it when it shows the probe (decide.gather_prompt).
+    detail: dict[str, Any] = dict.fromkeys(seen.goal_ids, {"last_acted": None})  # noqa: RUF024
+    seen.last_acted.update(dict.fromkeys(seen.goal_ids))
+    for goal_id, last in acted.items():
+        if goal_id in detail and isinstance(last, int | float):
+            seen.last_acted[goal_id] = float(last)
+            detail[goal_id] = {"last_acted": float(last)}
     return {"signal": {}, "detail": {"goals": detail}}
 
 
@@ -262,7 +262,7 @@ def run_probes(
     `goals` are the goal files this beat read (the probes list no directory
     twice); `persist=False` keeps the probes from saving anything under state/.
     """
-    seen = Seen(wd, now, tuple(g.id for g in goals), persist)
+    seen = Seen(wd, now, tuple([g.id for g in goals]), persist)
     out: list[tuple[str, Snapshot]] = []
     for stem, probe in PROBES:
         try:

@@ -16,7 +16,15 @@ from looop_py.records import record
 from looop_py.sensing import probes, sensors
 from looop_py.sensing.probes import Seen
 from looop_py.workdir.environ import child_env
-from looop_py.workdir.goals import GoalFile, outside_link, read_goals, read_playbook_stamped
+from looop_py.workdir.goals import (
+    GoalFile,
+    may_remember,
+    outside_link,
+    read_goals,
+    read_playbook_stamped,
+    remember,
+)
+from looop_py.workdir.goals import side as goal_side
 from looop_py.workdir.paths import Paths
 from looop_py.world import stat_text
 
@@ -91,11 +99,18 @@ def sense(
         jsonio.write_json_if_changed(wd.paths.snapshot(stem), snap)
         snapshots[stem] = snap
     playbook, playbook_stat = read_playbook_stamped(wd)
-    items = world.build_items_digested(
-        playbook,
-        ((g.id, g.digest) for g in goals),
-        ((stem, snap.get("signal")) for stem, snap in snapshots.items()),
-    )
+    signals = ((stem, snap.get("signal")) for stem, snap in snapshots.items())
+    side = goal_side(wd)
+    if side is None:
+        items = world.build_items_digested(playbook, ((g.id, g.digest) for g in goals), signals)
+        hashes = world.hashes(items)
+        if persist and may_remember(wd, goals):
+            remember(wd, goals)
+    else:  # goals/ as recorded (workdir/goalside.py): its goal items, already framed
+        first = world.build_items_digested(playbook, (), ())
+        rest = world.build_items_digested(None, (), signals)
+        items = {**first, **side.items, **rest}
+        hashes = world.hashes_framed(first, side.section, rest)
     read = {}  # goals keep their own stamp (GoalFile.stamp): no second table of 10,000
     if playbook_stat is not None:
         read["PLAYBOOK.md"] = (stat_text(playbook_stat), 0.0, 0.0)
@@ -105,7 +120,7 @@ def sense(
             read[f"sensors/{sensor.name}.sh"] = head
     return World(
         items,
-        *world.hashes(items),
+        *hashes,
         tuple(readings),
         snapshots,
         probed,
@@ -144,7 +159,7 @@ def parse_committed(data: Any) -> Committed:
     if not isinstance(data, dict):
         return Committed()
     items = data.get("items")
-    if not isinstance(items, dict) or not all(isinstance(v, str) for v in items.values()):
+    if not isinstance(items, dict) or not set(map(type, items.values())) <= {str}:
         return Committed()
     digest = data.get("hash")
     return Committed(

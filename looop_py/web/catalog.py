@@ -19,6 +19,7 @@ from looop_py.web import data
 from looop_py.workdir import goals as goal_files
 from looop_py.workdir import shelf
 from looop_py.workdir.context import WorkDir
+from looop_py.workdir.frontmatter import frontmatter
 
 GOALS_PAGE = 100
 READINGS_SHOWN = 50
@@ -28,7 +29,7 @@ ROUNDS_DETAILED = 20  # a goal's newest rounds shown with their maker's and chec
 def _meta(body: bytes) -> tuple[dict[str, Any], str, str | None]:
     text = body.decode("utf-8", "replace")
     try:
-        meta, rest = goal_files.frontmatter(text)
+        meta, rest = frontmatter(text)
     except Exception as exc:
         return {}, text, f"frontmatter: {exc}"
     return meta, rest, None

@@ -40,7 +40,7 @@ class Seen:
     numbers go into one flat list beside its name, no tuple per goal: at 10,000 goals the
     listing held ~1.4 MB of tuples while the beat's memory peaked."""
 
-    __slots__ = ("_bare", "_folder", "_names", "_numbers", "_ok")
+    __slots__ = ("_bare", "_folder", "_names", "_numbers", "_ok", "now_ns")
 
     def __init__(self, folder: str) -> None:
         self._names: list[str] = []  # the goals (and .sh files), in listing order
@@ -48,33 +48,58 @@ class Seen:
         self._bare: list[str] = []  # the other names: the survey takes no stat of them
         self._folder: str | None = None
         self._ok = True
+        self.now_ns = 0  # when goals/ was stat'ed (the clock file times come from)
         try:
             st = os.lstat(folder)  # before the entries: a later change moves it
         except OSError:
             self._ok = False
             return
-        now_ns = time.time_ns()  # the clock file times come from, not the work dir's
+        now_ns = self.now_ns = time.time_ns()  # the clock file times come from, not the wd's
         if stat.S_ISDIR(st.st_mode) and max(st.st_mtime_ns, st.st_ctime_ns) <= now_ns - RACY_NS:
             self._folder = stat_text(st)
         else:
             self._ok = False
 
-    def other(self, entry: os.DirEntry[str]) -> None:
-        """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat."""
-        name = entry.name
+    def other(self, name: str, folder_fd: int) -> None:
+        """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat,
+        taken relative to goals/'s descriptor."""
         if not name.endswith((".md", ".sh")):
             self._bare.append(name)
             return
-        if name.endswith(".md") or entry.is_symlink():
+        if name.endswith(".md"):
             self._ok = False  # the survey counts it among the goals, the world does not
             return
         try:
-            st = entry.stat(follow_symlinks=False)
-            self.goal(name, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+            st = os.lstat(name, dir_fd=folder_fd)
         except FileNotFoundError:
             self.goal(name, GONE)
+            return
         except OSError:
             self._ok = False
+            return
+        if stat.S_ISLNK(st.st_mode):
+            self._ok = False  # a linked .sh: its lstat is not what a read follows
+        else:
+            self.goal(name, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+
+    def goals(self, names: list[str], flat: list[int]) -> None:
+        """Goals by name, each with its five stat numbers in `flat` (as `goal` takes them).
+        The first lists given are kept, not copied (the caller only reads them after)."""
+        if not self._ok:
+            return
+        if self._names:
+            self._names += names
+            self._numbers += flat
+        else:
+            self._names, self._numbers = names, flat
+
+    def spoil(self) -> None:
+        """An .md entry that is no goal: the survey counts it among the goals, the world not."""
+        self._ok = False
+
+    @property
+    def ok(self) -> bool:
+        return self._ok
 
     def goal(self, name: str, nums: tuple[int, int, int, int, int] | None) -> None:
         """A goal by the numbers (inode, size, mtime and ctime in ns, mode) of the stat the
@@ -92,11 +117,18 @@ class Seen:
         names, flat = self._names, self._numbers
         numbers: list[int] = []
         add = numbers.extend
-        for i in sorted(range(len(names)), key=names.__getitem__):  # names are unique
+        order = sorted(range(len(names)), key=names.__getitem__)  # names are unique
+        for i in order:
             add(flat[5 * i : 5 * i + 5])
-        names += self._bare
-        names.sort()
-        return self._folder, f"g goals {len(names)} {listing_digest(names, numbers)}"
+        every = sorted([*names, *self._bare]) if self._bare else [names[i] for i in order]
+        return self._folder, f"g goals {len(every)} {listing_digest(every, numbers)}"
+
+    def settled(self) -> bool:
+        """Whether every goal's mtime and ctime are at least RACY_NS before goals/ was listed:
+        a later write to any of them changes its stat (goalcache.trusted, for all at once)."""
+        flat = self._numbers
+        newest = max(max(flat[2::5], default=0), max(flat[3::5], default=0))
+        return self._ok and newest <= self.now_ns - RACY_NS
 
 
 def for_seal(

@@ -135,6 +135,10 @@ class Paths:
         return self.state / "goals-cache.json"
 
     @property
+    def goals_seen(self) -> Path:
+        return self.state / "goals-seen.bin"
+
+    @property
     def round_reports(self) -> Path:
         return self.state / "round-reports.json"
 

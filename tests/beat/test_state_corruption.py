@@ -172,6 +172,7 @@ STATE_FILES = [
     "state/loop-schedule.json",
     "state/loops-index.json",
     "state/goals-cache.json",
+    "state/goals-seen.bin",
     "state/rules-pending.json",
     "state/backoff.json",
     "state/spend.json",

@@ -23,7 +23,7 @@ from looop_py.engine.budget import DEFAULT_MAX_WALL_S, BudgetError
 from looop_py.engine.spec import LoopSpecError, is_loop
 from looop_py.errors import UsageError
 from looop_py.loops.specs import spec_from_goal
-from looop_py.workdir.goals import GoalError, frontmatter
+from looop_py.workdir.frontmatter import GoalError, frontmatter
 from tests.conftest import open_wd
 
 # -- levels ------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from looop_py.beat.pulse import beat
 from looop_py.errors import CorruptFile
 from looop_py.sensing.sensors import interpret
 from looop_py.workdir import goals as goals_mod
-from looop_py.workdir.goals import GoalError, frontmatter, read_goals, read_playbook
+from looop_py.workdir.frontmatter import GoalError, frontmatter
+from looop_py.workdir.goals import read_goals, read_playbook
 from looop_py.workdir.paths import Paths
 from tests.beat.test_decide import Seq
 from tests.conftest import invoke_looop, open_wd, write_sensor

@@ -1,0 +1,183 @@
+"""state/goals-seen.bin: the goal side of the world as a full beat last listed goals/, kept
+beside the listing that vouches for it.
+
+Most full beats at 10,000 goals run because a sensor changed (or `--force`), while goals/ is
+exactly as it was. One listing proves that, as the quiet beat's seal does: goals/'s own stat
+and one digest of every entry's name and stat (workdir/listing.py `Seen`, the survey's
+`g goals` line). When this beat's listing is the one recorded here, every goal is at the
+stat whose bytes the recorded digest hashed, so the beat takes the goal side from this file
+(ids, stamps, digests, fences, and the goal items framed as the world hash frames them)
+instead of the goal cache and one object per goal per pass.
+
+It is written only when it can vouch, by a beat whose listing:
+- the seal could take (`Seen.record`: no link, no .md that is no goal, goals/ not changed
+  within RACY_NS of the listing), with nothing refused;
+- holds every goal at the stamp its hashed bytes were read or known at (no error, none
+  changed while read);
+- is settled: every goal's mtime and ctime at least RACY_NS before the listing, so a later
+  write, even one in the same tick of the file system's clock, changes a stat.
+
+A file that does not parse, fails its checksum or records another listing is ignored, and
+the beat takes the full pass (which writes it afresh). It is a cache, never trusted over the
+listing. (As with the goal cache, what it cannot catch is a file forged whole, checksum and
+all, for the current listing: state/ is looop's own.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from typing import TYPE_CHECKING
+
+from looop_py import jsonio, world
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+
+MAGIC = b"looop goals-seen 3"
+CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~2 MB)
+# The file: MAGIC, the listing's record as one line (read first: a beat whose listing
+# differs reads no more), the JSON of the goals as one line, the goal items framed, then
+# the digest of all that came before it (`world.digest`: xxh3: and 32 hex digits).
+_FIRST = 4096  # bytes read to compare the record
+_DIGEST = 37
+_FRAMED = 1024  # goal items framed per part written
+
+
+class Side:
+    """The goal side as recorded: `record` the listing's (goals/'s stat text, `g goals`
+    line), then per goal in id order its id, stamp, item digest and fence ("0"/"1"), the
+    goal items ({"goal:<id>": digest}) and those items framed (`world.framed`)."""
+
+    __slots__ = ("fenced", "ids", "items", "record", "section", "stamps")
+
+    def __init__(
+        self,
+        record: tuple[str, str],
+        ids: list[str],
+        *,
+        stamps: list[str],
+        items: dict[str, str],
+        fenced: str,
+        section: bytes | memoryview,
+    ) -> None:
+        self.record = record
+        self.ids = ids
+        self.stamps = stamps
+        self.items = items
+        self.fenced = fenced
+        self.section = section
+
+    def fenced_stamps(self) -> list[tuple[str, str]]:
+        """(id, stamp) of the goals that open a `---` fence (the only ones that may be loops)."""
+        out, ids, stamps, flags = [], self.ids, self.stamps, self.fenced
+        i = flags.find("1")
+        while i >= 0:
+            out.append((ids[i], stamps[i]))
+            i = flags.find("1", i + 1)
+        return out
+
+
+def load(path: Path, record: tuple[str, str] | None) -> Side | None:
+    """The recorded side if it is whole and was recorded for `record` (this beat's listing);
+    None otherwise (no listing to compare, no file, damaged, another listing)."""
+    if record is None:
+        return None
+    line = _record_line(record)
+    data = _read(path, line)
+    if data is None:
+        return None
+    view = memoryview(data)
+    if len(data) < _DIGEST or data[-_DIGEST:] != world.digest(view[:-_DIGEST]).encode():
+        return None  # truncated, damaged, or replaced since the first read
+    meta_start = len(MAGIC) + 2 + len(line)
+    meta_end = data.find(b"\n", meta_start)
+    if meta_end < 0 or data[:meta_start] != MAGIC + b"\n" + line + b"\n":
+        return None
+    try:
+        meta = jsonio.loads(view[meta_start:meta_end])
+    except jsonio.JSONDecodeError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    ids, stamps, digests, fenced = (meta.get(k) for k in ("ids", "stamps", "digests", "fenced"))
+    if not (
+        isinstance(ids, list)
+        and isinstance(stamps, list)
+        and isinstance(digests, list)
+        and isinstance(fenced, str)
+        and len(ids) == len(stamps) == len(digests) == len(fenced)
+        and set(map(type, ids)) | set(map(type, stamps)) | set(map(type, digests)) <= {str}
+        and set(fenced) <= {"0", "1"}
+    ):
+        return None
+    items = dict(zip(["goal:" + goal_id for goal_id in ids], digests, strict=True))
+    return Side(
+        record,
+        ids,
+        stamps=stamps,
+        items=items,
+        fenced=fenced,
+        section=view[meta_end + 1 : -_DIGEST],
+    )
+
+
+def _read(path: Path, line: bytes) -> bytes | None:
+    """The file's bytes if it is a regular file under CAP whose record line is `line`; the
+    first read is a few KB: a beat whose listing differs reads no more."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > CAP:
+            return None
+        if os.read(fd, _FIRST)[: len(MAGIC) + 2 + len(line)] != MAGIC + b"\n" + line + b"\n":
+            return None  # another version, or goals/ is not as it was recorded: the full pass
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, st.st_size + 1)  # one read: a regular file gives all of it
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _record_line(record: tuple[str, str]) -> bytes:
+    return f"{record[0]} {record[1]}".encode("utf-8", "surrogateescape")
+
+
+def save(
+    path: Path,
+    record: tuple[str, str],
+    found: Sequence[tuple[str, str | None]],
+    *,
+    digests: list[str],
+    fenced: str,
+) -> None:
+    """Record the goal side for `record`: `found` the listing's (id, stamp) in id order,
+    each goal's item digest and fence ("0"/"1") in the same order (the caller has checked
+    that the world hashed each goal at its listed stamp). Written part by part, the digest
+    last: at 10,000 goals no part is over ~0.6 MB (a full beat's memory peaks about then)."""
+    update, result = world.digester()
+
+    def parts() -> Iterator[bytes]:
+        yield MAGIC + b"\n"
+        yield _record_line(record) + b"\n"
+        yield b'{"digests":' + jsonio.dumps(digests) + b',"fenced":' + jsonio.dumps(fenced)
+        yield b',"ids":' + jsonio.dumps([goal_id for goal_id, _ in found]) + b',"stamps":'
+        yield jsonio.dumps([stamp for _, stamp in found]) + b"}\n"
+        for i in range(0, len(found), _FRAMED):
+            chunk = zip(found[i : i + _FRAMED], digests[i : i + _FRAMED], strict=True)
+            yield world.framed({f"goal:{goal_id}": d for (goal_id, _), d in chunk})
+
+    def hashed() -> Iterator[bytes]:
+        for part in parts():
+            update(part)
+            yield part
+        yield result().encode()
+
+    with contextlib.suppress(OSError):  # a cache: a beat that cannot write it goes on
+        jsonio.atomic_write(path, hashed(), durable=False)
