@@ -375,3 +375,19 @@ def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Pa
     assert found["cache"] == 0, "the goal cache was loaded"
     assert (found["init"], found["known"]) == (0, N + 1), "one GoalFile per goal, from the side"
     assert found["opens"].get("state/goals-seen.bin") == 1
+
+
+def test_goals_moved_out_of_the_work_dir_and_linked_back_are_refused(wd: Paths) -> None:
+    """The same folder, the same entries, the same stats, reached through a link out of
+    the work dir: the record's listing does not vouch for it (goals/ is lstat'ed), and
+    every goal is refused as the full pass refuses it."""
+    _goals_dir(wd)
+    _recorded(wd)
+    away = wd.root.parent / "goals-away"
+    wd.goals.rename(away)
+    wd.goals.symlink_to(away)
+    _settle(wd.goals)
+    seen, from_side = _sensed(wd)
+    assert not from_side
+    _same_world(seen, _full_pass(wd))
+    assert all(g.error and "outside the work dir" in g.error for g in seen.goals) and seen.goals
