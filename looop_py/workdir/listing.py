@@ -123,6 +123,18 @@ class Seen:
         every = sorted([*names, *self._bare]) if self._bare else [names[i] for i in order]
         return self._folder, f"g goals {len(every)} {listing_digest(every, numbers)}"
 
+    def key(self) -> tuple[str, str] | None:
+        """(goals/'s stat text, `k GOALS ENTRIES DIGEST`): the listing in the order listdir
+        gave it, for state/goals-seen.bin to be compared against (workdir/goalside.py). No
+        sort: the same entries at the same stats list in the same order while goals/'s own
+        stat holds, and an equal key is an equal listing, so the recorded `record()` is this
+        one's; an order that moved is only a miss (the full pass)."""
+        if not self._ok or self._folder is None:
+            return None
+        names, bare = self._names, self._bare
+        every = [*names, *bare] if bare else names
+        return self._folder, f"k {len(names)} {len(every)} {listing_digest(every, self._numbers)}"
+
     def settled(self) -> bool:
         """Whether every goal's mtime and ctime are at least RACY_NS before goals/ was listed:
         a later write to any of them changes its stat (goalcache.trusted, for all at once)."""
