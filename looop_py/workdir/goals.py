@@ -302,7 +302,7 @@ def refused(wd: WorkDir) -> dict[str, str]:
 
 def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
     """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
-    return functools.partial(listing.for_seal, *_scan(wd))
+    return functools.partial(listing.for_seal, *_scan(wd), known=s.held if (s := side(wd)) else ())
 
 
 def notice(what: str, why: str) -> bytes:
@@ -433,6 +433,7 @@ def _known(folder: Path, side: Side) -> list[GoalFile]:
         goal.id, goal.folder, goal._body, goal.error = goal_id, folder, None, None
         goal.stamp, goal.digest, goal.fenced = stamp, digest, flag == "1"
         add(goal)
+    side.held = tuple(out)  # the seal's listing knows these at the listed stamps
     return out
 
 

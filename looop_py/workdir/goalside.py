@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
 
+    from looop_py.workdir.listing import Held
+
 MAGIC = b"looop goals-seen 4"
 CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~2 MB)
 # The file: MAGIC, the listing's key as one line (`Seen.key`, in listdir's order: read
@@ -54,7 +56,7 @@ class Side:
     line), then per goal in id order its id, stamp, item digest and fence ("0"/"1"), the
     goal items ({"goal:<id>": digest}) and those items framed (`world.framed`)."""
 
-    __slots__ = ("fenced", "ids", "items", "record", "section", "stamps")
+    __slots__ = ("fenced", "held", "ids", "items", "record", "section", "stamps")
 
     def __init__(
         self,
@@ -72,6 +74,7 @@ class Side:
         self.items = items
         self.fenced = fenced
         self.section = section
+        self.held: tuple[Held, ...] = ()  # the goals made from it (workdir/goals.py `_known`)
 
     def fenced_stamps(self) -> list[tuple[str, str]]:
         """(id, stamp) of the goals that open a `---` fence (the only ones that may be loops)."""

@@ -148,10 +148,17 @@ def for_seal(
     refused: dict[str, str],
     record: tuple[str, str] | None,
     held: Sequence[Held],
+    *,
+    known: Sequence[Held] = (),
 ) -> tuple[str, str, dict[str, str]] | None:
-    """The listing as the seal's survey takes it (sensing/survey.py `Listed`), or None."""
-    # Held in the listing's order (SENSE reads in it), each at its listed stamp: one compare.
-    if record is None or refused or [(g.id, g.stamp) for g in held] != list(found):
+    """The listing as the seal's survey takes it (sensing/survey.py `Listed`), or None.
+    `known`: the goals made from the recorded side at the listed stamps (workdir/goalside.py);
+    held being those very objects, no goal is compared again."""
+    if record is None or refused:
+        return None
+    # Held in the listing's order (SENSE reads in it), each at its listed stamp: one compare
+    # (none when held is the side's own goals: a tuple compare of identities, in C).
+    if not (known and known == held) and [(g.id, g.stamp) for g in held] != list(found):
         return None
     stats = {f"goals/{gid}.md": s for gid, s in found if s is not None}
     if len(stats) != len(found):  # a goal gone or unreadable while listed: not vouched

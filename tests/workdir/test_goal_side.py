@@ -361,10 +361,16 @@ goals._known = known
 from looop_py.workdir import listing
 real_record = listing.Seen.record
 listing.Seen.record = lambda self: built.append("sorted") or real_record(self)
+real_for_seal = listing.for_seal
+def for_seal(*a, known=(), **k):
+    built.append("own" if known and known == a[3] else "other")
+    return real_for_seal(*a, known=known, **k)
+listing.for_seal = for_seal
 result = pulse.beat(wd, force=True)
 print(json.dumps({"outcome": result.outcome.value, "opens": opens,
                   "cache": built.count("cache"), "init": built.count(1),
-                  "known": built.count("known"), "sorted": built.count("sorted")}))
+                  "known": built.count("known"), "sorted": built.count("sorted"),
+                  "seal": [b for b in built if b in ("own", "other")]}))
 """
 
 
@@ -386,6 +392,7 @@ def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Pa
     assert (found["init"], found["known"]) == (0, N + 1), "one GoalFile per goal, from the side"
     assert found["opens"].get("state/goals-seen.bin") == 1
     assert found["sorted"] == 0, "the listing was sorted though goals/ is as recorded"
+    assert found["seal"] == ["own"], "the seal compared the side's own goals one by one"
 
 
 def test_goals_moved_out_of_the_work_dir_and_linked_back_are_refused(wd: Paths) -> None:

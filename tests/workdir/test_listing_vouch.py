@@ -63,3 +63,45 @@ def test_the_listed_stamps_are_the_stat_text_spelling(wd: Paths) -> None:
         old = f"{st.st_ino}.{st.st_size}.{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_mode}"
         assert found[goal_id] == old == world.stat_text(st), goal_id
     assert found["dangling"] is None
+
+
+def test_the_side_s_own_goals_are_vouched_for_only_when_held_are_those_very_objects() -> None:
+    """`known` (the goals made from the recorded side) spares the compare only when the world
+    holds those very goals; any other goal, even one equal by value, is compared, and one held
+    at another stamp is not vouched for."""
+    known = tuple(_held(FOUND))
+    for why, held in {
+        "another stamp": [FOUND[0], ("a-b", "2.11.100.100.33188"), FOUND[2]],
+        "one missing": FOUND[:2],
+        "another order": [FOUND[1], FOUND[0], FOUND[2]],
+    }.items():
+        assert listing.for_seal(FOUND, {}, RECORD, tuple(_held(held)), known=known) is None, why
+    assert listing.for_seal(FOUND, {}, RECORD, (), known=()) is None, "nothing held"
+
+
+class Unread:
+    """A goal whose id and stamp count their reads."""
+
+    reads = 0
+
+    def __init__(self, goal_id: str, stamp: str | None) -> None:
+        self._pair = (goal_id, stamp)
+
+    @property
+    def id(self) -> str:
+        Unread.reads += 1
+        return self._pair[0]
+
+    @property
+    def stamp(self) -> str | None:
+        Unread.reads += 1
+        return self._pair[1]
+
+
+def test_the_side_s_own_goals_are_not_compared_one_by_one() -> None:
+    held = tuple(Unread(g, s) for g, s in FOUND)
+    Unread.reads = 0
+    got = listing.for_seal(FOUND, {}, RECORD, held, known=tuple(held))
+    assert got is not None and Unread.reads == 0, "the side's own goals were read one by one"
+    assert listing.for_seal(FOUND, {}, RECORD, held) == got
+    assert Unread.reads == 2 * len(FOUND), "without `known` each goal is compared"
