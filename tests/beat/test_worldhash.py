@@ -83,3 +83,23 @@ def test_diff_of_equal_maps_looks_up_no_item_and_any_change_is_still_found() -> 
         assert diff(items, changed) == [Change(key, items[key], "x")]
         assert diff(changed, items) == [Change(key, "x", items[key])]
     assert diff(items, {**items, "goal:new": "n"}) == [Change("goal:new", None, "n")]
+
+
+def test_a_sensed_world_holds_one_snap_item_per_snapshot_sorted_and_last(wd: Paths) -> None:
+    """beat/decide.py takes the flap streaks' snap: items by the snapshots' names, not by a
+    pass over every item: that is the same map, in the same order, only while this holds."""
+    import time
+
+    from looop_py.sensing.sense import sense
+    from tests.conftest import write_sensor
+
+    write_sensor(wd, "zeta", 'echo \'{"signal": {"n": 1}}\'\n')
+    write_sensor(wd, "alpha", "exit 3\n")  # a broken sensor is a snapshot too
+    for i in range(30):
+        (wd.goals / f"g{i}.md").write_text(f"# {i}\n")
+    w = open_wd(wd)
+    with w.memo.scope():
+        seen = sense(w, time.time(), persist=False)
+    snaps = [k for k in seen.items if k.startswith("snap:")]
+    assert len(snaps) > 2 and snaps == sorted(f"snap:{stem}" for stem in seen.snapshots)
+    assert list(seen.items)[-len(snaps) :] == snaps, "snap: items come last"
