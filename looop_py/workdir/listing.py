@@ -22,6 +22,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Protocol
 
 from looop_py.workdir.goalcache import RACY_NS
@@ -115,12 +116,13 @@ class Seen:
         if not self._ok or self._folder is None:
             return None
         names, flat = self._names, self._numbers
-        numbers: list[int] = []
-        add = numbers.extend
         order = sorted(range(len(names)), key=names.__getitem__)  # names are unique
-        for i in order:
-            add(flat[5 * i : 5 * i + 5])
-        every = sorted([*names, *self._bare]) if self._bare else [names[i] for i in order]
+        numbers = flat[:]  # in name order: each of the five columns taken at once, in C
+        if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
+            pick = itemgetter(*order)
+            for k in range(5):
+                numbers[k::5] = pick(flat[k::5])
+        every = sorted([*names, *self._bare]) if self._bare else list(map(names.__getitem__, order))
         return self._folder, f"g goals {len(every)} {listing_digest(every, numbers)}"
 
     def key(self) -> tuple[str, str] | None:
