@@ -3,11 +3,12 @@ beside the listing that vouches for it.
 
 Most full beats at 10,000 goals run because a sensor changed (or `--force`), while goals/ is
 exactly as it was. One listing proves that, as the quiet beat's seal does: goals/'s own stat
-and one digest of every entry's name and stat (workdir/listing.py `Seen`, the survey's
-`g goals` line). When this beat's listing is the one recorded here, every goal is at the
-stat whose bytes the recorded digest hashed, so the beat takes the goal side from this file
-(ids, stamps, digests, fences, and the goal items framed as the world hash frames them)
-instead of the goal cache and one object per goal per pass.
+and one digest of every entry's name and stat (workdir/listing.py `Seen.key`, taken in the
+order listdir gives them: no sort). When this beat's listing is the one recorded here, every
+goal is at the stat whose bytes the recorded digest hashed, so the beat takes the goal side
+from this file (ids, stamps, digests, fences, the goal items framed as the world hash frames
+them, and the seal's sorted `g goals` line) instead of the goal cache and one object per
+goal per pass.
 
 It is written only when it can vouch, by a beat whose listing:
 - the seal could take (`Seen.record`: no link, no .md that is no goal, goals/ not changed
