@@ -179,6 +179,8 @@ def _clip(value: str | None, limit: int) -> str | None:
 
 def diff(old: Mapping[str, str], new: Mapping[str, str]) -> list[Change]:
     """What changed between two item maps, in the new map's order, then what went."""
+    if old == new:  # one compare in C: a forced beat at 10,000 goals often changed nothing
+        return []
     changes = [Change(k, old.get(k), v) for k, v in new.items() if old.get(k) != v]
     changes += [Change(k, v, None) for k, v in old.items() if k not in new]
     return changes

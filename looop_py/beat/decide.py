@@ -192,7 +192,11 @@ def _prompt(
     Not built ("") for a backend that reads none: no goal is read for it, the last shell
     output waits for a decide that shows it, and the readings' `since` is not advanced."""
     held = limits.load_flap(wd)
-    flap_state, _ = limits.flap_update(held, seen.items)
+    # The world's snap: items are one per snapshot (world.py: sorted by stem): taken by
+    # name, not by a pass over every item (10,000 goals).
+    snap_keys = sorted(f"snap:{stem}" for stem in seen.snapshots)
+    snaps = {k: v for k in snap_keys if (v := seen.items.get(k)) is not None}
+    flap_state, _ = limits.flap_update(held, snaps)
     if {"v": 1, **flap_state} != held:  # a beat where no signal moved leaves it as it was
         limits.save_flap(wd, flap_state)
     if not build:

@@ -116,12 +116,12 @@ class RulesDecider:
         changed_sensors = {n for c in request.changed if (n := _sensor_name(c.item))}
         specs: dict[str, _Spec] = {}
         # A goal that cannot be read (or whose frontmatter does not parse) triggers nothing.
-        readable = {g.id for g in request.goals if g.error is None}
+        unparsed: set[str] = set()
         for goal in [g for g in request.goals if g.fenced and g.error is None]:
             try:
                 meta, _ = frontmatter(goal.text())
             except LooopError:
-                readable.discard(goal.id)
+                unparsed.add(goal.id)
                 continue
             specs[goal.id] = (meta, goal)
         try:
@@ -130,6 +130,8 @@ class RulesDecider:
             stored = {}
         queued = stored.get("pending") if isinstance(stored, dict) else None
         queued = queued if isinstance(queued, list) else []  # a damaged cache starts empty
+        # Only a queue that holds something needs the readable goals (at 10,000: one pass).
+        readable = {g.id for g in request.goals if g.error is None} - unparsed if queued else ()
         pending = [g for g in queued if isinstance(g, str) and g in readable]
         for goal_id, (meta, _) in specs.items():
             on = meta.get("on") or []

@@ -151,12 +151,14 @@ def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str 
 
 Scan = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | None]
 # The listing, and the goal side recorded for it (None: goals/ is not as it was recorded,
-# and the beat takes the full pass) or whether it may be recorded (settled, `Seen.settled`).
-Listed = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | None, Side | bool]
+# and the beat takes the full pass) or whether it may be recorded (settled, `Seen.settled`),
+# and the listing's key (`Seen.key`) the side is recorded under.
+Pair = tuple[str, str] | None
+Listed = tuple[list[tuple[str, str | None]], dict[str, str], Pair, Side | bool, Pair]
 
 
 def _scan(wd: WorkDir) -> Scan:
-    found, refused, record, _ = _listed(wd)
+    found, refused, record, _, _ = _listed(wd)
     return list(found), dict(refused), record
 
 
@@ -177,7 +179,7 @@ def _scan_now(wd: WorkDir) -> Listed:
     try:
         fd = os.open(wd.paths.goals, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
-        return [], {}, None, False
+        return [], {}, None, False, None
     try:
         return _scan_at(wd, fd, seen)
     finally:
@@ -205,9 +207,9 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
         names.append(name)
         flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
     seen.goals(names, flat)
-    record = None if odd else seen.record()
-    if side := goalside.load(wd.paths.goals_seen, record):
-        return list(zip(side.ids, side.stamps, strict=True)), {}, record, side
+    key = None if odd else seen.key()
+    if side := goalside.load(wd.paths.goals_seen, key):
+        return list(zip(side.ids, side.stamps, strict=True)), {}, side.record, side, key
     found: list[tuple[str, str | None]] = []
     refused: dict[str, str] = {}
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
@@ -238,11 +240,8 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
         found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
         seen.goal(name, None if linked else nums)
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
-    if odd:
-        record = seen.record()
-    elif not seen.ok:
-        record = None
-    return found, refused, record, record is not None and not refused and seen.settled()
+    record = seen.record()  # None once an entry spoilt it
+    return found, refused, record, record is not None and not refused and seen.settled(), key
 
 
 def side(wd: WorkDir) -> Side | None:
@@ -254,7 +253,7 @@ def side(wd: WorkDir) -> Side | None:
 def maybe_fenced(wd: WorkDir) -> list[tuple[str, str]]:
     """(id, stamp) of the listed goals that may open a `---` fence (and so be loops): all
     but those the goal side or the goal cache knows to open none, and those with no stat."""
-    found, _, _, got = _listed(wd)
+    found, _, _, got, _ = _listed(wd)
     if isinstance(got, Side):
         return got.fenced_stamps()
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
@@ -267,19 +266,18 @@ def may_remember(wd: WorkDir, goals: Sequence[GoalFile]) -> bool:
     """Whether this beat's goal side may be recorded (workdir/goalside.py): none is yet for
     this listing, the listing is settled, and the world hashed every listed goal at the
     stamp it was listed with."""
-    found, _, record, may = _listed(wd)
+    found, _, record, may, _ = _listed(wd)
     return may is True and record is not None and [(g.id, g.stamp) for g in goals] == found
 
 
 def remember(wd: WorkDir, goals: Sequence[GoalFile]) -> None:
     """Record the goal side (`may_remember` said so): each goal's digest and fence."""
-    found, _, record, _ = _listed(wd)
-    if record is None:
+    found, _, record, _, key = _listed(wd)
+    if record is None or key is None:
         return
     fenced = "".join(["1" if g.fenced else "0" for g in goals])
-    goalside.save(
-        wd.paths.goals_seen, record, found, digests=[g.digest for g in goals], fenced=fenced
-    )
+    digests = [g.digest for g in goals]
+    goalside.save(wd.paths.goals_seen, key, record, found, digests=digests, fenced=fenced)
 
 
 def goal_paths(wd: WorkDir) -> list[tuple[str, Path]]:
@@ -304,7 +302,7 @@ def refused(wd: WorkDir) -> dict[str, str]:
 
 def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
     """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
-    return functools.partial(listing.for_seal, *_scan(wd))
+    return functools.partial(listing.for_seal, *_scan(wd), known=s.held if (s := side(wd)) else ())
 
 
 def notice(what: str, why: str) -> bytes:
@@ -381,7 +379,7 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     comes with its digest, and its body is read if someone asks for it. What is read is
     kept in memory up to HELD_CAP in all. `save`: write what was learnt to the cache.
     """
-    found, refused, _, got = _listed(wd)
+    found, refused, _, got, _ = _listed(wd)
     folder = wd.paths.goals
     if isinstance(got, Side):  # goals/ as recorded: each goal known by its stamp, none opened
         return _known(folder, got)
@@ -435,6 +433,7 @@ def _known(folder: Path, side: Side) -> list[GoalFile]:
         goal.id, goal.folder, goal._body, goal.error = goal_id, folder, None, None
         goal.stamp, goal.digest, goal.fenced = stamp, digest, flag == "1"
         add(goal)
+    side.held = tuple(out)  # the seal's listing knows these at the listed stamps
     return out
 
 

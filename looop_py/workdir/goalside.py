@@ -3,11 +3,12 @@ beside the listing that vouches for it.
 
 Most full beats at 10,000 goals run because a sensor changed (or `--force`), while goals/ is
 exactly as it was. One listing proves that, as the quiet beat's seal does: goals/'s own stat
-and one digest of every entry's name and stat (workdir/listing.py `Seen`, the survey's
-`g goals` line). When this beat's listing is the one recorded here, every goal is at the
-stat whose bytes the recorded digest hashed, so the beat takes the goal side from this file
-(ids, stamps, digests, fences, and the goal items framed as the world hash frames them)
-instead of the goal cache and one object per goal per pass.
+and one digest of every entry's name and stat (workdir/listing.py `Seen.key`, taken in the
+order listdir gives them: no sort). When this beat's listing is the one recorded here, every
+goal is at the stat whose bytes the recorded digest hashed, so the beat takes the goal side
+from this file (ids, stamps, digests, fences, the goal items framed as the world hash frames
+them, and the seal's sorted `g goals` line) instead of the goal cache and one object per
+goal per pass.
 
 It is written only when it can vouch, by a beat whose listing:
 - the seal could take (`Seen.record`: no link, no .md that is no goal, goals/ not changed
@@ -36,11 +37,16 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
 
-MAGIC = b"looop goals-seen 3"
+    from looop_py.workdir.listing import Held
+
+MAGIC = b"looop goals-seen 4"
 CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~2 MB)
-# The file: MAGIC, the listing's record as one line (read first: a beat whose listing
-# differs reads no more), the JSON of the goals as one line, the goal items framed, then
-# the digest of all that came before it (`world.digest`: xxh3: and 32 hex digits).
+# The file: MAGIC, the listing's key as one line (`Seen.key`, in listdir's order: read
+# first, a beat whose listing differs reads no more), its record (`Seen.record`, the seal's
+# sorted `g goals` line: an equal key lists the same entries at the same stats, so a beat
+# that matches takes it from here and sorts no names), the JSON of the goals as one line,
+# the goal items framed, then the digest of all that came before it (`world.digest`: xxh3:
+# and 32 hex digits).
 _FIRST = 4096  # bytes read to compare the record
 _DIGEST = 37
 _FRAMED = 1024  # goal items framed per part written
@@ -51,7 +57,7 @@ class Side:
     line), then per goal in id order its id, stamp, item digest and fence ("0"/"1"), the
     goal items ({"goal:<id>": digest}) and those items framed (`world.framed`)."""
 
-    __slots__ = ("fenced", "ids", "items", "record", "section", "stamps")
+    __slots__ = ("fenced", "held", "ids", "items", "record", "section", "stamps")
 
     def __init__(
         self,
@@ -69,6 +75,7 @@ class Side:
         self.items = items
         self.fenced = fenced
         self.section = section
+        self.held: tuple[Held, ...] = ()  # the goals made from it (workdir/goals.py `_known`)
 
     def fenced_stamps(self) -> list[tuple[str, str]]:
         """(id, stamp) of the goals that open a `---` fence (the only ones that may be loops)."""
@@ -80,21 +87,25 @@ class Side:
         return out
 
 
-def load(path: Path, record: tuple[str, str] | None) -> Side | None:
-    """The recorded side if it is whole and was recorded for `record` (this beat's listing);
-    None otherwise (no listing to compare, no file, damaged, another listing)."""
-    if record is None:
+def load(path: Path, key: tuple[str, str] | None) -> Side | None:
+    """The recorded side if it is whole and was recorded for `key` (this beat's listing,
+    `Seen.key`); None otherwise (no listing to compare, no file, damaged, another listing)."""
+    if key is None:
         return None
-    line = _record_line(record)
+    line = _record_line(key)
     data = _read(path, line)
     if data is None:
         return None
     view = memoryview(data)
     if len(data) < _DIGEST or data[-_DIGEST:] != world.digest(view[:-_DIGEST]).encode():
         return None  # truncated, damaged, or replaced since the first read
-    meta_start = len(MAGIC) + 2 + len(line)
+    head = len(MAGIC) + 2 + len(line)
+    meta_start = data.find(b"\n", head) + 1
     meta_end = data.find(b"\n", meta_start)
-    if meta_end < 0 or data[:meta_start] != MAGIC + b"\n" + line + b"\n":
+    if meta_start <= 0 or meta_end < 0 or data[:head] != MAGIC + b"\n" + line + b"\n":
+        return None
+    seal_line = data[head : meta_start - 1].decode("utf-8", "surrogateescape")
+    if not seal_line.startswith("g goals "):
         return None
     try:
         meta = jsonio.loads(view[meta_start:meta_end])
@@ -115,7 +126,7 @@ def load(path: Path, record: tuple[str, str] | None) -> Side | None:
         return None
     items = dict(zip(["goal:" + goal_id for goal_id in ids], digests, strict=True))
     return Side(
-        record,
+        (key[0], seal_line),
         ids,
         stamps=stamps,
         items=items,
@@ -151,21 +162,24 @@ def _record_line(record: tuple[str, str]) -> bytes:
 
 def save(
     path: Path,
+    key: tuple[str, str],
     record: tuple[str, str],
     found: Sequence[tuple[str, str | None]],
     *,
     digests: list[str],
     fenced: str,
 ) -> None:
-    """Record the goal side for `record`: `found` the listing's (id, stamp) in id order,
-    each goal's item digest and fence ("0"/"1") in the same order (the caller has checked
+    """Record the goal side for `key` and its `record` (`Seen.key`, `Seen.record`): `found`
+    the listing's (id, stamp) in id order, each goal's item digest and fence ("0"/"1") in
+    the same order (the caller has checked
     that the world hashed each goal at its listed stamp). Written part by part, the digest
     last: at 10,000 goals no part is over ~0.6 MB (a full beat's memory peaks about then)."""
     update, result = world.digester()
 
     def parts() -> Iterator[bytes]:
         yield MAGIC + b"\n"
-        yield _record_line(record) + b"\n"
+        yield _record_line(key) + b"\n"
+        yield record[1].encode("utf-8", "surrogateescape") + b"\n"
         yield b'{"digests":' + jsonio.dumps(digests) + b',"fenced":' + jsonio.dumps(fenced)
         yield b',"ids":' + jsonio.dumps([goal_id for goal_id, _ in found]) + b',"stamps":'
         yield jsonio.dumps([stamp for _, stamp in found]) + b"}\n"

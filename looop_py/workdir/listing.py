@@ -22,6 +22,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Protocol
 
 from looop_py.workdir.goalcache import RACY_NS
@@ -115,13 +116,26 @@ class Seen:
         if not self._ok or self._folder is None:
             return None
         names, flat = self._names, self._numbers
-        numbers: list[int] = []
-        add = numbers.extend
         order = sorted(range(len(names)), key=names.__getitem__)  # names are unique
-        for i in order:
-            add(flat[5 * i : 5 * i + 5])
-        every = sorted([*names, *self._bare]) if self._bare else [names[i] for i in order]
+        numbers = flat[:]  # in name order: each of the five columns taken at once, in C
+        if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
+            pick = itemgetter(*order)
+            for k in range(5):
+                numbers[k::5] = pick(flat[k::5])
+        every = sorted([*names, *self._bare]) if self._bare else list(map(names.__getitem__, order))
         return self._folder, f"g goals {len(every)} {listing_digest(every, numbers)}"
+
+    def key(self) -> tuple[str, str] | None:
+        """(goals/'s stat text, `k GOALS ENTRIES DIGEST`): the listing in the order listdir
+        gave it, for state/goals-seen.bin to be compared against (workdir/goalside.py). No
+        sort: the same entries at the same stats list in the same order while goals/'s own
+        stat holds, and an equal key is an equal listing, so the recorded `record()` is this
+        one's; an order that moved is only a miss (the full pass)."""
+        if not self._ok or self._folder is None:
+            return None
+        names, bare = self._names, self._bare
+        every = [*names, *bare] if bare else names
+        return self._folder, f"k {len(names)} {len(every)} {listing_digest(every, self._numbers)}"
 
     def settled(self) -> bool:
         """Whether every goal's mtime and ctime are at least RACY_NS before goals/ was listed:
@@ -136,10 +150,17 @@ def for_seal(
     refused: dict[str, str],
     record: tuple[str, str] | None,
     held: Sequence[Held],
+    *,
+    known: Sequence[Held] = (),
 ) -> tuple[str, str, dict[str, str]] | None:
-    """The listing as the seal's survey takes it (sensing/survey.py `Listed`), or None."""
-    # Held in the listing's order (SENSE reads in it), each at its listed stamp: one compare.
-    if record is None or refused or [(g.id, g.stamp) for g in held] != list(found):
+    """The listing as the seal's survey takes it (sensing/survey.py `Listed`), or None.
+    `known`: the goals made from the recorded side at the listed stamps (workdir/goalside.py);
+    held being those very objects, no goal is compared again."""
+    if record is None or refused:
+        return None
+    # Held in the listing's order (SENSE reads in it), each at its listed stamp: one compare
+    # (none when held is the side's own goals: a tuple compare of identities, in C).
+    if not (known and known == held) and [(g.id, g.stamp) for g in held] != list(found):
         return None
     stats = {f"goals/{gid}.md": s for gid, s in found if s is not None}
     if len(stats) != len(found):  # a goal gone or unreadable while listed: not vouched

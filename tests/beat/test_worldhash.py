@@ -57,3 +57,49 @@ def test_world_hash_of_a_fixed_work_dir_is_pinned(wd: Paths) -> None:
 
 
 PINNED_WORLD_HASH = "xxh3:d97b0ded19d407b8678e22c425f01861"
+
+
+class _Looked(dict[str, str]):
+    """An item map that counts the items looked up in it one by one."""
+
+    looks = 0
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        _Looked.looks += 1
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        _Looked.looks += 1
+        return super().__contains__(key)
+
+
+def test_diff_of_equal_maps_looks_up_no_item_and_any_change_is_still_found() -> None:
+    items = {"playbook": "p", **{f"goal:g{i}": f"d{i}" for i in range(1000)}, "snap:s": "1"}
+    _Looked.looks = 0
+    assert diff(_Looked(items), dict(reversed(items.items()))) == []  # order alone is no change
+    assert _Looked.looks == 0, "equal maps were compared item by item"
+    for key in ("playbook", "goal:g500", "snap:s"):
+        changed = {**items, key: "x"}
+        assert diff(items, changed) == [Change(key, items[key], "x")]
+        assert diff(changed, items) == [Change(key, "x", items[key])]
+    assert diff(items, {**items, "goal:new": "n"}) == [Change("goal:new", None, "n")]
+
+
+def test_a_sensed_world_holds_one_snap_item_per_snapshot_sorted_and_last(wd: Paths) -> None:
+    """beat/decide.py takes the flap streaks' snap: items by the snapshots' names, not by a
+    pass over every item: that is the same map, in the same order, only while this holds."""
+    import time
+
+    from looop_py.sensing.sense import sense
+    from tests.conftest import write_sensor
+
+    write_sensor(wd, "zeta", 'echo \'{"signal": {"n": 1}}\'\n')
+    write_sensor(wd, "alpha", "exit 3\n")  # a broken sensor is a snapshot too
+    for i in range(30):
+        (wd.goals / f"g{i}.md").write_text(f"# {i}\n")
+    w = open_wd(wd)
+    with w.memo.scope():
+        seen = sense(w, time.time(), persist=False)
+    snaps = [k for k in seen.items if k.startswith("snap:")]
+    assert len(snaps) > 2 and snaps == sorted(f"snap:{stem}" for stem in seen.snapshots)
+    assert list(seen.items)[-len(snaps) :] == snaps, "snap: items come last"

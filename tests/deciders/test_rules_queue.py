@@ -50,3 +50,52 @@ def test_a_queue_that_moves_is_written_and_one_that_stays_is_not(wd: Paths) -> N
     before = _file(wd)
     assert _decide(wd)["action"] == "noop"  # nothing queued, nothing triggered
     assert _file(wd) == before  # not rewritten: same inode, same mtime
+
+
+def test_a_queued_goal_that_broke_or_went_is_dropped_from_the_queue(wd: Paths) -> None:
+    (wd.goals / "alpha.md").write_text("---\non: [ci\n---\n# alpha, its frontmatter broken\n")
+    (wd.goals / "beta.md").write_text(GOAL.format(name="beta"))
+    (wd.goals / "delta.md").mkdir()  # a goal that cannot be read
+    wd.state.mkdir(exist_ok=True)
+    queue = {"v": 1, "pending": ["alpha", "gone", "delta", "beta", 7]}
+    (wd.state / PENDING).write_text(json.dumps(queue))
+    move = _decide(wd)
+    assert (move["action"], move["id"]) == ("start_worker", "beta")
+    assert json.loads((wd.state / PENDING).read_bytes()) == {"v": 1, "pending": []}
+
+
+class _Plain:
+    """A goal with no fence that counts how often its id or error is read."""
+
+    reads = 0
+    fenced = False
+
+    def __init__(self, goal_id: str) -> None:
+        self._id = goal_id
+
+    @property
+    def id(self) -> str:
+        _Plain.reads += 1
+        return self._id
+
+    @property
+    def error(self) -> None:
+        _Plain.reads += 1
+
+    def text(self) -> str:
+        return f"# {self._id}\n"
+
+
+def test_an_empty_queue_reads_nothing_of_the_plain_goals(wd: Paths) -> None:
+    """Only the fenced goals may trigger: with nothing queued, a decide at 10,000 goals makes
+    no pass over the plain ones (a queue that holds something still checks them)."""
+    (wd.goals / "alpha.md").write_text(GOAL.format(name="alpha"))
+    seen = sense(open_wd(wd), time.time())
+    goals = (*seen.goals, *(_Plain(f"plain-{i}") for i in range(100)))
+    request = request_in(wd, time.time(), items=seen.items, changed=(), goals=goals)
+    _Plain.reads = 0
+    assert RulesDecider().decide(request).move["action"] == "noop"
+    assert _Plain.reads == 0, "an empty queue made a pass over the plain goals"
+    (wd.state / PENDING).write_text(json.dumps({"v": 1, "pending": ["plain-7"]}))
+    assert RulesDecider().decide(request).move["action"] == "start_worker"
+    assert _Plain.reads > 0

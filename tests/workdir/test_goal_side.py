@@ -208,8 +208,8 @@ def test_an_unsafe_name_or_a_link_out_of_the_work_dir_is_refused_as_before(wd: P
 
 def _damage(wd: Paths, how: str) -> None:
     data = wd.goals_seen.read_bytes()
-    # MAGIC, the record, the JSON, the framing, then the digest of all that
-    _, line, rest = data[: -len(digest(b""))].split(b"\n", 2)
+    # MAGIC, the listing's key, its record, the JSON, the framing, then the digest of all that
+    _, line, seal_line, rest = data[: -len(digest(b""))].split(b"\n", 3)
     meta_raw, _, section = rest.partition(b"\n")
     meta = json.loads(meta_raw)
     if how == "truncated":
@@ -222,18 +222,22 @@ def _damage(wd: Paths, how: str) -> None:
     elif how == "not this format":
         wd.goals_seen.write_bytes(b'{"v": 1, "goals": {}}\n')
     elif how == "another listing, checksum and all":  # an old file, a copy from elsewhere
-        _write_whole(wd, line.replace(b"g goals ", b"g goals 9"), meta_raw, section)
+        _write_whole(wd, line.replace(b" k ", b" k 9"), seal_line, meta_raw, section)
+    elif how == "another version, checksum and all":  # the key line of version 3: a record
+        _write_whole(wd, line.split(b" k ")[0] + b" " + seal_line, seal_line, meta_raw, section)
+    elif how == "no seal line, checksum and all":
+        _write_whole(wd, line, b"k 1 1 " + seal_line, meta_raw, section)
     elif how == "a shape that does not fit, checksum and all":
         meta["ids"] = meta["ids"][:-1]
-        _write_whole(wd, line, json.dumps(meta).encode(), section)
+        _write_whole(wd, line, seal_line, json.dumps(meta).encode(), section)
     elif how == "not JSON, checksum and all":
-        _write_whole(wd, line, b"{not json", section)
+        _write_whole(wd, line, seal_line, b"{not json", section)
     elif how == "the digest alone":
         wd.goals_seen.write_bytes(digest(b"").encode())
 
 
-def _write_whole(wd: Paths, line: bytes, meta: bytes, section: bytes) -> None:
-    body = goalside.MAGIC + b"\n" + line + b"\n" + meta + b"\n" + section
+def _write_whole(wd: Paths, line: bytes, seal_line: bytes, meta: bytes, section: bytes) -> None:
+    body = goalside.MAGIC + b"\n" + line + b"\n" + seal_line + b"\n" + meta + b"\n" + section
     wd.goals_seen.write_bytes(body + digest(body).encode())
 
 
@@ -243,6 +247,8 @@ DAMAGE = (
     "empty",
     "not this format",
     "another listing, checksum and all",
+    "another version, checksum and all",
+    "no seal line, checksum and all",
     "a shape that does not fit, checksum and all",
     "not JSON, checksum and all",
     "the digest alone",
@@ -352,17 +358,27 @@ def known(folder, side):
     built.extend(["known"] * len(made))
     return made
 goals._known = known
+from looop_py.workdir import listing
+real_record = listing.Seen.record
+listing.Seen.record = lambda self: built.append("sorted") or real_record(self)
+real_for_seal = listing.for_seal
+def for_seal(*a, known=(), **k):
+    built.append("own" if known and known == a[3] else "other")
+    return real_for_seal(*a, known=known, **k)
+listing.for_seal = for_seal
 result = pulse.beat(wd, force=True)
 print(json.dumps({"outcome": result.outcome.value, "opens": opens,
                   "cache": built.count("cache"), "init": built.count(1),
-                  "known": built.count("known")}))
+                  "known": built.count("known"), "sorted": built.count("sorted"),
+                  "seal": [b for b in built if b in ("own", "other")]}))
 """
 
 
 def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Paths) -> None:
     """Counted in a fresh interpreter: with goals/ as recorded, a forced beat opens no plain
     goal (at most the fenced one, which the rules decider reads), loads no goal cache, and
-    builds one GoalFile per goal, once, from the recorded side."""
+    builds one GoalFile per goal, once, from the recorded side, and never sorts the listing
+    (its key, in listdir's order, is compared; the sorted `g goals` line is the recorded one)."""
     wd.config.write_text('[decider]\nbackend = "rules"\n')
     _goals_dir(wd)
     _recorded(wd)
@@ -375,6 +391,8 @@ def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Pa
     assert found["cache"] == 0, "the goal cache was loaded"
     assert (found["init"], found["known"]) == (0, N + 1), "one GoalFile per goal, from the side"
     assert found["opens"].get("state/goals-seen.bin") == 1
+    assert found["sorted"] == 0, "the listing was sorted though goals/ is as recorded"
+    assert found["seal"] == ["own"], "the seal compared the side's own goals one by one"
 
 
 def test_goals_moved_out_of_the_work_dir_and_linked_back_are_refused(wd: Paths) -> None:
