@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,8 +21,9 @@ from looop_py.coord import choose
 from tests.conftest import open_wd, run_looop
 from tests.coord.test_contract import Noop
 from tests.coord.test_contract import etcd as etcd  # noqa: PLC0414 - the module's cluster
-from tests.coord.test_shared_records import Hosts, hand_over
+from tests.coord.test_shared_records import TTL, Hosts, hand_over
 from tests.coord.test_shared_records import two as two  # noqa: PLC0414 - its fixture
+from tests.etcdserver import free_port, use_etcd
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(90)]
 
@@ -67,3 +69,14 @@ def test_sense_shows_this_hosts_sessions_under_its_name_when_they_change(two: Ho
         assert found["would_wake"] is True
     finally:
         kill.kill(a, "w1")
+
+
+def test_sense_cut_off_from_etcd_compares_with_this_hosts_mirror(tmp_path: Path) -> None:
+    """etcd out of reach: sense still reads the sensors and compares with the committed
+    world this host last mirrored (none yet here), as it did before it read etcd's."""
+    wd = Hosts("etcd", tmp_path, None).workdir("a")
+    use_etcd(wd.config, [f"http://127.0.0.1:{free_port()}"], "/looop/nowhere", TTL)
+    found = _sense(str(wd.root))
+    assert found["committed_hash"] is None and found["would_wake"] is True
+    items = [c["item"] for c in found["changed"]]  # type: ignore[attr-defined]
+    assert "snap:sys-sessions@a" in items and "snap:sys-sessions" not in items
