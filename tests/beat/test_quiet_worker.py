@@ -82,9 +82,11 @@ def _gone(wd: Paths, key: str = "pid") -> Callable[[], bool]:
 
 
 def _ends(wd: Paths, release: Path) -> None:
-    gone = _gone(wd)
+    """The worker ends and its supervisor, which records how it ended, exits after it: the
+    end settled (a beat between the two would see an end `looop sense` no longer does)."""
+    gone, recorded = _gone(wd), _gone(wd, "supervisor_pid")
     release.touch()
-    wait_for(gone, 10, "the worker to end")
+    wait_for(lambda: gone() and recorded(), 10, "the worker to end and its end recorded")
 
 
 def _sigkilled(wd: Paths, release: Path) -> None:
