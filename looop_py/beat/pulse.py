@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from looop_py.sensing.seal import Sessions
     from looop_py.sensing.survey import Listed
     from looop_py.workdir.context import WorkDir
-    from looop_py.workdir.goals import GoalFile
+    from looop_py.workdir.goalfile import GoalFile
 else:
     try:  # the C half of `signal` (as in procs.py): its wrapper builds three IntEnums, ~1 ms
         import _signal

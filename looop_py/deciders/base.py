@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from looop_py.errors import LooopError
 from looop_py.records import record
 from looop_py.workdir.environ import decider_env
-from looop_py.workdir.goals import GoalFile
+from looop_py.workdir.goalfile import GoalFile
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
 

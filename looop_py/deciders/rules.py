@@ -20,7 +20,7 @@ from looop_py import jsonio
 from looop_py.deciders.base import DecideRequest, Decision
 from looop_py.errors import LooopError
 from looop_py.workdir.frontmatter import frontmatter
-from looop_py.workdir.goals import GoalFile
+from looop_py.workdir.goalfile import GoalFile
 from looop_py.world import is_error_signal
 
 FOLLOW_UP_S = 5

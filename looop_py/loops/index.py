@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from looop_py import jsonio
 from looop_py.errors import LooopError
 from looop_py.workdir.frontmatter import frontmatter
-from looop_py.workdir.goals import maybe_fenced, read_goal_once
+from looop_py.workdir.goalfile import read_goal_once
+from looop_py.workdir.goals import maybe_fenced
 
 if TYPE_CHECKING:
     from looop_py.workdir.context import WorkDir

@@ -19,7 +19,8 @@ from looop_py.errors import UsageError
 from looop_py.workdir import config, goals, provenance
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.frontmatter import frontmatter, render_frontmatter
-from looop_py.workdir.goals import goal_paths, outside_link, read_goal
+from looop_py.workdir.goalfile import read_goal
+from looop_py.workdir.goals import goal_paths, outside_link
 from looop_py.workdir.paths import Paths
 
 

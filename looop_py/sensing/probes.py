@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py.errors import CorruptFile
 from looop_py.workdir import shelf
-from looop_py.workdir.goals import GoalFile
+from looop_py.workdir.goalfile import GoalFile
 from looop_py.workdir.paths import has_entries
 from looop_py.workdir.shelf import GOAL_ACTIVITY
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from looop_py.workdir.config import Config
-    from looop_py.workdir.goals import GoalFile
+    from looop_py.workdir.goalfile import GoalFile
 
     # What the writer reads of sense.World, sense.Committed and sensors.Reading
     # (named structurally: sensors imports this module).

@@ -16,8 +16,8 @@ from looop_py.records import record
 from looop_py.sensing import probes, sensors
 from looop_py.sensing.probes import Seen
 from looop_py.workdir.environ import child_env
+from looop_py.workdir.goalfile import GoalFile
 from looop_py.workdir.goals import (
-    GoalFile,
     may_remember,
     outside_link,
     read_goals,

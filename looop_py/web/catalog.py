@@ -20,6 +20,7 @@ from looop_py.workdir import goals as goal_files
 from looop_py.workdir import shelf
 from looop_py.workdir.context import WorkDir
 from looop_py.workdir.frontmatter import frontmatter
+from looop_py.workdir.goalfile import read_goal
 
 GOALS_PAGE = 100
 READINGS_SHOWN = 50
@@ -77,7 +78,7 @@ def goal(wd: WorkDir, goal_id: str) -> dict[str, Any] | None:
     """One goal: frontmatter, body, its loop's rounds (newest first) and their tokens."""
     if not is_safe_segment(goal_id):
         return None
-    g = goal_files.read_goal(goal_id, wd.paths.goals / f"{goal_id}.md")
+    g = read_goal(goal_id, wd.paths.goals / f"{goal_id}.md")
     if g is None:
         return None
     meta, body, bad = _meta(g.body) if g.error is None else ({}, "", g.error)

@@ -29,7 +29,7 @@ from looop_py.workdir.goalcache import RACY_NS
 from looop_py.world import GONE, listing_digest, stat_text
 
 
-class Held(Protocol):  # a goal the world holds (workdir/goals.py GoalFile)
+class Held(Protocol):  # a goal the world holds (workdir/goalfile.py GoalFile)
     @property
     def id(self) -> str: ...
     @property

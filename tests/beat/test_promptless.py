@@ -17,7 +17,7 @@ from looop_py.deciders.base import reads_prompt, request_in
 from looop_py.deciders.rules import RulesDecider
 from looop_py.sensing.sense import World, sense
 from looop_py.workdir import goalcache
-from looop_py.workdir.goals import CHANGED_SINCE
+from looop_py.workdir.goalfile import CHANGED_SINCE
 from looop_py.workdir.paths import Paths
 from looop_py.world import Change
 from tests.conftest import open_wd, wait_for

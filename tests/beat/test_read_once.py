@@ -214,12 +214,12 @@ def test_a_record_damaged_in_place_is_still_set_aside(wd: Paths) -> None:
 
 
 def test_a_goals_read_stamp_is_written_as_the_survey_writes_a_stat(wd: Paths) -> None:
-    """workdir/goals.py spells the survey's stat text itself (it does not import the survey);
-    a drift would make every seal read every goal again, or never match."""
+    """workdir/goalfile.py spells the survey's stat text itself (it does not import the
+    survey); a drift would make every seal read every goal again, or never match."""
     from looop_py.sensing import survey
-    from looop_py.workdir import goals
+    from looop_py.workdir import goalfile
 
     (wd.goals / "tidy.md").write_text("# Tidy\n")
-    goal = goals.read_goal("tidy", wd.goals / "tidy.md")
+    goal = goalfile.read_goal("tidy", wd.goals / "tidy.md")
     assert goal is not None and goal.stamp is not None
     assert goal.stamp == survey.stat_text(os.lstat(wd.goals / "tidy.md"))

@@ -27,7 +27,7 @@ from looop_py.sensing.sensors import RawRun, interpret, normalize
 from looop_py.workdir import bounds
 from looop_py.workdir import config as config_mod
 from looop_py.workdir.frontmatter import frontmatter
-from looop_py.workdir.goals import GOAL_CAP
+from looop_py.workdir.goalfile import GOAL_CAP
 from looop_py.workdir.paths import Paths
 from tests.conftest import invoke_looop, wait_for, write_sensor
 

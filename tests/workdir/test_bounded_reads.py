@@ -13,6 +13,7 @@ from looop_py import jsonio
 from looop_py.beat.pulse import beat
 from looop_py.errors import CorruptFile
 from looop_py.sensing.sensors import interpret
+from looop_py.workdir import goalfile
 from looop_py.workdir import goals as goals_mod
 from looop_py.workdir.frontmatter import GoalError, frontmatter
 from looop_py.workdir.goals import read_goals, read_playbook
@@ -133,7 +134,7 @@ def _hostile(path: Path, kind: str) -> None:
         path.symlink_to("/dev/zero")
     elif kind == "huge":
         with path.open("wb") as f:
-            f.truncate(goals_mod.GOAL_CAP + 1)  # sparse: big, cheap to make
+            f.truncate(goalfile.GOAL_CAP + 1)  # sparse: big, cheap to make
     elif kind == "dangling":
         path.symlink_to(path.parent / "no-such-file")
     elif kind == "binary":

@@ -14,7 +14,7 @@ from looop_py.beat import pulse
 from looop_py.beat.decide import gather_prompt
 from looop_py.sensing.sense import sense
 from looop_py.workdir import goalcache
-from looop_py.workdir.goals import CHANGED_SINCE
+from looop_py.workdir.goalfile import CHANGED_SINCE
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
 from tests.conftest import open_wd, wait_for, write_sensor

@@ -15,7 +15,7 @@ from looop_py import world
 from looop_py.beat import pulse
 from looop_py.sensing.sense import World, sense
 from looop_py.workdir import goalcache, goals, goalside
-from looop_py.workdir.goals import CHANGED_SINCE
+from looop_py.workdir.goalfile import CHANGED_SINCE
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest, hashes
 from tests.conftest import open_wd, wait_for, write_sensor
@@ -344,13 +344,13 @@ def test_the_world_from_the_side_is_the_world_of_the_full_pass(wd: Paths) -> Non
 
 SIDE_BEAT = """
 from looop_py.beat import pulse
-from looop_py.workdir import goalcache, goals
+from looop_py.workdir import goalcache, goalfile, goals
 built = []
-real_init, real_load = goals.GoalFile.__init__, goalcache.load
+real_init, real_load = goalfile.GoalFile.__init__, goalcache.load
 def init(self, *a, **k):
     built.append(1)
     real_init(self, *a, **k)
-goals.GoalFile.__init__ = init
+goalfile.GoalFile.__init__ = init
 goalcache.load = lambda wd: built.append("cache") or real_load(wd)
 real_known = goals._known
 def known(folder, side):
