@@ -6,8 +6,9 @@ neither runs code nor writes or reads outside the work dir), that option's value
 or a plain argument. Anything else — an option the table does not know, a
 sub-command it does not list (a git alias may be `!cmd`), make's `NAME op= value`
 (every op: `=`, `:=`, `::=`, `:::=`, `+=`, `?=`, `!=`: make evaluates them), a
-value or argument naming a path outside the work dir (`/x`, `~/x`, `../x`) — is
-refused: write that command out in full in the rule instead. Long options match
+value or argument naming a path outside the work dir (`/x`, `~/x`, `../x`), an
+option-shaped next word as an option's value (`-w --init-module`) — is refused:
+write that command out in full in the rule instead. Long options match
 exactly (no abbreviations); short options may cluster (`-sSL`) and take an
 attached value (`-j4`). Words the rule itself spells out are the human's and are
 not judged. Pure.
@@ -196,7 +197,16 @@ def _valued(
         return 1, _value(spec, word, inline)
     if i + 1 >= len(words):
         return 1, f"{word!r} needs a value"
-    return 2, _value(spec, word, words[i + 1])
+    value = words[i + 1]
+    if value.startswith("-") and value != "-":
+        # Parsers disagree on whether an option-shaped word is a value or an option (npm's
+        # takes `-w --init-module` as a workspace; a shorter read runs the init module):
+        # a wildcard never makes that guess. `-` alone is standard input or output.
+        return 2, (
+            f"{word} {value!r}: a value that looks like an option; a wildcard does not allow"
+            " it (write the command out in full in the rule)"
+        )
+    return 2, _value(spec, word, value)
 
 
 def _unknown(name: str, word: str) -> str:

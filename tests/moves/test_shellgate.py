@@ -293,3 +293,36 @@ def test_rules_that_are_not_rules() -> None:
         assert not shellgate.check_shell("ls", (rule,)).run
     assert not shellgate.check_shell("ls -l", ("ls * -l",)).run  # only a trailing * is wild
     assert shellgate.check_shell("ls * -l", ("ls * -l",)).run  # elsewhere it is a word
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        # npm's parser reads `--init-module` here as -w's value; another version, or another
+        # reading of `-w`, makes it npm's init module (code npm runs). Never guess.
+        ["npm", "init", "-w", "--init-module"],
+        ["npm", "init", "--workspace", "--script-shell"],
+        ["npm", "ls", "--depth", "--prefix=/tmp"],
+        ["curl", "-H", "--output", "x", "https://x"],
+        ["curl", "--data", "-K", "https://x"],
+        ["wget", "-O", "--execute=x", "https://x"],
+        ["tar", "-C", "--to-command=sh", "-tf", "x.tar"],
+    ],
+)
+def test_a_wildcard_never_passes_an_option_as_the_value_of_another(words: list[str]) -> None:
+    rules = ("npm init *", "npm ls *", "curl *", "wget *", "tar *")
+    assert shellgate.allowed(words, rules) is None, words
+
+
+@pytest.mark.parametrize(
+    "words,rule",
+    [
+        (["wget", "-O", "-", "https://x"], "wget *"),  # `-` alone is standard output
+        (["tar", "-f", "-", "-t"], "tar *"),
+        (["npm", "init", "-w", "pkg"], "npm init *"),
+        (["npm", "init", "--workspace=pkg"], "npm init *"),
+        (["curl", "-H", "Accept: x", "https://x"], "curl *"),
+    ],
+)
+def test_a_value_that_is_not_an_option_still_passes(words: list[str], rule: str) -> None:
+    assert shellgate.allowed(words, (rule,)) == rule
