@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -66,7 +67,10 @@ def test_failing_beats_in_a_row_are_one_event(wd: Paths, tmp_path: Path) -> None
     backoff = "[limits]\nbackoff_base_s = 0.001\nbackoff_max_s = 0.001\n"
     _hook(wd, f"cat >> {log}", "fail_streak = 2\n" + backoff)
     write_sensor(wd, "s", "echo 1")
-    outcomes = [beat(open_wd(wd)).outcome for _ in range(5)]
+    # A clock a second on at each reading: the 1 ms backoff has always passed by the next
+    # beat, even if the host's clock steps back meanwhile (a HELD beat once, under load).
+    ticks = itertools.count(time.time(), 1.0)
+    outcomes = [beat(open_wd(wd, clock=lambda: next(ticks))).outcome for _ in range(5)]
     assert outcomes == [BeatOutcome.FAILED] * 5
     events = [jsonio.loads(line) for line in log.read_text().splitlines()]
     assert [e["kind"] for e in events] == ["beat-failing"]
