@@ -142,6 +142,7 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
             refused[goal_id] = whole_dir
         else:
             found.append((goal_id, world.STAT_TEXT % tuple(flat[5 * i : 5 * i + 5])))
+    plain = len(found)
     for name, linked in odd:
         goal_id = name[:-3]
         # Not only regular files: reading a directory or a FIFO names the problem
@@ -160,6 +161,8 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
             nums = None  # gone, or a link to nowhere: the read says which
         found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
         seen.goal(name, None if linked else nums)
+    if splice is not None:
+        splice.extra.update(found[plain:])  # linked or unreadable: read, never kept
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
     record = seen.record()  # None once an entry spoilt it
     may = record is not None and not refused and seen.settled()
@@ -186,8 +189,7 @@ def maybe_fenced(wd: WorkDir) -> list[tuple[str, str]]:
     if isinstance(got, Side):
         return got.fenced_stamps()
     if splice is not None:  # the kept goals by the record; the others may be
-        kept = splice.kept_ids()
-        rest = [(g, s) for g, s in found if s is not None and g not in kept]
+        rest = [(g, s) for g, s in splice.extra.items() if s is not None]
         return sorted(splice.fenced() + rest) if rest else splice.fenced()
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
@@ -274,9 +276,9 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     folder = wd.paths.goals
     if isinstance(got, Side):  # goals/ as recorded: each goal known by its stamp, none opened
         return _known(folder, got)
-    reads = len(found) - splice.kept() if splice is not None else 0
+    reads = len(splice.extra) if splice is not None else 0
     if splice is not None and splice.listed_size + reads * GOAL_CAP <= GOALS_TOTAL_CAP:
-        return _spliced(wd, splice, found, refused)  # no cap can bind: the kept are known
+        return _spliced(wd, splice, refused)  # no cap can bind: the kept are known
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
     goals: list[GoalFile] = [
@@ -331,17 +333,13 @@ def _known(folder: Path, side: Side) -> list[GoalFile]:
     return out
 
 
-def _spliced(
-    wd: WorkDir, splice: Splice, found: list[tuple[str, str | None]], refused: dict[str, str]
-) -> list[GoalFile]:
+def _spliced(wd: WorkDir, splice: Splice, refused: dict[str, str]) -> list[GoalFile]:
     """`read_goals` with the goals kept from the record known (workdir/goalsplice.py) and
     the others read, when the caps cannot bind (every goal at most its listed size, each
     read at most GOAL_CAP, all within GOALS_TOTAL_CAP): the full pass's goals, in id order."""
-    folder, kept, held = wd.paths.goals, splice.kept_ids(), HELD_CAP
+    folder, held = wd.paths.goals, HELD_CAP
     fresh = [GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()]
-    for goal_id, _ in found:
-        if goal_id in kept:
-            continue
+    for goal_id in sorted(splice.extra):  # those not kept, in id order
         goal = read_goal_once(wd, goal_id, folder / f"{goal_id}.md", GOAL_CAP, keep=False)
         if goal is None:
             continue  # removed while we listed

@@ -17,7 +17,7 @@ that is not whole, not sorted by id, or whose framing does not fit its goals is 
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import accumulate, compress
+from itertools import accumulate, compress, repeat
 from operator import add, eq, lt
 from typing import TYPE_CHECKING
 
@@ -36,17 +36,31 @@ _FRAME = 16 + len("goal:")  # a goal item's framing: two lengths, and its key's 
 
 class Splice:
     """The record (`past`), and per recorded goal whether this listing holds it at its
-    recorded stat (`same`); `fresh` the goals read (not taken from it) once `read_goals`
-    built them, and `side` the goal side this beat's goals make (`side_of`)."""
+    recorded stat (`same`); `extra` the listed goals not kept, to be read: {id: stamp};
+    `fresh` the goals read or refused once `read_goals` built them, `goals` all of them,
+    and `side` the goal side they make (`side_of`, which spends the record: once)."""
 
-    __slots__ = ("_kept", "_sums", "fresh", "goals", "listed_size", "past", "same", "side")
+    __slots__ = (
+        "_sums",
+        "digests",
+        "extra",
+        "fresh",
+        "goals",
+        "listed_size",
+        "past",
+        "same",
+        "side",
+        "spent",
+    )
 
     def __init__(self, past: Side, same: list[bool], sums: list[int], listed_size: int) -> None:
         self.past = past
         self.same = same
+        self.digests = list(past.items.values())  # the recorded goals' (side_of spends items)
         self._sums = sums  # the keys' and values' bytes of the recorded items before each
+        self.spent = False
         self.listed_size = listed_size  # the bytes of every goal listed, by its lstat
-        self._kept: set[str] | None = None
+        self.extra: dict[str, str | None] = {}  # the goals listed and not kept: id, stamp
         self.fresh: list[GoalFile] | None = None  # the goals read or refused, by id
         self.goals: list[GoalFile] | None = None  # every goal, by id
         self.side: Side | None = None
@@ -60,16 +74,13 @@ class Splice:
 
     def fenced(self) -> list[tuple[str, str]]:
         """(id, stamp) of the kept goals that open a `---` fence."""
-        past = self.past
-        flags = [f == "1" for f in past.fenced]
-        return list(
-            compress(zip(past.ids, past.stamps, strict=True), map(bool.__and__, flags, self.same))
-        )
-
-    def kept_ids(self) -> set[str]:
-        if self._kept is None:
-            self._kept = set(compress(self.past.ids, self.same))
-        return self._kept
+        past, out = self.past, []
+        i = past.fenced.find("1")
+        while i >= 0:
+            if self.same[i]:
+                out.append((past.ids[i], past.stamps[i]))
+            i = past.fenced.find("1", i + 1)
+        return out
 
 
 def match(
@@ -85,19 +96,33 @@ def match(
     sums = _sums(past)
     if sums is None or sums[-1] + _FRAME * len(past.ids) != len(past.section):
         return None  # the framing is not these goals'
-    ids = [name[:-3] for name in names]
-    stamps = list(map(STAT_TEXT.__mod__, zip(*(flat[k::5] for k in range(5)), strict=True)))
-    listed = dict(zip(ids, stamps, strict=True))
-    got = list(map(listed.get, past.ids))
+    # Each listed goal's stamp, by name; the record's ids looked up as names (no id list).
+    stamps = map(STAT_TEXT.__mod__, zip(*(flat[k::5] for k in range(5)), strict=True))
+    listed = dict(zip(names, stamps, strict=True))
+    got = list(map(listed.get, map(add, past.ids, repeat(".md"))))
     same = list(map(eq, got, past.stamps))
-    found: list[tuple[str, str | None]] = [p for p in zip(past.ids, got, strict=True) if p[1]]
+    found: list[tuple[str, str | None]]
+    found = list(zip(past.ids, past.stamps, strict=True))  # the record's strings, not copies
+    gone = False
+    extra: dict[str, str | None] = {}
+    for i in _dropped(same):
+        found[i] = (past.ids[i], got[i])  # changed, or (None) gone
+        gone = gone or got[i] is None
+        if got[i] is not None:
+            extra[past.ids[i]] = got[i]
+    if gone:
+        found = [pair for pair in found if pair[1] is not None]
     if len(found) < len(listed):  # new names
-        for goal_id in sorted(listed.keys() - set(past.ids)):
+        for name in listed.keys() - {f"{goal_id}.md" for goal_id in past.ids}:
+            goal_id = name[:-3]
             if is_safe_segment(goal_id):
-                found.append((goal_id, listed[goal_id]))
+                found.append((goal_id, listed[name]))
+                extra[goal_id] = listed[name]
             else:
                 spoil()
-    return Splice(past, same, sums, sum(flat[1::5])), found
+    splice = Splice(past, same, sums, sum(flat[1::5]))
+    splice.extra = extra
+    return splice, found
 
 
 def _sums(past: Side) -> list[int] | None:
@@ -120,7 +145,7 @@ def kept_goals(folder: Path, splice: Splice) -> list[GoalFile]:
     past = splice.past
     new, out = object.__new__, list[GoalFile]()
     add_one = out.append
-    rows = zip(past.ids, past.stamps, past.items.values(), past.fenced, strict=True)
+    rows = zip(past.ids, past.stamps, splice.digests, past.fenced, strict=True)
     for goal_id, stamp, digest, flag in compress(rows, splice.same):
         goal = new(GoalFile)
         goal.id, goal.folder, goal._body, goal.error = goal_id, folder, None, None
@@ -132,14 +157,18 @@ def kept_goals(folder: Path, splice: Splice) -> list[GoalFile]:
 def side_of(splice: Splice) -> Side | None:
     """The goal side this beat's goals (`splice.goals`, once read) make: their items, and
     those items framed as the world hash frames them, the record's frames of the kept goals
-    with the others' spliced in between."""
-    if splice.side is not None or splice.goals is None or splice.fresh is None:
-        return splice.side
+    with the others' spliced in between. Only `items` and `section` are this beat's (SENSE
+    hashes them, `goals.remember` records them): its ids, stamps and fences are left empty."""
+    if splice.side is not None or splice.goals is None or splice.fresh is None or splice.spent:
+        return splice.side  # None once spent: goals read again are hashed item by item
     past, fresh, goals = splice.past, splice.fresh, splice.goals
+    splice.spent = True
     events = [(bisect_left(past.ids, g.id), 0, n) for n, g in enumerate(fresh)]
     events += [(i, 1, 0) for i in _dropped(splice.same)]
     events.sort()  # by place in the record; a goal read before the record's own is dropped
     parts: list[bytes | memoryview] = []
+    items = past.items  # changed in place: the same keys in the same order, while none is new
+    new, replaced = False, -1  # replaced: the recorded goal read again, if the last event was
     cur = 0  # the next recorded goal whose frame is not yet taken
     for at, kind, n in events:
         if at > cur:
@@ -148,14 +177,21 @@ def side_of(splice: Splice) -> Side | None:
         if kind == 0:
             g = fresh[n]
             parts.append(world.framed({f"goal:{g.id}": g.digest}))
+            items[f"goal:{g.id}"] = g.digest
+            if at < len(past.ids) and past.ids[at] == g.id:
+                replaced = at
+            else:
+                new = True
         else:
+            if replaced != at:
+                del items[f"goal:{past.ids[at]}"]  # gone
             cur = at + 1
     parts.append(past.section[splice.offset(cur) :])
-    items = {f"goal:{g.id}": g.digest for g in goals}
-    fenced = "".join(["1" if g.fenced else "0" for g in goals])
-    ids, stamps = [g.id for g in goals], [g.stamp or "" for g in goals]
+    if new:  # in id order
+        items = {f"goal:{g.id}": g.digest for g in goals}
+    past.items, past.section, splice._sums = {}, b"", []  # spent: memory back before the record
     splice.side = Side(
-        "", past.record, ids, stamps=stamps, items=items, fenced=fenced, section=b"".join(parts)
+        "", past.record, [], stamps=[], items=items, fenced="", section=b"".join(parts)
     )
     return splice.side
 

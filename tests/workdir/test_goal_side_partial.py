@@ -160,7 +160,7 @@ def test_goals_added_removed_or_renamed_while_the_others_are_kept(wd: Paths) -> 
     """Each change alone, then all at once: the spliced world is the full pass's, and a
     settled listing is recorded byte for byte as the full pass records it."""
     _goals_dir(wd)
-    changes = ("add first", "add last", "add between", "remove", "rename", "unsafe", "all")
+    changes = ("add first", "add last", "add between", "remove", "rename", "touch", "unsafe", "all")
     for change in changes:
         _recorded(wd)
         if change in ("add first", "all"):
@@ -175,6 +175,8 @@ def test_goals_added_removed_or_renamed_while_the_others_are_kept(wd: Paths) -> 
             next(wd.goals.glob("goal-02*.md")).rename(wd.goals / f"goal-9{len(change)}.md")
         if change == "unsafe":
             (wd.goals / "bad name.md").write_text("# Unsafe\n")
+        if change in ("touch", "all"):  # a new stat, the same bytes: the same item
+            (wd.goals / "goal-030.md").write_bytes((wd.goals / "goal-030.md").read_bytes())
         _settle_new(wd)
         seen = _as_full(wd, disk=change != "unsafe")  # an unsafe name: no goal
         assert "goal:bad name" not in seen.items
