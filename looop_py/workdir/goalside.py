@@ -119,7 +119,10 @@ def _parse(data: bytes, head: int, key: str) -> Side | None:
     seal_line = data[head : meta_start - 1].decode("utf-8", "surrogateescape")
     if not seal_line.startswith("g goals "):
         return None
-    meta = _meta(view[meta_start:meta_end])
+    try:
+        meta = jsonio.loads(view[meta_start:meta_end])
+    except jsonio.JSONDecodeError:
+        return None
     if not isinstance(meta, dict):
         return None
     ids, stamps, digests, fenced = (meta.get(k) for k in ("ids", "stamps", "digests", "fenced"))
@@ -143,46 +146,6 @@ def _parse(data: bytes, head: int, key: str) -> Side | None:
         fenced=fenced,
         section=bytes(view[meta_end + 1 : -_DIGEST]),  # a copy: the file's bytes go
     )
-
-
-# The JSON line as `save` writes it: three lists of plain strings (ids, stamps, digests:
-# nothing JSON escapes) and the fences. Split as text: orjson's parse of the ~1 MB line at
-# 10,000 goals peaked at ~14 MB, the beat's largest allocation.
-_PARTS = ('{"digests":[', '],"fenced":"', '","ids":[', '],"stamps":[', "]}")
-
-
-def _meta(raw: memoryview) -> object:
-    """The JSON line's object: split as `save` writes it, else parsed (None: not JSON)."""
-    text = str(raw, "utf-8", "replace")
-    if "\\" not in text and text.startswith(_PARTS[0]) and text.endswith(_PARTS[4]):
-        at, cuts = 0, []
-        for part in _PARTS[1:4]:
-            at = text.find(part, at)
-            cuts.append(at)
-        a, b, c = cuts
-        if 0 < a < b < c:
-            lists = [_strings(text[len(_PARTS[0]) : a]), _strings(text[b + 9 : c])]
-            lists.append(_strings(text[c + len(_PARTS[3]) : -2]))
-            if None not in lists:
-                digests, ids, stamps = lists
-                return {
-                    "digests": digests,
-                    "fenced": text[a + 12 : b],
-                    "ids": ids,
-                    "stamps": stamps,
-                }
-    try:
-        return jsonio.loads(raw)
-    except jsonio.JSONDecodeError:
-        return None
-
-
-def _strings(text: str) -> list[str] | None:
-    """A JSON list's items, `"a","b"`, when each is a string with nothing escaped."""
-    if not text:
-        return []
-    items = text[1:-1].split('","')
-    return items if text[0] == text[-1] == '"' and text.count('"') == 2 * len(items) else None
 
 
 def _read(path: Path) -> bytes | None:
