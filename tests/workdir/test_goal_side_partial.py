@@ -227,6 +227,24 @@ def test_a_record_from_another_work_dir_vouches_for_no_goal(wd: Paths, tmp_path:
     assert not any(b"TIDY" in g.body for g in seen.goals)
 
 
+def test_goals_near_the_total_cap_take_the_full_pass_and_its_refusals(wd: Paths) -> None:
+    """Recorded under the 16 MiB cap; then goals added past it: the splice could not know
+    which kept goal the cap now refuses, so the beat reads as the full pass does, and the
+    goals over the cap are refused alike."""
+    _goals_dir(wd)
+    big = b"# Big\n" + b"x" * 900_000 + b"\n"
+    for i in range(15):
+        (wd.goals / f"big-{i:02}.md").write_bytes(big)
+    _settle(*wd.goals.glob("big-*.md"), wd.goals)
+    _recorded(wd)
+    for i in range(15, 20):
+        (wd.goals / f"big-{i:02}.md").write_bytes(big)
+    _settle_new(wd)
+    seen = _as_full(wd, "full", disk=False)
+    over = [g.id for g in seen.goals if g.error and "cap" in g.error]
+    assert over, "no goal went over the total cap"
+
+
 # -- the happy day ---------------------------------------------------------------------------
 
 
