@@ -202,7 +202,25 @@ def may_remember(wd: WorkDir, goals: Sequence[GoalFile]) -> bool:
     this listing, the listing is settled, and the world hashed every listed goal at the
     stamp it was listed with."""
     found, _, record, may, *_ = _listed(wd)
-    return may is True and record is not None and [(g.id, g.stamp) for g in goals] == found
+    if may is not True or record is None:
+        return False
+    held = _spliced_held(wd)
+    return (bool(held) and tuple(goals) == held) or [(g.id, g.stamp) for g in goals] == found
+
+
+def _spliced_held(wd: WorkDir) -> tuple[GoalFile, ...]:
+    """The goals `read_goals` spliced (workdir/goalsplice.py) when each is at the stamp the
+    listing gave it (those kept are, by their recorded stamp; the few read are compared), so
+    a caller holding these very objects compares none of 10,000 again; else ()."""
+    found, splice = _listed(wd)[0], _listed(wd)[5]
+    if splice is None or splice.goals is None or splice.fresh is None:
+        return ()
+    extra = splice.extra
+    if len(splice.goals) != len(found) or any(
+        g.id not in extra or g.stamp != extra[g.id] for g in splice.fresh
+    ):
+        return ()  # one refused, gone while read, or read at another stamp
+    return tuple(splice.goals)
 
 
 def remember(wd: WorkDir, goals: Sequence[GoalFile]) -> None:
@@ -240,7 +258,8 @@ def refused(wd: WorkDir) -> dict[str, str]:
 
 def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
     """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
-    return functools.partial(listing.for_seal, *_scan(wd), known=s.held if (s := side(wd)) else ())
+    known = s.held if (s := side(wd)) else _spliced_held(wd)
+    return functools.partial(listing.for_seal, *_scan(wd), known=known)
 
 
 def read_playbook(wd: WorkDir) -> bytes | None:

@@ -227,6 +227,29 @@ def test_a_record_from_another_work_dir_vouches_for_no_goal(wd: Paths, tmp_path:
     assert not any(b"TIDY" in g.body for g in seen.goals)
 
 
+def test_a_goal_changed_between_the_listing_and_its_read_is_not_vouched(wd: Paths) -> None:
+    """Read at another stamp than the listing's: the world holds the bytes read, and neither
+    the record nor the seal vouches for the listing (the few goals read are compared)."""
+    _goals_dir(wd)
+    _recorded(wd)
+    goal = wd.goals / "goal-006.md"
+    goal.write_text("# Goal 6\n\nthe first edit\n")
+    _settle(goal, wd.goals)
+    w = open_wd(wd)
+    with w.memo.scope():
+        goals.goal_stamps(w)  # listed now
+        goal.write_text("# Goal 6\n\nthe second edit, after the listing\n")
+        seen = sense(w, time.time(), persist=False)
+        assert goals.spliced(w) is not None
+        assert not goals.may_remember(w, seen.goals)
+        assert goals.for_seal(w)(seen.goals) is None
+    assert seen.items["goal:goal-006"] == digest(goal.read_bytes())
+    with w.memo.scope():  # the same, listed after the edit: vouched
+        seen = sense(w, time.time(), persist=False)
+        assert goals.spliced(w) is not None
+        assert goals.for_seal(w)(seen.goals) is not None
+
+
 def test_goals_near_the_total_cap_take_the_full_pass_and_its_refusals(wd: Paths) -> None:
     """Recorded under the 16 MiB cap; then goals added past it: the splice could not know
     which kept goal the cap now refuses, so the beat reads as the full pass does, and the
