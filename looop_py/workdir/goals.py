@@ -295,9 +295,8 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     folder = wd.paths.goals
     if isinstance(got, Side):  # goals/ as recorded: each goal known by its stamp, none opened
         return _known(folder, got)
-    reads = len(splice.extra) if splice is not None else 0
-    if splice is not None and splice.listed_size + reads * GOAL_CAP <= GOALS_TOTAL_CAP:
-        return _spliced(wd, splice, refused)  # no cap can bind: the kept are known
+    if splice is not None and (spliced_goals := _spliced(wd, splice, refused)) is not None:
+        return spliced_goals  # no cap could bind: the kept are known, the rest were read
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
     goals: list[GoalFile] = [
@@ -352,11 +351,13 @@ def _known(folder: Path, side: Side) -> list[GoalFile]:
     return out
 
 
-def _spliced(wd: WorkDir, splice: Splice, refused: dict[str, str]) -> list[GoalFile]:
+def _spliced(wd: WorkDir, splice: Splice, refused: dict[str, str]) -> list[GoalFile] | None:
     """`read_goals` with the goals kept from the record known (workdir/goalsplice.py) and
-    the others read, when the caps cannot bind (every goal at most its listed size, each
-    read at most GOAL_CAP, all within GOALS_TOTAL_CAP): the full pass's goals, in id order."""
-    folder, held = wd.paths.goals, HELD_CAP
+    the others read: the full pass's goals, in id order, when no cap could bind (every goal
+    listed and every byte read together at least GOAL_CAP under GOALS_TOTAL_CAP: the full
+    pass would have read each with GOAL_CAP and known each kept one too); else None (the
+    full pass, which reads those few again)."""
+    folder, held, used = wd.paths.goals, HELD_CAP, splice.listed_size
     fresh = [GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()]
     for goal_id in sorted(splice.extra):  # those not kept, in id order
         goal = read_goal_once(wd, goal_id, folder / f"{goal_id}.md", GOAL_CAP, keep=False)
@@ -364,15 +365,15 @@ def _spliced(wd: WorkDir, splice: Splice, refused: dict[str, str]) -> list[GoalF
             continue  # removed while we listed
         if goal.error is None:
             size = len(goal.body)
+            used += size
             if size > held:
                 goal._body = None  # read again (and checked against its digest) if asked for
             held -= min(size, held)
         fresh.append(goal)
+    if used > GOALS_TOTAL_CAP - GOAL_CAP:
+        return None
     fresh.sort(key=lambda g: g.id)
-    goals = goalsplice.kept_goals(folder, splice)
-    if fresh:
-        goals += fresh
-        goals.sort(key=lambda g: g.id)
+    goals = goalsplice.merged(goalsplice.kept_goals(folder, splice), fresh)
     splice.fresh, splice.goals, splice.side = fresh, goals, None
     return goals
 

@@ -192,6 +192,23 @@ def test_goals_added_removed_or_renamed_while_the_others_are_kept(wd: Paths) -> 
         assert _as_full(wd, "side").hash == seen.hash
 
 
+def test_many_goals_changed_at_once_are_spliced_in_order(wd: Paths) -> None:
+    """Seventy of 200 goals rewritten or added between the others (past the few put in one
+    by one): the spliced world is still the full pass's, item for item."""
+    _goals_dir(wd)
+    for i in range(N, 200):
+        (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n")
+    _settle(*wd.goals.iterdir(), wd.goals)
+    _recorded(wd)
+    for i in range(0, 200, 4):
+        (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}, rewritten\n")
+    for i in range(20):
+        (wd.goals / f"goal-{i:03}b.md").write_text(f"# Goal {i}b, new\n")
+    _settle_new(wd)
+    seen = _as_full(wd)
+    assert len(seen.goals) == 200 + 1 + 20
+
+
 def test_a_damaged_or_forged_record_falls_back_to_the_full_pass(wd: Paths) -> None:
     _goals_dir(wd)
     _recorded(wd)
