@@ -25,6 +25,7 @@ from looop_py.workdir.goals import (
     remember,
 )
 from looop_py.workdir.goals import side as goal_side
+from looop_py.workdir.goals import spliced as goal_spliced
 from looop_py.workdir.paths import Paths
 from looop_py.world import stat_text
 
@@ -100,7 +101,7 @@ def sense(
         snapshots[stem] = snap
     playbook, playbook_stat = read_playbook_stamped(wd)
     signals = ((stem, snap.get("signal")) for stem, snap in snapshots.items())
-    side = goal_side(wd)
+    side = goal_side(wd) or goal_spliced(wd)  # goals/ as recorded, or spliced from the record
     if side is None:
         items = world.build_items_digested(playbook, ((g.id, g.digest) for g in goals), signals)
         hashes = world.hashes(items)
@@ -111,6 +112,8 @@ def sense(
         rest = world.build_items_digested(None, (), signals)
         items = {**first, **side.items, **rest}
         hashes = world.hashes_framed(first, side.section, rest)
+        if persist and may_remember(wd, goals):  # spliced, and the listing may vouch
+            remember(wd, goals)
     read = {}  # goals keep their own stamp (GoalFile.stamp): no second table of 10,000
     if playbook_stat is not None:
         read["PLAYBOOK.md"] = (stat_text(playbook_stat), 0.0, 0.0)

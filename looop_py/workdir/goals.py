@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.workdir import goalside, listing
+from looop_py.workdir import goalside, goalsplice, listing
 from looop_py.workdir.goalfile import GOAL_CAP, GoalFile, notice, read_goal_once, why_not_read
 from looop_py.workdir.goalside import Side
+from looop_py.workdir.goalsplice import Splice
 from looop_py.workdir.paths import Paths
 
 if TYPE_CHECKING:
@@ -67,11 +68,12 @@ Scan = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | Non
 # and the beat takes the full pass) or whether it may be recorded (settled, `Seen.settled`),
 # and the listing's key (`Seen.key`) the side is recorded under.
 Pair = tuple[str, str] | None
-Listed = tuple[list[tuple[str, str | None]], dict[str, str], Pair, Side | bool, Pair]
+Listed = tuple[list[tuple[str, str | None]], dict[str, str], Pair, Side | bool, Pair, Splice | None]
+# ... and the splice of the record when the listing is another (workdir/goalsplice.py)
 
 
 def _scan(wd: WorkDir) -> Scan:
-    found, refused, record, _, _ = _listed(wd)
+    found, refused, record, *_ = _listed(wd)
     return list(found), dict(refused), record
 
 
@@ -92,7 +94,7 @@ def _scan_now(wd: WorkDir) -> Listed:
     try:
         fd = os.open(wd.paths.goals, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
-        return [], {}, None, False, None
+        return [], {}, None, False, None, None
     try:
         return _scan_at(wd, fd, seen)
     finally:
@@ -121,12 +123,18 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
         flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
     seen.goals(names, flat)
     key = None if odd else seen.key()
-    if side := goalside.load(wd.paths.goals_seen, key):
-        return list(zip(side.ids, side.stamps, strict=True)), {}, side.record, side, key
-    found: list[tuple[str, str | None]] = []
+    past = goalside.load(wd.paths.goals_seen)
+    if past is not None and past.matches(key):
+        return list(zip(past.ids, past.stamps, strict=True)), {}, past.record, past, key, None
     refused: dict[str, str] = {}
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
-    for i, name in enumerate(names):
+    got = None
+    if past is not None and names and not whole_dir:  # the record of another listing
+        got = goalsplice.match(past, names, flat, seen.spoil)
+    if got is not None and got[0].kept() * 2 < len(got[1]):
+        got = None  # a record that vouches for few: the goal cache serves the full pass better
+    splice, found = got if got is not None else (None, [])
+    for i, name in enumerate(names if got is None else ()):
         goal_id = name[:-3]
         if not is_safe_segment(goal_id):
             seen.spoil()  # an .md that is no goal
@@ -134,6 +142,7 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
             refused[goal_id] = whole_dir
         else:
             found.append((goal_id, world.STAT_TEXT % tuple(flat[5 * i : 5 * i + 5])))
+    plain = len(found)
     for name, linked in odd:
         goal_id = name[:-3]
         # Not only regular files: reading a directory or a FIFO names the problem
@@ -152,9 +161,12 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
             nums = None  # gone, or a link to nowhere: the read says which
         found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
         seen.goal(name, None if linked else nums)
+    if splice is not None:
+        splice.extra.update(found[plain:])  # linked or unreadable: read, never kept
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
     record = seen.record()  # None once an entry spoilt it
-    return found, refused, record, record is not None and not refused and seen.settled(), key
+    may = record is not None and not refused and seen.settled()
+    return found, refused, record, may, key, splice
 
 
 def side(wd: WorkDir) -> Side | None:
@@ -163,12 +175,22 @@ def side(wd: WorkDir) -> Side | None:
     return got if isinstance(got, Side) else None
 
 
+def spliced(wd: WorkDir) -> Side | None:
+    """The goal side this beat's goals make from the record of another listing and the goals
+    read (workdir/goalsplice.py), once `read_goals` took that way; else None."""
+    splice = _listed(wd)[5]
+    return None if splice is None else goalsplice.side_of(splice)
+
+
 def maybe_fenced(wd: WorkDir) -> list[tuple[str, str]]:
     """(id, stamp) of the listed goals that may open a `---` fence (and so be loops): all
     but those the goal side or the goal cache knows to open none, and those with no stat."""
-    found, _, _, got, _ = _listed(wd)
+    found, _, _, got, _, splice = _listed(wd)
     if isinstance(got, Side):
         return got.fenced_stamps()
+    if splice is not None:  # the kept goals by the record; the others may be
+        rest = [(g, s) for g, s in splice.extra.items() if s is not None]
+        return sorted(splice.fenced() + rest) if rest else splice.fenced()
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
     known = goalcache.hits(wd, found)
@@ -179,18 +201,39 @@ def may_remember(wd: WorkDir, goals: Sequence[GoalFile]) -> bool:
     """Whether this beat's goal side may be recorded (workdir/goalside.py): none is yet for
     this listing, the listing is settled, and the world hashed every listed goal at the
     stamp it was listed with."""
-    found, _, record, may, _ = _listed(wd)
-    return may is True and record is not None and [(g.id, g.stamp) for g in goals] == found
+    found, _, record, may, *_ = _listed(wd)
+    if may is not True or record is None:
+        return False
+    held = _spliced_held(wd)
+    return (bool(held) and tuple(goals) == held) or [(g.id, g.stamp) for g in goals] == found
+
+
+def _spliced_held(wd: WorkDir) -> tuple[GoalFile, ...]:
+    """The goals `read_goals` spliced (workdir/goalsplice.py) when each is at the stamp the
+    listing gave it (those kept are, by their recorded stamp; the few read are compared), so
+    a caller holding these very objects compares none of 10,000 again; else ()."""
+    found, splice = _listed(wd)[0], _listed(wd)[5]
+    if splice is None or splice.goals is None or splice.fresh is None:
+        return ()
+    extra = splice.extra
+    if len(splice.goals) != len(found) or any(
+        g.id not in extra or g.stamp != extra[g.id] for g in splice.fresh
+    ):
+        return ()  # one refused, gone while read, or read at another stamp
+    return tuple(splice.goals)
 
 
 def remember(wd: WorkDir, goals: Sequence[GoalFile]) -> None:
     """Record the goal side (`may_remember` said so): each goal's digest and fence."""
-    found, _, record, _, key = _listed(wd)
+    found, _, record, _, key, _ = _listed(wd)
     if record is None or key is None:
         return
     fenced = "".join(["1" if g.fenced else "0" for g in goals])
     digests = [g.digest for g in goals]
-    goalside.save(wd.paths.goals_seen, key, record, found, digests=digests, fenced=fenced)
+    section = s.section if (s := spliced(wd)) else None  # the items framed, spliced
+    goalside.save(
+        wd.paths.goals_seen, key, record, found, digests=digests, fenced=fenced, section=section
+    )
 
 
 def goal_paths(wd: WorkDir) -> list[tuple[str, Path]]:
@@ -215,7 +258,8 @@ def refused(wd: WorkDir) -> dict[str, str]:
 
 def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
     """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
-    return functools.partial(listing.for_seal, *_scan(wd), known=s.held if (s := side(wd)) else ())
+    known = s.held if (s := side(wd)) else _spliced_held(wd)
+    return functools.partial(listing.for_seal, *_scan(wd), known=known)
 
 
 def read_playbook(wd: WorkDir) -> bytes | None:
@@ -247,10 +291,12 @@ def read_goals(wd: WorkDir, *, save: bool = False) -> list[GoalFile]:
     comes with its digest, and its body is read if someone asks for it. What is read is
     kept in memory up to HELD_CAP in all. `save`: write what was learnt to the cache.
     """
-    found, refused, _, got, _ = _listed(wd)
+    found, refused, _, got, _, splice = _listed(wd)
     folder = wd.paths.goals
     if isinstance(got, Side):  # goals/ as recorded: each goal known by its stamp, none opened
         return _known(folder, got)
+    if splice is not None and (spliced_goals := _spliced(wd, splice, refused)) is not None:
+        return spliced_goals  # no cap could bind: the kept are known, the rest were read
     from looop_py.workdir import goalcache  # a full beat's; the quiet beat never lists goals
 
     goals: list[GoalFile] = [
@@ -303,6 +349,33 @@ def _known(folder: Path, side: Side) -> list[GoalFile]:
         add(goal)
     side.held = tuple(out)  # the seal's listing knows these at the listed stamps
     return out
+
+
+def _spliced(wd: WorkDir, splice: Splice, refused: dict[str, str]) -> list[GoalFile] | None:
+    """`read_goals` with the goals kept from the record known (workdir/goalsplice.py) and
+    the others read: the full pass's goals, in id order, when no cap could bind (every goal
+    listed and every byte read together at least GOAL_CAP under GOALS_TOTAL_CAP: the full
+    pass would have read each with GOAL_CAP and known each kept one too); else None (the
+    full pass, which reads those few again)."""
+    folder, held, used = wd.paths.goals, HELD_CAP, splice.listed_size
+    fresh = [GoalFile(g, folder, notice(f"goals/{g}.md", w), w) for g, w in refused.items()]
+    for goal_id in sorted(splice.extra):  # those not kept, in id order
+        goal = read_goal_once(wd, goal_id, folder / f"{goal_id}.md", GOAL_CAP, keep=False)
+        if goal is None:
+            continue  # removed while we listed
+        if goal.error is None:
+            size = len(goal.body)
+            used += size
+            if size > held:
+                goal._body = None  # read again (and checked against its digest) if asked for
+            held -= min(size, held)
+        fresh.append(goal)
+    if used > GOALS_TOTAL_CAP - GOAL_CAP:
+        return None
+    fresh.sort(key=lambda g: g.id)
+    goals = goalsplice.merged(goalsplice.kept_goals(folder, splice), fresh)
+    splice.fresh, splice.goals, splice.side = fresh, goals, None
+    return goals
 
 
 def create(paths: Paths, goal_id: str, text: str) -> Path:

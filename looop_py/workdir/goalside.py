@@ -47,20 +47,21 @@ CAP = 64 * 1024 * 1024  # a file past this is not read (10,000 goals: ~2 MB)
 # that matches takes it from here and sorts no names), the JSON of the goals as one line,
 # the goal items framed, then the digest of all that came before it (`world.digest`: xxh3:
 # and 32 hex digits).
-_FIRST = 4096  # bytes read to compare the record
 _DIGEST = 37
 _FRAMED = 1024  # goal items framed per part written
 
 
 class Side:
-    """The goal side as recorded: `record` the listing's (goals/'s stat text, `g goals`
-    line), then per goal in id order its id, stamp, item digest and fence ("0"/"1"), the
-    goal items ({"goal:<id>": digest}) and those items framed (`world.framed`)."""
+    """The goal side as recorded: `key` the key line of the listing it was recorded for
+    (`Seen.key`), `record` that listing's (goals/'s stat text, `g goals` line), then per
+    goal in id order its id, stamp, item digest and fence ("0"/"1"), the goal items
+    ({"goal:<id>": digest}) and those items framed (`world.framed`)."""
 
-    __slots__ = ("fenced", "held", "ids", "items", "record", "section", "stamps")
+    __slots__ = ("fenced", "held", "ids", "items", "key", "record", "section", "stamps")
 
     def __init__(
         self,
+        key: str,
         record: tuple[str, str],
         ids: list[str],
         *,
@@ -69,6 +70,7 @@ class Side:
         fenced: str,
         section: bytes | memoryview,
     ) -> None:
+        self.key = key
         self.record = record
         self.ids = ids
         self.stamps = stamps
@@ -76,6 +78,11 @@ class Side:
         self.fenced = fenced
         self.section = section
         self.held: tuple[Held, ...] = ()  # the goals made from it (workdir/goals.py `_known`)
+
+    def matches(self, key: tuple[str, str] | None) -> bool:
+        """Whether it was recorded for `key`, this beat's listing (`Seen.key`): goals/ as
+        recorded, every goal at its recorded stat."""
+        return key is not None and self.key == f"{key[0]} {key[1]}"
 
     def fenced_stamps(self) -> list[tuple[str, str]]:
         """(id, stamp) of the goals that open a `---` fence (the only ones that may be loops)."""
@@ -87,22 +94,27 @@ class Side:
         return out
 
 
-def load(path: Path, key: tuple[str, str] | None) -> Side | None:
-    """The recorded side if it is whole and was recorded for `key` (this beat's listing,
-    `Seen.key`); None otherwise (no listing to compare, no file, damaged, another listing)."""
-    if key is None:
+def load(path: Path) -> Side | None:
+    """The recorded side if it is whole, whatever listing it was recorded for (`matches`
+    says whether it is this beat's; a beat whose listing differs takes from it the goals
+    whose own stat is the recorded one: workdir/goalsplice.py); None: no file, damaged."""
+    data = _read(path)
+    end = -1 if data is None else data.find(b"\n", len(MAGIC) + 1)
+    if data is None or end < 0:
         return None
-    line = _record_line(key)
-    data = _read(path, line)
-    if data is None:
-        return None
+    key = data[len(MAGIC) + 1 : end].decode("utf-8", "surrogateescape")
+    return _parse(data, end + 1, key)
+
+
+def _parse(data: bytes, head: int, key: str) -> Side | None:
+    """The side in `data` (the file's bytes), whose first `head` bytes are MAGIC and the
+    key line `key` it was recorded for."""
     view = memoryview(data)
     if len(data) < _DIGEST or data[-_DIGEST:] != world.digest(view[:-_DIGEST]).encode():
         return None  # truncated, damaged, or replaced since the first read
-    head = len(MAGIC) + 2 + len(line)
     meta_start = data.find(b"\n", head) + 1
     meta_end = data.find(b"\n", meta_start)
-    if meta_start <= 0 or meta_end < 0 or data[:head] != MAGIC + b"\n" + line + b"\n":
+    if meta_start <= 0 or meta_end < 0:
         return None
     seal_line = data[head : meta_start - 1].decode("utf-8", "surrogateescape")
     if not seal_line.startswith("g goals "):
@@ -126,18 +138,18 @@ def load(path: Path, key: tuple[str, str] | None) -> Side | None:
         return None
     items = dict(zip(["goal:" + goal_id for goal_id in ids], digests, strict=True))
     return Side(
-        (key[0], seal_line),
+        key,
+        (key.partition(" ")[0], seal_line),
         ids,
         stamps=stamps,
         items=items,
         fenced=fenced,
-        section=view[meta_end + 1 : -_DIGEST],
+        section=bytes(view[meta_end + 1 : -_DIGEST]),  # a copy: the file's bytes go
     )
 
 
-def _read(path: Path, line: bytes) -> bytes | None:
-    """The file's bytes if it is a regular file under CAP whose record line is `line`; the
-    first read is a few KB: a beat whose listing differs reads no more."""
+def _read(path: Path) -> bytes | None:
+    """The file's bytes if it is a regular file under CAP that begins with MAGIC."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -146,10 +158,8 @@ def _read(path: Path, line: bytes) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > CAP:
             return None
-        if os.read(fd, _FIRST)[: len(MAGIC) + 2 + len(line)] != MAGIC + b"\n" + line + b"\n":
-            return None  # another version, or goals/ is not as it was recorded: the full pass
-        os.lseek(fd, 0, os.SEEK_SET)
-        return os.read(fd, st.st_size + 1)  # one read: a regular file gives all of it
+        data = os.read(fd, st.st_size + 1)  # one read: a regular file gives all of it
+        return data if data.startswith(MAGIC + b"\n") else None  # another version
     except OSError:
         return None
     finally:
@@ -168,21 +178,31 @@ def save(
     *,
     digests: list[str],
     fenced: str,
+    section: bytes | memoryview | None = None,
 ) -> None:
     """Record the goal side for `key` and its `record` (`Seen.key`, `Seen.record`): `found`
     the listing's (id, stamp) in id order, each goal's item digest and fence ("0"/"1") in
     the same order (the caller has checked
     that the world hashed each goal at its listed stamp). Written part by part, the digest
-    last: at 10,000 goals no part is over ~0.6 MB (a full beat's memory peaks about then)."""
+    last: at 10,000 goals no part is over ~0.6 MB (a full beat's memory peaks about then).
+    `section`: the goal items already framed (workdir/goalsplice.py spliced them)."""
     update, result = world.digester()
 
     def parts() -> Iterator[bytes]:
         yield MAGIC + b"\n"
         yield _record_line(key) + b"\n"
         yield record[1].encode("utf-8", "surrogateescape") + b"\n"
-        yield b'{"digests":' + jsonio.dumps(digests) + b',"fenced":' + jsonio.dumps(fenced)
-        yield b',"ids":' + jsonio.dumps([goal_id for goal_id, _ in found]) + b',"stamps":'
-        yield jsonio.dumps([stamp for _, stamp in found]) + b"}\n"
+        # Each list a part of its own: at 10,000 goals no part is over ~0.6 MB, none joined.
+        yield b'{"digests":'
+        yield jsonio.dumps(digests)
+        yield b',"fenced":' + jsonio.dumps(fenced) + b',"ids":'
+        yield jsonio.dumps([goal_id for goal_id, _ in found])
+        yield b',"stamps":'
+        yield jsonio.dumps([stamp for _, stamp in found])
+        yield b"}\n"
+        if section is not None:
+            yield bytes(section)  # the spliced bytes themselves: no copy
+            return
         for i in range(0, len(found), _FRAMED):
             chunk = zip(found[i : i + _FRAMED], digests[i : i + _FRAMED], strict=True)
             yield world.framed({f"goal:{goal_id}": d for (goal_id, _), d in chunk})
