@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
 from looop_py.beat import retention, vouch
+from looop_py.beat.interrupted import report_interrupted
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.loops import index as loopindex
-from looop_py.moves import wal
 from looop_py.sensing import probes, seal
 from looop_py.sensing.sense import Committed, World, commit, load_committed, sense
 from looop_py.workdir import environ, goals, journal, shelf
@@ -173,7 +173,7 @@ def _beat_body(
     jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
 
-    interrupted = _report_interrupted(wd, now)
+    interrupted = report_interrupted(wd, now)
     if not wd.shelf.empty("approved"):  # approvals their approver did not run (rare)
         from looop_py.moves import approvals
 
@@ -326,25 +326,6 @@ def _seal(
         sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",
         goals_listed=lambda: listed(world.goals),
     )
-
-
-def _report_interrupted(wd: WorkDir, now: float) -> str | None:
-    """A move a dead actor left half-done: reported once, never re-run."""
-    record = wal.take_interrupted(wd.paths)
-    if record is None:
-        return None
-    move = record.get("move")
-    move = move if isinstance(move, dict) else {}  # a damaged record still says: interrupted
-    started = record.get("started_at")
-    started = started if isinstance(started, int | float) and not isinstance(started, bool) else 0
-    text = (
-        f"interrupted: a {str(move.get('action', '?'))[:40]} move started at "
-        f"{journal.iso(started) if 0 < started < 1e11 else '?'} did not finish"
-        " (looop died mid-move); it was not re-run, check its effect by hand"
-    )
-    journal.write(wd, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
-    journal.emit(wd, "move_interrupted", now, move=move)
-    return text
 
 
 def housekeep(wd: WorkDir, now: float) -> list[str]:
