@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from looop_py.sensing.survey import Listed
     from looop_py.workdir.context import WorkDir
     from looop_py.workdir.goalfile import GoalFile
+    from looop_py.workdir.watched import Vouch
 else:
     try:  # the C half of `signal` (as in procs.py): its wrapper builds three IntEnums, ~1 ms
         import _signal
@@ -109,11 +110,14 @@ def beat(
     force: bool = False,
     decider: Any = None,
     handover: Handover | None = None,
+    goals_from: Vouch | None = None,
 ) -> BeatResult:
     """Run one beat; returns what happened. Never raises for a broken sensor.
 
     `handover`: a quiet attempt that found a change gives its lock and its
-    sensors' runs (beat/quiet.py); the beat goes on from there.
+    sensors' runs (beat/quiet.py); the beat goes on from there. `goals_from`: goals/'s
+    entries as an inotify watch vouches for them (`looop up`, ops/goalwatch.py), taken
+    instead of an lstat per goal when it does (workdir/watched.py).
     """
     started = handover.started if handover else time.monotonic()
     wd.paths.state.mkdir(exist_ok=True)
@@ -125,7 +129,9 @@ def beat(
     try:
         with terminate_cleanly():
             ran = handover.runs if handover else None
-            return _beat_locked(wd, force=force, decider=decider, started=started, ran=ran)
+            return _beat_locked(
+                wd, force=force, decider=decider, started=started, ran=ran, vouch=goals_from
+            )
     finally:
         procs.kill_running()
         lock.release()
@@ -138,12 +144,15 @@ def _beat_locked(
     decider: Any,
     started: float,
     ran: dict[str, procs.Result] | None,
+    vouch: Vouch | None = None,
 ) -> BeatResult:
     seal.break_seal(str(wd.paths.root))
     cfg = wd.config
 
     def body(fence: Fence | None) -> BeatResult:
-        return _beat_body(wd, fence, force=force, decider=decider, started=started, ran=ran)
+        return _beat_body(
+            wd, fence, force=force, decider=decider, started=started, ran=ran, vouch=vouch
+        )
 
     if cfg.coordination.backend == "files":
         return body(None)
@@ -160,6 +169,7 @@ def _beat_body(
     decider: Any,
     started: float,
     ran: dict[str, procs.Result] | None,
+    vouch: Vouch | None = None,
 ) -> BeatResult:
     """SENSE to ACT; `fence` (a shared backend) keeps the committed world and guards its commit.
 
@@ -180,6 +190,8 @@ def _beat_body(
         _emit_steps(wd, now, "approval_failed", lambda: approvals.carry_out_pending(wd, now))
 
     with wd.memo.scope():  # goals/ listed once for ADVANCE, the probes and the hash
+        if vouch is not None:  # as `looop up`'s watch vouches for it: no lstat per goal
+            goals.list_with(wd, vouch)
         # 1. REAP and 2. ADVANCE — before SENSE, so the probes already see what they settled.
         failed = housekeep(wd, now) + advance_loops(wd, now)
 

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import os
 import stat
+from operator import itemgetter
 
 from looop_py.ops import inotify
+from looop_py.workdir.watched import Watched
 from looop_py.world import listing_digest, stat_text
 
 MASK = (
@@ -74,21 +76,43 @@ class GoalWatch:
         self._ino: inotify.Inotify | None = None
         self._watch: int | None = None
         self._dir: tuple[int, int] | None = None  # (st_dev, st_ino) of the watched folder
-        self._line: tuple[str, str] | None = None  # (goals/'s stat text, its `g goals` line)
+        # goals/'s stat text, its `g goals` line and its entries (workdir/watched.py)
+        self._line: tuple[str, str, Watched] | None = None
         self._unproven: list[tuple[str, str]] = []  # (name, lstat text) to take every time
 
     def listed(self) -> Listed | None:
         """goals/ as the survey writes it, vouched for by the watch; None: no vouching."""
-        if not self._armed():
+        if not self._vouches():
             return None
+        assert self._line is not None
+        return self._line[0], self._line[1], {}
+
+    def vouched(self, fd: int) -> Watched | None:
+        """goals/'s entries for a full beat's listing (workdir/watched.py `Vouch`): as last
+        listed while no event came since and no entry it must lstat each time changed, else
+        listed again now (the beat's one listing); None when the watch cannot vouch, or `fd`
+        (goals/ as the beat opened it) is not the folder watched."""
+        if not self._vouches(relist=True):
+            return None
+        assert self._line is not None
+        held = self._line[2]
+        st = os.fstat(fd)
+        return held if (st.st_dev, st.st_ino) == held.folder else None
+
+    def _vouches(self, *, relist: bool = False) -> bool:
+        """Whether the watch vouches for its listing now (listed again if an event came);
+        `relist`: an entry lstat'ed each time that changed lists goals/ again at once, where
+        the survey would list it itself."""
+        if not self._armed():
+            return False
         if self._changed():
             self._line = None
             if not self._armed():  # goals/ itself went: watched again, if it is there
-                return None
+                return False
         if self._line is None:
             self._line = self._list()
             if self._line is None:
-                return None
+                return False
         for name, text in self._unproven:
             try:
                 now = stat_text(os.lstat(os.path.join(self.folder, name)))
@@ -96,8 +120,11 @@ class GoalWatch:
                 now = "-"
             if now != text:
                 self._line = None  # the survey stats it all; listed again next time
-                return None
-        return self._line[0], self._line[1], {}
+                if not relist:
+                    return False
+                self._line = self._list()
+                return self._line is not None
+        return True
 
     def changed(self) -> bool:
         """Whether an event came in goals/ since the last call here or to `listed` (which
@@ -156,27 +183,28 @@ class GoalWatch:
                 self._line = None
         return bool(events)
 
-    def _list(self) -> tuple[str, str] | None:
-        """goals/'s stat and its `g goals` line as survey.goals_line writes it (one lstat a
-        goal), noting the entries no event vouches for; None when it cannot be listed."""
+    def _list(self) -> tuple[str, str, Watched] | None:
+        """goals/'s stat, its `g goals` line as survey.goals_line writes it (one lstat a
+        goal) and its entries as a full beat takes them (workdir/watched.py), noting the
+        entries no event vouches for; None when it cannot be listed."""
         self.listings += 1
         try:
             fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return None
-        numbers: list[int] = []
         unproven: list[tuple[str, str]] = []
         try:
             folder = os.fstat(fd)  # before the entries: a later change is an event anyway
             if (folder.st_dev, folder.st_ino) != self._dir:
                 return None  # not the folder watched: the next call watches this one
-            names = os.listdir(fd)
-            names.sort()
+            held = Watched(folder)
+            names = os.listdir(fd)  # in listdir's order, as the beat's own listing takes it
             for name in names:
                 if not name.endswith((".md", ".sh")):
+                    held.add(name, None)
                     continue
                 st = os.lstat(name, dir_fd=fd)
-                numbers.extend((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+                held.add(name, st)
                 if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
                     unproven.append((name, stat_text(st)))
         except OSError:
@@ -184,8 +212,23 @@ class GoalWatch:
         finally:
             os.close(fd)
         self._unproven = unproven
-        line = f"g goals {len(names)} {listing_digest(names, numbers)}"
-        return stat_text(folder), line
+        return stat_text(folder), _goals_line(held, names), held
+
+
+def _goals_line(held: Watched, names: list[str]) -> str:
+    """`g goals COUNT DIGEST` of the entries listed (survey.goals_line's line): every name
+    sorted, and each .md or .sh entry's five lstat numbers in the order of its name."""
+    listed = [*held.goals, *held.links, *held.sh]
+    flat = held.numbers[:]
+    for st in (*held.links.values(), *held.sh.values()):
+        flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    order = sorted(range(len(listed)), key=listed.__getitem__)  # names are unique
+    numbers = flat[:]  # each of the five columns in name order at once (as listing.Seen)
+    if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
+        pick = itemgetter(*order)
+        for k in range(5):
+            numbers[k::5] = pick(flat[k::5])
+    return f"g goals {len(names)} {listing_digest(sorted(names), numbers)}"
 
 
 def local(folder: str) -> bool:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from looop_py.workdir.context import WorkDir
+    from looop_py.workdir.watched import Vouch, Watched
 
 
 # What looop reads of the files a human edits. Past a cap, or not a regular file
@@ -75,11 +76,17 @@ def _scan(wd: WorkDir) -> Scan:
     return list(found), dict(refused), record
 
 
-def _listed(wd: WorkDir) -> Listed:
-    return wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
+def _listed(wd: WorkDir, vouch: Vouch | None = None) -> Listed:
+    return wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd, vouch))
 
 
-def _scan_now(wd: WorkDir) -> Listed:
+def list_with(wd: WorkDir, vouch: Vouch) -> None:
+    """List goals/ now for this beat's `wd.memo.scope()`, taking its entries as `vouch` (an
+    inotify watch under `looop up`, workdir/watched.py) vouches for them, if it does."""
+    _listed(wd, vouch)
+
+
+def _scan_now(wd: WorkDir, vouch: Vouch | None = None) -> Listed:
     """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, what the
     seal's survey may take of the listing (workdir/listing.py), and the goal side recorded
     for this listing (workdir/goalside.py) if there is one. One lstat per goal (and a stat
@@ -87,25 +94,30 @@ def _scan_now(wd: WorkDir) -> Listed:
     names only, no Path per goal.
 
     A first pass takes each .md entry's name and lstat; when none is a link or went and the
-    listing is the one recorded, that is all (it held only safe names). Else a second pass."""
+    listing is the one recorded, that is all (it held only safe names). Else a second pass.
+    `vouch`: the entries as a watch vouches for them, taken instead of listdir and lstat."""
     seen = listing.Seen(str(wd.paths.goals))
     try:
         fd = os.open(wd.paths.goals, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return [], {}, None, False, None
     try:
-        return _scan_at(wd, fd, seen)
+        return _scan_at(wd, fd, seen, None if vouch is None else vouch(fd))
     finally:
         os.close(fd)
 
 
-def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
+def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen, held: Watched | None = None) -> Listed:
     """`_scan_now` with goals/ open as `fd`: each name lstat'ed relative to it (no path
-    walk from the root per goal, as the survey's goals line does)."""
+    walk from the root per goal, as the survey's goals line does), or taken as `held`."""
     names: list[str] = []
     flat: list[int] = []
     odd: list[tuple[str, bool]] = []  # .md links, and those whose lstat failed: (name, linked)
-    for name in os.listdir(fd):
+    if held is not None:  # the same entries, heaps and numbers, without a syscall per goal
+        for name in held.others:
+            seen.other(name, fd, held.lstat)
+        names, flat, odd = held.goals[:], held.numbers[:], [(n, True) for n in held.links]
+    for name in os.listdir(fd) if held is None else ():
         if name[-3:] != ".md":
             seen.other(name, fd)  # no goal: a name (a .sh file: its lstat)
             continue
