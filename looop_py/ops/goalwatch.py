@@ -36,6 +36,7 @@ import stat
 from operator import itemgetter
 
 from looop_py.ops import inotify
+from looop_py.workdir import watched
 from looop_py.workdir.watched import Watched
 from looop_py.world import listing_digest, stat_text
 
@@ -192,30 +193,20 @@ class GoalWatch:
             fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return None
-        unproven: list[tuple[str, str]] = []
         try:
             folder = os.fstat(fd)  # before the entries: a later change is an event anyway
             if (folder.st_dev, folder.st_ino) != self._dir:
                 return None  # not the folder watched: the next call watches this one
-            held = Watched(folder)
-            names = os.listdir(fd)  # in listdir's order, as the beat's own listing takes it
-            for name in names:
-                if not name.endswith((".md", ".sh")):
-                    held.add(name, None)
-                    continue
-                st = os.lstat(name, dir_fd=fd)
-                held.add(name, st)
-                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                    unproven.append((name, stat_text(st)))
+            held, unproven = watched.take(fd, folder)
         except OSError:
             return None  # an entry gone as it was listed: its event lists it again
         finally:
             os.close(fd)
-        self._unproven = unproven
-        return stat_text(folder), _goals_line(held, names), held
+        self._unproven = [(name, stat_text(st)) for name, st in unproven]
+        return stat_text(folder), _goals_line(held), held
 
 
-def _goals_line(held: Watched, names: list[str]) -> str:
+def _goals_line(held: Watched) -> str:
     """`g goals COUNT DIGEST` of the entries listed (survey.goals_line's line): every name
     sorted, and each .md or .sh entry's five lstat numbers in the order of its name."""
     listed = [*held.goals, *held.links, *held.sh]
@@ -228,7 +219,8 @@ def _goals_line(held: Watched, names: list[str]) -> str:
         pick = itemgetter(*order)
         for k in range(5):
             numbers[k::5] = pick(flat[k::5])
-    return f"g goals {len(names)} {listing_digest(sorted(names), numbers)}"
+    every = sorted([*held.goals, *held.links, *held.others])
+    return f"g goals {len(every)} {listing_digest(every, numbers)}"
 
 
 def local(folder: str) -> bool:

@@ -2,7 +2,7 @@
 
 Under `looop up` an inotify watch on goals/ (ops/goalwatch.py) lists the folder once and
 then vouches for it until the kernel reports a change there. A full beat that the watch
-hands its listing (`Vouch`, passed down from the door: beat/pulse.py `beat(goals=)`) takes
+hands its listing (`Vouch`, passed down from the door: beat/pulse.py `beat(goals_from=)`) takes
 these entries instead of listing goals/ and lstat'ing every goal again
 (workdir/goals.py `_scan_at`): the same names in listdir's order, the same lstat numbers,
 sorted into the same heaps as `_scan_at` sorts a fresh listing's. What follows the listing
@@ -32,23 +32,38 @@ class Watched:
         self.others: list[str] = []  # every other entry
         self.sh: dict[str, os.stat_result] = {}  # the lstat of each .sh entry among them
 
-    def add(self, name: str, st: os.stat_result | None) -> None:
-        """An entry, with its lstat if it is an .md or .sh file (None: a name only)."""
-        if name[-3:] != ".md":
-            self.others.append(name)
-            if st is not None:
-                self.sh[name] = st
-            return
-        assert st is not None, "an .md entry comes with its lstat"
-        if stat.S_ISLNK(st.st_mode):
-            self.links[name] = st
-        else:
-            self.goals.append(name)
-            self.numbers += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-
     def lstat(self, name: str, /, *, dir_fd: int | None = None) -> os.stat_result:
         """The lstat of a .sh entry, as it was listed (os.lstat's signature)."""
         return self.sh[name]
+
+
+def take(fd: int, folder: os.stat_result) -> tuple[Watched, list[tuple[str, os.stat_result]]]:
+    """goals/, open as `fd` (its fstat `folder`), listed: one lstat per .md or .sh entry. And
+    the entries whose change need not raise an event in goals/ (a symlink, a file with
+    another hard link, anything not a regular file), each with its lstat. Raises OSError
+    (an entry gone while listed, among others)."""
+    held = Watched(folder)
+    goals, numbers, links, others, sh = held.goals, held.numbers, held.links, held.others, held.sh
+    unproven: list[tuple[str, os.stat_result]] = []
+    lstat, is_link, is_file = os.lstat, stat.S_ISLNK, stat.S_ISREG
+    for name in os.listdir(fd):  # in listdir's order, as the beat's own listing takes it
+        tail = name[-3:]
+        if tail not in (".md", ".sh"):
+            others.append(name)
+            continue
+        st = lstat(name, dir_fd=fd)
+        mode = st.st_mode
+        if tail == ".sh":
+            others.append(name)
+            sh[name] = st
+        elif is_link(mode):
+            links[name] = st
+        else:
+            goals.append(name)
+            numbers += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, mode)
+        if not is_file(mode) or st.st_nlink != 1:
+            unproven.append((name, st))
+    return held, unproven
 
 
 # goals/ opened as the descriptor given -> its entries as the watch vouches for them now,
