@@ -115,9 +115,9 @@ def beat(
     """Run one beat; returns what happened. Never raises for a broken sensor.
 
     `handover`: a quiet attempt that found a change gives its lock and its
-    sensors' runs (beat/quiet.py); the beat goes on from there. `goals_from`: goals/'s
-    entries as an inotify watch vouches for them (`looop up`, ops/goalwatch.py), taken
-    instead of an lstat per goal when it does (workdir/watched.py).
+    sensors' runs (beat/quiet.py); the beat goes on from there. `goals_from`: an inotify
+    watch on goals/ (`looop up`, ops/goalwatch.py): the beat takes goals/ as it vouches for
+    it, with no lstat per goal, when it does (workdir/watched.py).
     """
     started = handover.started if handover else time.monotonic()
     wd.paths.state.mkdir(exist_ok=True)

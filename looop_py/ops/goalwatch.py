@@ -7,7 +7,10 @@ changes only the file's own stat, not the folder's. At 10,000 goals those calls 
 git's fsmonitor does for `git status`: hold an inotify watch on goals/ and list it again
 only after the kernel reported a change there. `GoalWatch.listed` gives the survey the
 line (with goals/'s own stat when it was listed), and the survey takes it while goals/
-still has that stat (`survey._listed`).
+still has that stat (`survey._listed`). A full beat under `up` takes the same listing
+(`vouched`: names, lstat numbers, links and .sh entries apart, workdir/watched.py) instead
+of an lstat per goal, and after a goal edit the watch's listing is the beat's only one; the
+seal then takes the watch's line too while it `holds`.
 
 What it vouches for, and what it does not:
 - the watch is added before the listing it vouches for, and the events queued so far are
@@ -99,6 +102,11 @@ class GoalWatch:
         held = self._line[2]
         st = os.fstat(fd)
         return held if (st.st_dev, st.st_ino) == held.folder else None
+
+    def holds(self, held: Watched) -> bool:
+        """Whether `held`, a listing `vouched` gave, is still the one the watch vouches for
+        (no event since, no entry it lstats each time changed)."""
+        return self._vouches() and self._line is not None and self._line[2] is held
 
     def _vouches(self, *, relist: bool = False) -> bool:
         """Whether the watch vouches for its listing now (listed again if an event came);
@@ -203,7 +211,8 @@ class GoalWatch:
         finally:
             os.close(fd)
         self._unproven = [(name, stat_text(st)) for name, st in unproven]
-        return stat_text(folder), _goals_line(held), held
+        held.record = (stat_text(folder), _goals_line(held))
+        return *held.record, held
 
 
 def _goals_line(held: Watched) -> str:

@@ -134,7 +134,7 @@ def up_beat(wd: WorkDir, goals: GoalWatch) -> BeatResult:
     if wd.config.coordination.backend != "files" or goals.changed():
         # a goal edited: the quiet path would only find that out (the watch lists goals/
         # again for the beat, once)
-        return beat(wd, goals_from=goals.vouched)
+        return beat(wd, goals_from=goals)
     started = time.monotonic()
     here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the quiet path moves to the work dir
     try:
@@ -146,7 +146,7 @@ def up_beat(wd: WorkDir, goals: GoalWatch) -> BeatResult:
         os.close(here)
     if isinstance(outcome, int):
         return BeatResult(BeatOutcome.SKIPPED, duration_s=time.monotonic() - started)
-    return beat(wd, handover=outcome, goals_from=goals.vouched)
+    return beat(wd, handover=outcome, goals_from=goals)
 
 
 def hold_pulse(wd: WorkDir) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.workdir import goalside, listing
+from looop_py.workdir import goalside, listing, watched
 from looop_py.workdir.goalfile import GOAL_CAP, GoalFile, notice, read_goal_once, why_not_read
 from looop_py.workdir.goalside import Side
 from looop_py.workdir.paths import Paths
@@ -76,17 +76,25 @@ def _scan(wd: WorkDir) -> Scan:
     return list(found), dict(refused), record
 
 
-def _listed(wd: WorkDir, vouch: Vouch | None = None) -> Listed:
+def _listed(wd: WorkDir, vouch: Callable[[int], Watched | None] | None = None) -> Listed:
     return wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd, vouch))
 
 
 def list_with(wd: WorkDir, vouch: Vouch) -> None:
     """List goals/ now for this beat's `wd.memo.scope()`, taking its entries as `vouch` (an
     inotify watch under `looop up`, workdir/watched.py) vouches for them, if it does."""
-    _listed(wd, vouch)
+    took: list[Watched] = []
+
+    def keep(fd: int) -> Watched | None:
+        if (held := vouch.vouched(fd)) is not None:
+            took.append(held)
+        return held
+
+    _listed(wd, keep)
+    wd.memo.once(("goals watched", wd.paths.goals), lambda: (vouch, took[0]) if took else None)
 
 
-def _scan_now(wd: WorkDir, vouch: Vouch | None = None) -> Listed:
+def _scan_now(wd: WorkDir, vouch: Callable[[int], Watched | None] | None = None) -> Listed:
     """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, what the
     seal's survey may take of the listing (workdir/listing.py), and the goal side recorded
     for this listing (workdir/goalside.py) if there is one. One lstat per goal (and a stat
@@ -226,8 +234,20 @@ def refused(wd: WorkDir) -> dict[str, str]:
 
 
 def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
-    """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
-    return functools.partial(listing.for_seal, *_scan(wd), known=s.held if (s := side(wd)) else ())
+    """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks;
+    one a watch listed and still vouches for when goals/ had changed just before (`watched.
+    for_seal`: the beat's own record is then not to be reused)."""
+    found, refused, record = _scan(wd)
+    took: tuple[Vouch, Watched] | None = wd.memo.once(("goals watched", wd.paths.goals), _none)
+    if record is None and took is not None:
+        return functools.partial(watched.for_seal, *took, found, refused)
+    return functools.partial(
+        listing.for_seal, found, refused, record, known=s.held if (s := side(wd)) else ()
+    )
+
+
+def _none() -> None:
+    return None
 
 
 def read_playbook(wd: WorkDir) -> bytes | None:

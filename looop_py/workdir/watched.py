@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Protocol
+
+from looop_py.workdir import listing
+from looop_py.workdir.listing import Held
 
 
 class Watched:
     """One listing of goals/: every entry by name in listdir's order, each .md or .sh by the
     numbers of its lstat (inode, size, mtime and ctime in ns, mode)."""
 
-    __slots__ = ("folder", "goals", "links", "numbers", "others", "sh")
+    __slots__ = ("folder", "goals", "links", "numbers", "others", "record", "sh")
 
     def __init__(self, folder: os.stat_result) -> None:
         self.folder = (folder.st_dev, folder.st_ino)  # the folder listed
@@ -31,6 +35,7 @@ class Watched:
         self.links: dict[str, os.stat_result] = {}  # the .md symlinks, each by its lstat
         self.others: list[str] = []  # every other entry
         self.sh: dict[str, os.stat_result] = {}  # the lstat of each .sh entry among them
+        self.record: tuple[str, str] | None = None  # goals/'s stat text, its `g goals` line
 
     def lstat(self, name: str, /, *, dir_fd: int | None = None) -> os.stat_result:
         """The lstat of a .sh entry, as it was listed (os.lstat's signature)."""
@@ -66,6 +71,32 @@ def take(fd: int, folder: os.stat_result) -> tuple[Watched, list[tuple[str, os.s
     return held, unproven
 
 
-# goals/ opened as the descriptor given -> its entries as the watch vouches for them now,
-# or None (no vouching: the beat lists goals/ itself).
-Vouch = Callable[[int], Watched | None]
+def for_seal(
+    vouch: Vouch,
+    held: Watched,
+    found: Sequence[tuple[str, str | None]],
+    refused: dict[str, str],
+    goals: Sequence[Held],
+) -> tuple[str, str, dict[str, str]] | None:
+    """The seal's listing of goals/ (`listing.for_seal`) from the watch's listing the beat
+    took, where the beat's own record is not reused because goals/ had changed within
+    RACY_NS before it was listed (an entry added in the same clock tick could leave its stat
+    equal): the watch's events say so instead. Only while the watch still vouches for it
+    (`Vouch.holds`, asked as the seal surveys) and it holds nothing `listing.Seen` would refuse: no
+    .md or .sh symlink, no .md that is no goal; None otherwise (the survey lists goals/)."""
+    if held.record is None or held.links or len(found) != len(held.goals) or refused:
+        return None
+    if any(stat.S_ISLNK(st.st_mode) for st in held.sh.values()) or not vouch.holds(held):
+        return None
+    return listing.for_seal(found, refused, held.record, goals)
+
+
+class Vouch(Protocol):
+    """A watch on goals/ (ops/goalwatch.py GoalWatch), as a full beat asks it."""
+
+    def vouched(self, fd: int) -> Watched | None:
+        """goals/, open as `fd`: its entries as the watch vouches for them now, or None (no
+        vouching: the beat lists goals/ itself)."""
+
+    def holds(self, held: Watched) -> bool:
+        """Whether the watch still vouches for `held`, its listing, now."""

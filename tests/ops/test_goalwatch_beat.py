@@ -18,8 +18,12 @@ from typing import Any
 
 import pytest
 
+from looop_py import jsonio
 from looop_py.beat import pulse
+from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.ops.goalwatch import GoalWatch
+from looop_py.ops.resident import up_beat
+from looop_py.sensing import survey
 from looop_py.sensing.sense import sense
 from looop_py.workdir import goalcache, goals
 from looop_py.workdir.goalside import Side
@@ -54,10 +58,13 @@ class Spy:
         self.watch = watch
         self.answers: list[Watched | None] = []
 
-    def __call__(self, fd: int) -> Watched | None:
+    def vouched(self, fd: int) -> Watched | None:
         got = self.watch.vouched(fd)
         self.answers.append(got)
         return got
+
+    def holds(self, held: Watched) -> bool:
+        return self.watch.holds(held)
 
 
 def _taken(wd: Paths, vouch: Spy | None) -> dict[str, Any]:
@@ -134,6 +141,15 @@ def watch(wd: Paths) -> Iterator[GoalWatch]:
     assert found.listed() is not None  # the quiet attempt's listing
     yield found
     found.close()
+
+
+def _beats(wd: Paths) -> list[dict[str, Any]]:
+    lines = wd.events.read_bytes().splitlines()
+    return [e for e in map(jsonio.loads, lines) if e.get("event") == "beat"]
+
+
+def _changed(result: BeatResult) -> set[str]:
+    return {c.item for c in result.changed}
 
 
 def _item(taken: dict[str, Any], goal_id: str) -> str:
@@ -304,7 +320,7 @@ def test_goals_as_listed_are_taken_with_no_lstat_per_goal(
     monkeypatch.setattr(os, "lstat", lstat)
     w = open_wd(wd)
     with w.memo.scope():
-        goals.list_with(w, watch.vouched)
+        goals.list_with(w, watch)
         side = goals.side(w)
         sense(w, 1_800_000_000.0, persist=False)
     monkeypatch.undo()
@@ -313,3 +329,101 @@ def test_goals_as_listed_are_taken_with_no_lstat_per_goal(
     assert [p for p in taken if p.endswith(".md")] == []
     took, held = _same(wd, watch)
     assert held is not None and took["side"] is not None and took["seal"] is not None
+
+
+# -- a goal saved as editors do (a new file renamed over it): goals/ itself just changed ---
+
+
+def _md_lstats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The goals os.lstat is called on from now on (by path, or by name beside goals/'s
+    descriptor)."""
+    taken: list[str] = []
+    real = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        name = os.fsdecode(path)
+        if name.endswith(".md") and ("/" not in name or "/goals/" in name):
+            taken.append(name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    return taken
+
+
+def _saved(path: Path, text: str) -> None:
+    """Saved as editors do, and goals/'s mtime ahead of the clock: however slow the machine,
+    goals/ changed within RACY_NS of the next listing, whose own record is not reused."""
+    new = path.with_name(".saving.tmp")
+    new.write_text(text)
+    os.rename(new, path)
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(path.parent, ns=(ahead, ahead))
+
+
+def _sealed_up(wd: Paths, watch: GoalWatch) -> None:
+    for _ in range(3):
+        up_beat(open_wd(wd), watch)
+    assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+    assert _beats(wd)[-1].get("sealed") is True
+
+
+def test_a_goal_added_while_the_beat_runs_is_not_sealed_from_the_watch(
+    wd: Paths, watch: GoalWatch
+) -> None:
+    """The beat took the watch's listing; a goal renamed in after it (by a sensor, as the
+    beat runs) is an event: the seal does not take the watch's line, and the next beat
+    reads the new goal."""
+    write_sensor(
+        wd,
+        "adder",
+        "if [ -f add-now ]; then rm add-now; printf '# Late\\n' > late.tmp;"
+        " mv late.tmp goals/late.md; fi\necho '{\"signal\": 1}'",
+    )
+    _sealed_up(wd, watch)
+    _saved(wd.goals / "goal-004.md", "# Goal 4\n\nKeep thing 4 neat.\n")  # goals/ changed now
+    (wd.root / "add-now").write_text("")
+    during = up_beat(open_wd(wd), watch)
+    assert during.outcome is BeatOutcome.DECIDED
+    assert "goal:goal-004" in _changed(during)
+    after = up_beat(open_wd(wd), watch)
+    assert "goal:late" in _changed(during) | _changed(after)
+    assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
+
+
+def test_the_seal_takes_the_watchs_listing_only_while_the_watch_holds_it(
+    wd: Paths, watch: GoalWatch
+) -> None:
+    _saved(wd.goals / "goal-004.md", "# Goal 4\n\nKeep thing 4 neat.\n")
+    w = open_wd(wd)
+    with w.memo.scope():
+        goals.list_with(w, watch)
+        world = sense(w, 1_800_000_000.0, persist=False)
+        sealing = goals.for_seal(w)
+        assert goals.goal_stamps(w) == [(g.id, g.stamp) for g in world.goals]
+        assert goals._scan(w)[2] is None  # the beat's own record: not to be reused
+    listed = sealing(world.goals)
+    assert listed is not None and listed[1] == survey.goals_line(str(wd.goals))
+    os.utime(wd.goals / "goal-005.md")  # an event: the watch no longer vouches for it
+    assert sealing(world.goals) is None
+
+
+def test_a_goal_saved_by_rename_is_listed_once_by_the_full_beat(
+    wd: Paths, watch: GoalWatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """goals/ changed within RACY_NS of the beat's listing, so its own record is not reused;
+    the seal takes the watch's listing, which it still vouches for, instead of listing and
+    lstat'ing every goal again. The next quiet beat lists nothing."""
+    write_sensor(wd, "s0", 'echo \'{"signal": {"n": 0}}\'\n')
+    _sealed_up(wd, watch)
+    listings = watch.listings
+    _saved(wd.goals / "goal-009.md", "# Goal 9\n\nKeep thing 9 neat.\n")
+    stats = _md_lstats(monkeypatch)
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-009"}
+    assert _beats(wd)[-1].get("sealed") is not False
+    assert watch.listings == listings + 1
+    assert len(stats) == N + 1  # the watch's one listing: each goal and fenced.md once
+    quiet = up_beat(open_wd(wd), watch)
+    monkeypatch.undo()
+    assert quiet.outcome is BeatOutcome.SKIPPED and _beats(wd)[-1].get("sealed") is True
+    assert len(stats) == N + 1 and watch.listings == listings + 1
