@@ -173,7 +173,9 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen, held: Watched | None = No
         found.append((goal_id, None if nums is None else world.STAT_TEXT % nums))  # stamp_of
         seen.goal(name, None if linked else nums)
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
-    record = seen.record()  # None once an entry spoilt it
+    # None once an entry spoilt it; the line a watch worked out from these entries, if all
+    line = held.record[1] if held is not None and held.record and not odd else None
+    record = seen.record(line)
     return found, refused, record, record is not None and not refused and seen.settled(), key
 
 

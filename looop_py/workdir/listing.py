@@ -115,10 +115,13 @@ class Seen:
             self._names.append(name)
             self._numbers += nums
 
-    def record(self) -> tuple[str, str] | None:
-        """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused."""
+    def record(self, line: str | None = None) -> tuple[str, str] | None:
+        """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused.
+        `line`: that line as a watch worked it out from these very entries (ops/goalwatch.py)."""
         if not self._ok or self._folder is None:
             return None
+        if line is not None:
+            return self._folder, line
         names, flat = self._names, self._numbers
         order = sorted(range(len(names)), key=names.__getitem__)  # names are unique
         numbers = flat[:]  # in name order: each of the five columns taken at once, in C
