@@ -37,6 +37,14 @@ class Watched:
         self.sh: dict[str, os.stat_result] = {}  # the lstat of each .sh entry among them
         self.record: tuple[str, str] | None = None  # goals/'s stat text, its `g goals` line
 
+    def copy(self) -> Watched:
+        """Another listing with these entries (the goals' numbers a list of its own)."""
+        other = object.__new__(Watched)
+        other.folder, other.goals, other.numbers = self.folder, self.goals, self.numbers[:]
+        other.links, other.others, other.sh = self.links, self.others, self.sh
+        other.record = None
+        return other
+
     def lstat(self, name: str, /, *, dir_fd: int | None = None) -> os.stat_result:
         """The lstat of a .sh entry, as it was listed (os.lstat's signature)."""
         return self.sh[name]

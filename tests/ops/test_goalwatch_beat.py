@@ -166,7 +166,8 @@ def test_a_goal_edited_in_place_between_the_watchs_listing_and_the_beat(
     listings = watch.listings
     _keep_size_and_mtime(wd.goals / "goal-007.md", "# Goal 7\n\nKeep thing X tidy.\n")
     after, held = _same(wd, watch)
-    assert held is not None and watch.listings == listings + 1  # listed again: the beat's one
+    assert held is not None and watch.listings == listings  # only that goal lstat'ed again
+    assert watch.restats == 1
     assert _item(after, "goal-007") != _item(before, "goal-007")
     assert after["hash"] != before["hash"]
 
@@ -178,6 +179,35 @@ def test_a_goal_edited_while_its_write_is_still_open(wd: Paths, watch: GoalWatch
         f.flush()  # IN_MODIFY now; IN_CLOSE_WRITE only at the close
         during, _ = _same(wd, watch)
     assert _item(during, "goal-001") != _item(before, "goal-001")
+
+
+def test_goals_written_in_place_alongside_other_changes(wd: Paths, watch: GoalWatch) -> None:
+    """Only writes and attribute changes to plain goals keep the listing (those goals are
+    lstat'ed again); anything else in the same events lists goals/ again."""
+    before, _ = _same(wd, watch)
+    listings = watch.listings
+    _keep_size_and_mtime(wd.goals / "goal-014.md", "# Goal 14\n\nKeep thing AA tidy.\n")
+    (wd.goals / "swap.tmp").write_text("# Goal 15\n\nKeep thing 15 neat.\n")
+    os.rename(wd.goals / "swap.tmp", wd.goals / "goal-015.md")  # renamed over: listed again
+    after, _ = _same(wd, watch)
+    assert watch.listings == listings + 1
+    assert _item(after, "goal-014") != _item(before, "goal-014")
+    assert _item(after, "goal-015") != _item(before, "goal-015")
+    _keep_size_and_mtime(wd.goals / "goal-016.md", "# Goal 16\n\nKeep thing BB tidy.\n")
+    os.link(wd.goals / "goal-016.md", wd.root / "twin.md")  # its link count: IN_ATTRIB
+    linked, _ = _same(wd, watch)
+    assert watch.listings == listings + 2  # no longer a plain goal: listed again
+    _keep_size_and_mtime(wd.root / "twin.md", "# Goal 16\n\nKeep thing CC tidy.\n")
+    through, _ = _same(wd, watch)  # written through its other name: no event in goals/
+    assert _item(through, "goal-016") != _item(linked, "goal-016")
+    _keep_size_and_mtime(wd.goals / "goal-017.md", "# Goal 17\n\nKeep thing DD tidy.\n")
+    assert watch.changed()  # the write is read, then the goal goes
+    (wd.goals / "goal-017.md").unlink()
+    gone, _ = _same(wd, watch)
+    assert "goal-017" not in dict(gone["found"])
+    (wd.goals / "notes.txt").write_text("not a goal\n")
+    _keep_size_and_mtime(wd.goals / "goal-018.md", "# Goal 18\n\nKeep thing EE tidy.\n")
+    _same(wd, watch)
 
 
 @pytest.mark.parametrize("target", ["inside", "outside", "dangling"])
@@ -405,6 +435,22 @@ def test_the_seal_takes_the_watchs_listing_only_while_the_watch_holds_it(
     assert listed is not None and listed[1] == survey.goals_line(str(wd.goals))
     os.utime(wd.goals / "goal-005.md")  # an event: the watch no longer vouches for it
     assert sealing(world.goals) is None
+
+
+def test_a_goal_written_in_place_is_the_only_goal_the_full_beat_lstats(
+    wd: Paths, watch: GoalWatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_sensor(wd, "s0", 'echo \'{"signal": {"n": 0}}\'\n')
+    _sealed_up(wd, watch)
+    listings = watch.listings
+    _keep_size_and_mtime(wd.goals / "goal-009.md", "# Goal 9\n\nKeep thing F tidy.\n")
+    stats = _md_lstats(monkeypatch)
+    seen = up_beat(open_wd(wd), watch)
+    assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-009"}
+    quiet = up_beat(open_wd(wd), watch)
+    monkeypatch.undo()
+    assert quiet.outcome is BeatOutcome.SKIPPED and _beats(wd)[-1].get("sealed") is True
+    assert stats == ["goal-009.md"] and watch.listings == listings
 
 
 def test_a_goal_saved_by_rename_is_listed_once_by_the_full_beat(
