@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from looop_py import jsonio, procs
 from looop_py.beat import retention, vouch
+from looop_py.beat.interrupted import report_interrupted
 from looop_py.beat.result import BeatOutcome, BeatResult
 from looop_py.errors import Unavailable
 from looop_py.locks import PulseLock
 from looop_py.loops import index as loopindex
-from looop_py.moves import wal
 from looop_py.sensing import probes, seal
 from looop_py.sensing.sense import Committed, World, commit, load_committed, sense
 from looop_py.workdir import environ, goals, journal, shelf
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from looop_py.sensing.survey import Listed
     from looop_py.workdir.context import WorkDir
     from looop_py.workdir.goalfile import GoalFile
+    from looop_py.workdir.watched import Vouch
 else:
     try:  # the C half of `signal` (as in procs.py): its wrapper builds three IntEnums, ~1 ms
         import _signal
@@ -109,11 +110,14 @@ def beat(
     force: bool = False,
     decider: Any = None,
     handover: Handover | None = None,
+    goals_from: Vouch | None = None,
 ) -> BeatResult:
     """Run one beat; returns what happened. Never raises for a broken sensor.
 
     `handover`: a quiet attempt that found a change gives its lock and its
-    sensors' runs (beat/quiet.py); the beat goes on from there.
+    sensors' runs (beat/quiet.py); the beat goes on from there. `goals_from`: an inotify
+    watch on goals/ (`looop up`, ops/goalwatch.py): the beat takes goals/ as it vouches for
+    it, with no lstat per goal, when it does (workdir/watched.py).
     """
     started = handover.started if handover else time.monotonic()
     wd.paths.state.mkdir(exist_ok=True)
@@ -125,7 +129,9 @@ def beat(
     try:
         with terminate_cleanly():
             ran = handover.runs if handover else None
-            return _beat_locked(wd, force=force, decider=decider, started=started, ran=ran)
+            return _beat_locked(
+                wd, force=force, decider=decider, started=started, ran=ran, vouch=goals_from
+            )
     finally:
         procs.kill_running()
         lock.release()
@@ -138,12 +144,15 @@ def _beat_locked(
     decider: Any,
     started: float,
     ran: dict[str, procs.Result] | None,
+    vouch: Vouch | None = None,
 ) -> BeatResult:
     seal.break_seal(str(wd.paths.root))
     cfg = wd.config
 
     def body(fence: Fence | None) -> BeatResult:
-        return _beat_body(wd, fence, force=force, decider=decider, started=started, ran=ran)
+        return _beat_body(
+            wd, fence, force=force, decider=decider, started=started, ran=ran, vouch=vouch
+        )
 
     if cfg.coordination.backend == "files":
         return body(None)
@@ -160,6 +169,7 @@ def _beat_body(
     decider: Any,
     started: float,
     ran: dict[str, procs.Result] | None,
+    vouch: Vouch | None = None,
 ) -> BeatResult:
     """SENSE to ACT; `fence` (a shared backend) keeps the committed world and guards its commit.
 
@@ -173,13 +183,15 @@ def _beat_body(
     jsonio.sweep_temp_files(wd.paths.snapshots, older_than_s=600, now=now)
     jsonio.sweep_temp_files(wd.paths.state, older_than_s=600, now=now)
 
-    interrupted = _report_interrupted(wd, now)
+    interrupted = report_interrupted(wd, now)
     if not wd.shelf.empty("approved"):  # approvals their approver did not run (rare)
         from looop_py.moves import approvals
 
         _emit_steps(wd, now, "approval_failed", lambda: approvals.carry_out_pending(wd, now))
 
     with wd.memo.scope():  # goals/ listed once for ADVANCE, the probes and the hash
+        if vouch is not None:  # as `looop up`'s watch vouches for it: no lstat per goal
+            goals.list_with(wd, vouch)
         # 1. REAP and 2. ADVANCE — before SENSE, so the probes already see what they settled.
         failed = housekeep(wd, now) + advance_loops(wd, now)
 
@@ -326,25 +338,6 @@ def _seal(
         sessions_key=f"snap:sys-sessions@{fence.coord.host}" if fence else "snap:sys-sessions",
         goals_listed=lambda: listed(world.goals),
     )
-
-
-def _report_interrupted(wd: WorkDir, now: float) -> str | None:
-    """A move a dead actor left half-done: reported once, never re-run."""
-    record = wal.take_interrupted(wd.paths)
-    if record is None:
-        return None
-    move = record.get("move")
-    move = move if isinstance(move, dict) else {}  # a damaged record still says: interrupted
-    started = record.get("started_at")
-    started = started if isinstance(started, int | float) and not isinstance(started, bool) else 0
-    text = (
-        f"interrupted: a {str(move.get('action', '?'))[:40]} move started at "
-        f"{journal.iso(started) if 0 < started < 1e11 else '?'} did not finish"
-        " (looop died mid-move); it was not re-run, check its effect by hand"
-    )
-    journal.write(wd, f"⚠ {text}: {jsonio.canonical(move).decode()[:300]}", now)
-    journal.emit(wd, "move_interrupted", now, move=move)
-    return text
 
 
 def housekeep(wd: WorkDir, now: float) -> list[str]:

@@ -7,7 +7,10 @@ changes only the file's own stat, not the folder's. At 10,000 goals those calls 
 git's fsmonitor does for `git status`: hold an inotify watch on goals/ and list it again
 only after the kernel reported a change there. `GoalWatch.listed` gives the survey the
 line (with goals/'s own stat when it was listed), and the survey takes it while goals/
-still has that stat (`survey._listed`).
+still has that stat (`survey._listed`). A full beat under `up` takes the same listing
+(`vouched`: names, lstat numbers, links and .sh entries apart, workdir/watched.py) instead
+of an lstat per goal, and after a goal edit the watch's listing is the beat's only one; the
+seal then takes the watch's line too while it `holds`.
 
 What it vouches for, and what it does not:
 - the watch is added before the listing it vouches for, and the events queued so far are
@@ -15,7 +18,10 @@ What it vouches for, and what it does not:
 - any event in goals/ (a write, an attribute, an entry created, deleted or renamed in or
   out; dot-names too) means list again; so does goals/ itself deleted, moved or replaced
   (IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED, another inode at the path: watched again)
-  and an overflowing event queue;
+  and an overflowing event queue. Except: when every event since the listing named a
+  plain goal of it (a regular file with one link) and said only that it was written or
+  its attributes changed, no entry came or went, so the listing is kept and those goals
+  alone are lstat'ed again (`_patched`; one no longer plain: listed in full);
 - no watch, no vouching (None: the survey lists and stats as it always did): goals/
   missing or a symlink, the kernel refusing a watch or an instance
   (fs.inotify.max_user_watches), or a file system whose files may change without this
@@ -33,8 +39,11 @@ from __future__ import annotations
 
 import os
 import stat
+from operator import itemgetter
 
 from looop_py.ops import inotify
+from looop_py.workdir import watched
+from looop_py.workdir.watched import Watched
 from looop_py.world import listing_digest, stat_text
 
 MASK = (
@@ -44,6 +53,9 @@ MASK = (
     | inotify.IN_UNMOUNT
     | inotify.IN_DONT_FOLLOW  # goals/ a symlink: not watched (its target may be anywhere)
 )
+# Events that say an entry was written or its attributes changed: which entries there
+# are did not change.
+IN_PLACE = inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE | inotify.IN_ATTRIB
 # File systems whose every change passes through this kernel's inotify.
 LOCAL = frozenset(
     [
@@ -71,24 +83,54 @@ class GoalWatch:
     def __init__(self, folder: str) -> None:
         self.folder = folder
         self.listings = 0  # how many times goals/ was listed (stat'ing every goal)
+        self.restats = 0  # how many times goals written in place were lstat'ed again alone
         self._ino: inotify.Inotify | None = None
         self._watch: int | None = None
         self._dir: tuple[int, int] | None = None  # (st_dev, st_ino) of the watched folder
-        self._line: tuple[str, str] | None = None  # (goals/'s stat text, its `g goals` line)
+        # goals/'s stat text, its `g goals` line and its entries (workdir/watched.py)
+        self._line: tuple[str, str, Watched] | None = None
         self._unproven: list[tuple[str, str]] = []  # (name, lstat text) to take every time
+        self._written: set[str] = set()  # plain goals written in place since the listing
+        self._index: dict[str, int] = {}  # each plain goal's place in the listing's goals
 
     def listed(self) -> Listed | None:
         """goals/ as the survey writes it, vouched for by the watch; None: no vouching."""
-        if not self._armed():
+        if not self._vouches():
             return None
-        if self._changed():
-            self._line = None
-            if not self._armed():  # goals/ itself went: watched again, if it is there
-                return None
+        assert self._line is not None
+        return self._line[0], self._line[1], {}
+
+    def vouched(self, fd: int) -> Watched | None:
+        """goals/'s entries for a full beat's listing (workdir/watched.py `Vouch`): as last
+        listed while no event came since and no entry it must lstat each time changed, else
+        listed again now (the beat's one listing); None when the watch cannot vouch, or `fd`
+        (goals/ as the beat opened it) is not the folder watched."""
+        if not self._vouches(relist=True):
+            return None
+        assert self._line is not None
+        held = self._line[2]
+        st = os.fstat(fd)
+        return held if (st.st_dev, st.st_ino) == held.folder else None
+
+    def holds(self, held: Watched) -> bool:
+        """Whether `held`, a listing `vouched` gave, is still the one the watch vouches for
+        (no event since, no entry it lstats each time changed)."""
+        return self._vouches() and self._line is not None and self._line[2] is held
+
+    def _vouches(self, *, relist: bool = False) -> bool:
+        """Whether the watch vouches for its listing now (listed again if an event came);
+        `relist`: an entry lstat'ed each time that changed lists goals/ again at once, where
+        the survey would list it itself."""
+        if not self._armed():
+            return False
+        if self._changed() and not self._armed():  # goals/ itself went: watched again
+            return False
+        if self._line is not None and self._written:
+            self._line = self._patched()  # None: listed in full
         if self._line is None:
             self._line = self._list()
             if self._line is None:
-                return None
+                return False
         for name, text in self._unproven:
             try:
                 now = stat_text(os.lstat(os.path.join(self.folder, name)))
@@ -96,16 +138,17 @@ class GoalWatch:
                 now = "-"
             if now != text:
                 self._line = None  # the survey stats it all; listed again next time
-                return None
-        return self._line[0], self._line[1], {}
+                if not relist:
+                    return False
+                self._line = self._list()
+                return self._line is not None
+        return True
 
     def changed(self) -> bool:
         """Whether an event came in goals/ since the last call here or to `listed` (which
-        then lists goals/ again); False without a watch to say."""
-        if self._ino is None or self._watch is None or not self._changed():
-            return False
-        self._line = None
-        return True
+        then lists goals/ again, or lstats again the goals written in place); False without
+        a watch to say."""
+        return self._ino is not None and self._watch is not None and self._changed()
 
     def close(self) -> None:
         if self._ino is not None:
@@ -144,48 +187,107 @@ class GoalWatch:
         if self._ino is not None and self._watch is not None:
             self._ino.remove(self._watch)
             self._ino.read()  # its IN_IGNORED
-        self._watch, self._dir, self._line = None, None, None
+        self._watch, self._dir, self._line, self._written = None, None, None, set()
 
     def _changed(self) -> bool:
-        """Whether any event came since the last call (goals/ itself gone: watched again)."""
+        """Whether any event came since the last call (goals/ itself gone: watched again).
+        When each named a plain goal of the listing kept and said only that it was written
+        or its attributes changed (no entry came, went or was renamed), the listing is kept
+        and those goals are lstat'ed again (`_patched`); any other event drops it."""
         assert self._ino is not None
         events = self._ino.read()
         for event in events:
             if event.mask & (inotify.GONE | inotify.IN_UNMOUNT) and not event.name:
                 self._disarm()  # the next call watches what is at the path then
                 self._line = None
+        if events and self._line is not None:
+            index = self._index
+            if all(e.name in index and not e.mask & ~IN_PLACE for e in events):
+                self._written.update(e.name for e in events)
+            else:
+                self._line = None
+        if self._line is None:
+            self._written = set()
         return bool(events)
 
-    def _list(self) -> tuple[str, str] | None:
-        """goals/'s stat and its `g goals` line as survey.goals_line writes it (one lstat a
-        goal), noting the entries no event vouches for; None when it cannot be listed."""
+    def _patched(self) -> tuple[str, str, Watched] | None:
+        """The listing kept, with the goals written in place since lstat'ed again: no event
+        said an entry came, went or was renamed. None when one is no longer a plain file
+        with one link, or goals/ is not the folder watched (then listed in full)."""
+        assert self._line is not None
+        old, written = self._line[2], self._written
+        self._written = set()
+        self.restats += 1
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            folder = os.fstat(fd)
+            if (folder.st_dev, folder.st_ino) != self._dir or old.folder != self._dir:
+                return None
+            held = old.copy()
+            numbers, index = held.numbers, self._index
+            for name in written:
+                st = os.lstat(name, dir_fd=fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    return None
+                at = 5 * index[name]
+                numbers[at : at + 5] = (
+                    st.st_ino,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                    st.st_mode,
+                )
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        held.record = (stat_text(folder), _goals_line(held))
+        return *held.record, held
+
+    def _list(self) -> tuple[str, str, Watched] | None:
+        """goals/'s stat, its `g goals` line as survey.goals_line writes it (one lstat a
+        goal) and its entries as a full beat takes them (workdir/watched.py), noting the
+        entries no event vouches for; None when it cannot be listed."""
         self.listings += 1
         try:
             fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return None
-        numbers: list[int] = []
-        unproven: list[tuple[str, str]] = []
         try:
             folder = os.fstat(fd)  # before the entries: a later change is an event anyway
             if (folder.st_dev, folder.st_ino) != self._dir:
                 return None  # not the folder watched: the next call watches this one
-            names = os.listdir(fd)
-            names.sort()
-            for name in names:
-                if not name.endswith((".md", ".sh")):
-                    continue
-                st = os.lstat(name, dir_fd=fd)
-                numbers.extend((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
-                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                    unproven.append((name, stat_text(st)))
+            held, unproven = watched.take(fd, folder)
         except OSError:
             return None  # an entry gone as it was listed: its event lists it again
         finally:
             os.close(fd)
-        self._unproven = unproven
-        line = f"g goals {len(names)} {listing_digest(names, numbers)}"
-        return stat_text(folder), line
+        self._unproven = [(name, stat_text(st)) for name, st in unproven]
+        self._written = set()
+        plain = set(held.goals).difference(name for name, _ in unproven)
+        self._index = {name: i for i, name in enumerate(held.goals) if name in plain}
+        held.record = (stat_text(folder), _goals_line(held))
+        return *held.record, held
+
+
+def _goals_line(held: Watched) -> str:
+    """`g goals COUNT DIGEST` of the entries listed (survey.goals_line's line): every name
+    sorted, and each .md or .sh entry's five lstat numbers in the order of its name."""
+    listed = [*held.goals, *held.links, *held.sh]
+    flat = held.numbers[:]
+    for st in (*held.links.values(), *held.sh.values()):
+        flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    order = sorted(range(len(listed)), key=listed.__getitem__)  # names are unique
+    numbers = flat[:]  # each of the five columns in name order at once (as listing.Seen)
+    if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
+        pick = itemgetter(*order)
+        for k in range(5):
+            numbers[k::5] = pick(flat[k::5])
+    every = sorted([*held.goals, *held.links, *held.others])
+    return f"g goals {len(every)} {listing_digest(every, numbers)}"
 
 
 def local(folder: str) -> bool:

@@ -128,10 +128,13 @@ def up_beat(wd: WorkDir, goals: GoalWatch) -> BeatResult:
     """One beat of `up`: the seal's quiet path first, in this process, as `looop pulse`
     takes it (beat/quiet.py), with goals/ as the watch vouches for it (no goal stat'ed
     while none changed); else, or when it finds a change, the full beat: at once when the
-    watch saw goals/ change. On a shared backend every beat is a full one (the pulse held
-    between beats, coord/election.py)."""
+    watch saw goals/ change, and it takes goals/ as the watch vouches for it too (no lstat
+    per goal: workdir/watched.py). On a shared backend every beat is a full one (the pulse
+    held between beats, coord/election.py)."""
     if wd.config.coordination.backend != "files" or goals.changed():
-        return beat(wd)  # a goal edited: the quiet path would only find that out
+        # a goal edited: the quiet path would only find that out (the watch lists goals/
+        # again for the beat, once)
+        return beat(wd, goals_from=goals)
     started = time.monotonic()
     here = os.open(".", os.O_RDONLY | os.O_CLOEXEC)  # the quiet path moves to the work dir
     try:
@@ -143,7 +146,7 @@ def up_beat(wd: WorkDir, goals: GoalWatch) -> BeatResult:
         os.close(here)
     if isinstance(outcome, int):
         return BeatResult(BeatOutcome.SKIPPED, duration_s=time.monotonic() - started)
-    return beat(wd, handover=outcome)
+    return beat(wd, handover=outcome, goals_from=goals)
 
 
 def hold_pulse(wd: WorkDir) -> None:

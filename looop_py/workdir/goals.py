@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
 from looop_py.ids import is_safe_segment
-from looop_py.workdir import goalside, goalsplice, listing
+from looop_py.workdir import goalside, goalsplice, listing, watched
 from looop_py.workdir.goalfile import GOAL_CAP, GoalFile, notice, read_goal_once, why_not_read
 from looop_py.workdir.goalside import Side
 from looop_py.workdir.goalsplice import Splice
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from looop_py.workdir.context import WorkDir
+    from looop_py.workdir.watched import Vouch, Watched
 
 
 # What looop reads of the files a human edits. Past a cap, or not a regular file
@@ -77,11 +78,25 @@ def _scan(wd: WorkDir) -> Scan:
     return list(found), dict(refused), record
 
 
-def _listed(wd: WorkDir) -> Listed:
-    return wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd))
+def _listed(wd: WorkDir, vouch: Callable[[int], Watched | None] | None = None) -> Listed:
+    return wd.memo.once(("goals", wd.paths.goals), lambda: _scan_now(wd, vouch))
 
 
-def _scan_now(wd: WorkDir) -> Listed:
+def list_with(wd: WorkDir, vouch: Vouch) -> None:
+    """List goals/ now for this beat's `wd.memo.scope()`, taking its entries as `vouch` (an
+    inotify watch under `looop up`, workdir/watched.py) vouches for them, if it does."""
+    took: list[Watched] = []
+
+    def keep(fd: int) -> Watched | None:
+        if (held := vouch.vouched(fd)) is not None:
+            took.append(held)
+        return held
+
+    _listed(wd, keep)
+    wd.memo.once(("goals watched", wd.paths.goals), lambda: (vouch, took[0]) if took else None)
+
+
+def _scan_now(wd: WorkDir, vouch: Callable[[int], Watched | None] | None = None) -> Listed:
     """(id, stat stamp or None) of each goal, sorted, {id: why} of those refused, what the
     seal's survey may take of the listing (workdir/listing.py), and the goal side recorded
     for this listing (workdir/goalside.py) if there is one. One lstat per goal (and a stat
@@ -89,25 +104,30 @@ def _scan_now(wd: WorkDir) -> Listed:
     names only, no Path per goal.
 
     A first pass takes each .md entry's name and lstat; when none is a link or went and the
-    listing is the one recorded, that is all (it held only safe names). Else a second pass."""
+    listing is the one recorded, that is all (it held only safe names). Else a second pass.
+    `vouch`: the entries as a watch vouches for them, taken instead of listdir and lstat."""
     seen = listing.Seen(str(wd.paths.goals))
     try:
         fd = os.open(wd.paths.goals, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return [], {}, None, False, None, None
     try:
-        return _scan_at(wd, fd, seen)
+        return _scan_at(wd, fd, seen, None if vouch is None else vouch(fd))
     finally:
         os.close(fd)
 
 
-def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
+def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen, held: Watched | None = None) -> Listed:
     """`_scan_now` with goals/ open as `fd`: each name lstat'ed relative to it (no path
-    walk from the root per goal, as the survey's goals line does)."""
+    walk from the root per goal, as the survey's goals line does), or taken as `held`."""
     names: list[str] = []
     flat: list[int] = []
     odd: list[tuple[str, bool]] = []  # .md links, and those whose lstat failed: (name, linked)
-    for name in os.listdir(fd):
+    if held is not None:  # the same entries, heaps and numbers, without a syscall per goal
+        for name in held.others:
+            seen.other(name, fd, held.lstat)
+        names, flat, odd = held.goals[:], held.numbers[:], [(n, True) for n in held.links]
+    for name in os.listdir(fd) if held is None else ():
         if name[-3:] != ".md":
             seen.other(name, fd)  # no goal: a name (a .sh file: its lstat)
             continue
@@ -164,7 +184,9 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen) -> Listed:
     if splice is not None:
         splice.extra.update(found[plain:])  # linked or unreadable: read, never kept
     found.sort(key=itemgetter(0))  # ids are unique: by id alone, the same order, sooner
-    record = seen.record()  # None once an entry spoilt it
+    # None once an entry spoilt it; the line a watch worked out from these entries, if all
+    line = held.record[1] if held is not None and held.record and not odd else None
+    record = seen.record(line)
     may = record is not None and not refused and seen.settled()
     return found, refused, record, may, key, splice
 
@@ -257,9 +279,19 @@ def refused(wd: WorkDir) -> dict[str, str]:
 
 
 def for_seal(wd: WorkDir) -> Callable[[Sequence[GoalFile]], tuple[str, str, dict[str, str]] | None]:
-    """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks."""
+    """This beat's listing of goals/ for the seal's survey (`listing.for_seal`), if it asks;
+    one a watch listed and still vouches for when goals/ had changed just before (`watched.
+    for_seal`: the beat's own record is then not to be reused)."""
+    found, refused, record = _scan(wd)
+    took: tuple[Vouch, Watched] | None = wd.memo.once(("goals watched", wd.paths.goals), _none)
+    if record is None and took is not None:
+        return functools.partial(watched.for_seal, *took, found, refused)
     known = s.held if (s := side(wd)) else _spliced_held(wd)
-    return functools.partial(listing.for_seal, *_scan(wd), known=known)
+    return functools.partial(listing.for_seal, found, refused, record, known=known)
+
+
+def _none() -> None:
+    return None
 
 
 def read_playbook(wd: WorkDir) -> bytes | None:

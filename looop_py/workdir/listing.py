@@ -29,6 +29,10 @@ from looop_py.workdir.goalcache import RACY_NS
 from looop_py.world import GONE, listing_digest, stat_text
 
 
+class Lstat(Protocol):  # os.lstat, or the lstat a watch listed (workdir/watched.py)
+    def __call__(self, name: str, /, *, dir_fd: int | None = ...) -> os.stat_result: ...
+
+
 class Held(Protocol):  # a goal the world holds (workdir/goalfile.py GoalFile)
     @property
     def id(self) -> str: ...
@@ -61,9 +65,9 @@ class Seen:
         else:
             self._ok = False
 
-    def other(self, name: str, folder_fd: int) -> None:
+    def other(self, name: str, folder_fd: int, lstat: Lstat = os.lstat) -> None:
         """An entry that is not a goal: a name, or (.sh, an .md that is no goal) its lstat,
-        taken relative to goals/'s descriptor."""
+        taken relative to goals/'s descriptor (`lstat`: as a watch listed it)."""
         if not name.endswith((".md", ".sh")):
             self._bare.append(name)
             return
@@ -71,7 +75,7 @@ class Seen:
             self._ok = False  # the survey counts it among the goals, the world does not
             return
         try:
-            st = os.lstat(name, dir_fd=folder_fd)
+            st = lstat(name, dir_fd=folder_fd)
         except FileNotFoundError:
             self.goal(name, GONE)
             return
@@ -111,10 +115,13 @@ class Seen:
             self._names.append(name)
             self._numbers += nums
 
-    def record(self) -> tuple[str, str] | None:
-        """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused."""
+    def record(self, line: str | None = None) -> tuple[str, str] | None:
+        """(goals/'s stat text, its `g goals COUNT DIGEST` line), or None: not to be reused.
+        `line`: that line as a watch worked it out from these very entries (ops/goalwatch.py)."""
         if not self._ok or self._folder is None:
             return None
+        if line is not None:
+            return self._folder, line
         names, flat = self._names, self._numbers
         order = sorted(range(len(names)), key=names.__getitem__)  # names are unique
         numbers = flat[:]  # in name order: each of the five columns taken at once, in C

@@ -113,9 +113,9 @@ def test_a_beat_lists_goals_and_builds_the_loop_index_once(
     calls = {"scan": 0, "index": 0}
     real_scan, real_index = goals._scan_now, loopindex._index
 
-    def scan(paths: Paths) -> object:
+    def scan(paths: Paths, vouch: object = None) -> object:
         calls["scan"] += 1
-        return real_scan(paths)
+        return real_scan(paths, vouch)
 
     def index(paths: Paths, *, save: bool) -> object:
         calls["index"] += 1

@@ -78,7 +78,7 @@ def test_an_edit_in_place_keeping_size_and_mtime_reaches_the_next_up_beat(
     for _ in range(2):  # and quiet again: the full beat's reads of goals/ are no change
         assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
         assert _beats(wd)[-1].get("sealed") is True
-    assert watch.listings == 2
+    assert (watch.listings, watch.restats) == (1, 1)  # that goal lstat'ed again, alone
 
 
 def test_an_edit_made_while_a_beat_runs_reaches_the_next(wd: Paths, watch: GoalWatch) -> None:
@@ -211,7 +211,7 @@ def test_a_quiet_up_beat_stats_no_goal_and_a_cron_beat_stats_each(
     assert all(b.get("sealed") for b in _beats(wd)[-4:])
     quiet_stats, all_stats = _goal_stats(log)
     assert quiet_stats == 0, "a quiet `up` beat stat'ed a goal"
-    assert all_stats >= 2 * n  # the full beat and the watch's one listing did stat them
+    assert all_stats == n  # the watch's one listing, which the first full beat took too
 
     cron = [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse", "-q"]
     subprocess.run(cron, check=True, timeout=60)  # the seal for this command's own process
@@ -222,6 +222,62 @@ def test_a_quiet_up_beat_stats_no_goal_and_a_cron_beat_stats_each(
 
 
 # -- the process: `looop up` itself --------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace counts the syscalls")
+def test_looop_up_s_full_beat_after_a_signal_changed_stats_no_goal(
+    wd: Paths, tmp_path: Path
+) -> None:
+    """A real `looop up` at 1,200 goals: the full beat a changed signal starts takes goals/ as
+    the watch vouches for it (no stat of any goal), and hashes the world a cron beat does.
+    The sensor marks each beat in the strace log (a stat of /.looop-test-mark-VALUE)."""
+    n = 1200
+    (wd.root / "value").write_text("1\n")
+    write_sensor(wd, "valued", f'v=$(cat value); test -e {_MARK}-$v; echo "{{\\"signal\\": $v}}"')
+    _goals(wd, n)
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    log = tmp_path / "up.strace"
+    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
+    proc = subprocess.Popen(
+        [*STRACE, "-o", str(log), *looop, "up", "--interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(
+            lambda: sum(bool(b.get("sealed")) for b in _beats(wd)) >= 2,
+            timeout=60,
+            what=lambda: _beats(wd)[-3:],
+        )
+        before = len(_beats(wd))
+        (wd.root / "value").write_text("2\n")
+
+        def full_then_quiet() -> bool:
+            after = _beats(wd)[before:]
+            full = [i for i, b in enumerate(after) if b.get("outcome") == "decided"]
+            return bool(full) and any(b.get("sealed") for b in after[full[0] + 1 :])
+
+        wait_for(full_then_quiet, timeout=60, what=lambda: _beats(wd)[-3:])
+    finally:  # `looop down` signals `up` itself (strace, its parent, then ends with it)
+        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    full = next(b for b in _beats(wd)[before:] if b.get("outcome") == "decided")
+    assert [c.get("item") for c in full["changed"]] == ["snap:sensor-valued"]  # type: ignore[union-attr]
+
+    lines = log.read_text().splitlines()
+    marks = [i for i, line in enumerate(lines) if f"{_MARK}-2" in line]
+    assert len(marks) >= 2  # the beat that found the change, and a quiet one after its full beat
+    between = [line for line in lines[marks[0] : marks[-1]] if _GOAL.search(line)]
+    assert between == [], "the full beat stat'ed a goal"
+    assert sum(bool(_GOAL.search(line)) for line in lines) == n  # the watch's one listing
+
+    subprocess.run([*looop, "pulse", "-q", "--force"], check=True, timeout=60, env=env)
+    assert _beats(wd)[-1]["world_hash"] == full["world_hash"]
 
 
 @pytest.mark.slow
