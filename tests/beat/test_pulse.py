@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -181,7 +182,7 @@ def test_concurrent_pulses_one_beats_the_rest_step_aside(wd: Paths) -> None:
 def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
     write_sensor(wd, "quick", "echo ok")
     assert invoke_looop("-C", str(wd.root), "pulse").returncode == 0
-    write_sensor(wd, "slow", "echo started > slow.started; sleep 30; echo late")
+    write_sensor(wd, "slow", "echo $$ > slow.tmp; mv slow.tmp slow.started; sleep 30; echo late")
     p = subprocess.Popen(
         [sys.executable, "-m", "looop_py", "-C", str(wd.root), "pulse"],
         stdout=subprocess.DEVNULL,
@@ -190,6 +191,10 @@ def test_pulse_killed_mid_beat_leaves_intact_files(wd: Paths) -> None:
     wait_for((wd.root / "slow.started").exists, 20, "the slow sensor to start")
     p.send_signal(signal.SIGKILL)
     p.wait()
+    # A SIGKILLed pulse ends none of its sensors: this one sleeps on in its own group (the
+    # next beat does not know it), so the test ends it rather than leave it to the session.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(int((wd.root / "slow.started").read_text()), signal.SIGKILL)
     # Every state file still parses, and the next beat runs cleanly.
     for f in [*wd.snapshots.glob("*.json"), *wd.state.glob("*.json")]:
         jsonio.read_json(f)
