@@ -9,6 +9,7 @@ on etcd, two work dirs sharing one prefix).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import multiprocessing
 import os
@@ -362,7 +363,7 @@ def test_one_pulse_at_a_time_across_two_hosts(backend: Backend, tmp_path: Path) 
 def test_a_killed_pulse_holder_is_replaced_within_the_ttl(backend: Backend, tmp_path: Path) -> None:
     a, b = backend.workdir(0), backend.workdir(1)
     started = tmp_path / "started"
-    slow = f'[ "$LOOOP_HOST_ID" = host-a ] && {{ touch "{started}"; sleep 60; }}; echo 1'
+    slow = f'[ "$LOOOP_HOST_ID" = host-a ] && {{ echo $$ > "{started}"; sleep 60; }}; echo 1'
     write_sensor(a, "slow", slow)  # on files, host b beats in this same work dir
     env = {**os.environ, HOST_ENV: "host-a"}
     holder = subprocess.Popen(
@@ -397,6 +398,9 @@ def test_a_killed_pulse_holder_is_replaced_within_the_ttl(backend: Backend, tmp_
         if holder.poll() is None:
             os.killpg(holder.pid, signal.SIGKILL)
             holder.wait()
+        # The sensor runs in a group of its own, which a SIGKILLed pulse cannot end.
+        with contextlib.suppress(ProcessLookupError, ValueError, FileNotFoundError):
+            os.killpg(int(started.read_text()), signal.SIGKILL)
 
 
 def test_renew_never_retakes_a_lapsed_or_foreign_lease(backend: Backend) -> None:
