@@ -89,6 +89,21 @@ def _no_process_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.fixture(autouse=True)
+def _no_process_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With LOOOP_TEST_LEAKS=1 (an audit, not CI: a process scan per test), each test fails
+    that leaves a process running in its own tmp_path: the session's guard above names only
+    what was still running at the end of the run, this names the test that left it."""
+    if not os.environ.get("LOOOP_TEST_LEAKS"):
+        yield
+        return
+    base = request.getfixturevalue("tmp_path")
+    yield
+    killed = leftovers.reap(base, grace_s=2.0)
+    if killed:
+        pytest.fail("processes this test left running (now killed):\n" + "\n".join(killed))
+
+
+@pytest.fixture(autouse=True)
 def _close_opened_workdirs() -> Iterator[None]:
     yield
     close_opened()
