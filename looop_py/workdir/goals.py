@@ -13,7 +13,7 @@ import os
 import stat
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from looop_py import jsonio, world
 from looop_py.errors import CorruptFile, UsageError
@@ -65,12 +65,20 @@ def outside_link(wd: WorkDir, path: Path, *, linked: bool | None = None) -> str 
 
 
 Scan = tuple[list[tuple[str, str | None]], dict[str, str], tuple[str, str] | None]
-# The listing, and the goal side recorded for it (None: goals/ is not as it was recorded,
-# and the beat takes the full pass) or whether it may be recorded (settled, `Seen.settled`),
-# and the listing's key (`Seen.key`) the side is recorded under.
 Pair = tuple[str, str] | None
-Listed = tuple[list[tuple[str, str | None]], dict[str, str], Pair, Side | bool, Pair, Splice | None]
-# ... and the splice of the record when the listing is another (workdir/goalsplice.py)
+
+
+class Listed(NamedTuple):
+    """One beat's listing of goals/ (a tuple: callers unpack it, and one is made per beat)."""
+
+    found: list[tuple[str, str | None]]  # (id, stat stamp or None) of each goal, by id
+    refused: dict[str, str]  # {id: why} of the goals not read (links out of the work dir)
+    record: Pair  # what the seal's survey may take of it (workdir/listing.py), or None
+    # The goal side recorded for this listing (workdir/goalside.py), else whether this
+    # beat's may be recorded (a settled listing, `Seen.settled`): the full pass.
+    side: Side | bool
+    key: Pair  # the listing's key (`Seen.key`), the side is recorded under
+    splice: Splice | None  # the record of another listing, spliced (workdir/goalsplice.py)
 
 
 def _scan(wd: WorkDir) -> Scan:
@@ -110,7 +118,7 @@ def _scan_now(wd: WorkDir, vouch: Callable[[int], Watched | None] | None = None)
     try:
         fd = os.open(wd.paths.goals, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
-        return [], {}, None, False, None, None
+        return Listed([], {}, None, False, None, None)
     try:
         return _scan_at(wd, fd, seen, None if vouch is None else vouch(fd))
     finally:
@@ -145,7 +153,8 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen, held: Watched | None = No
     key = None if odd else seen.key()
     past = goalside.load(wd.paths.goals_seen)
     if past is not None and past.matches(key):
-        return list(zip(past.ids, past.stamps, strict=True)), {}, past.record, past, key, None
+        recorded: list[tuple[str, str | None]] = list(zip(past.ids, past.stamps, strict=True))
+        return Listed(recorded, {}, past.record, past, key, None)
     refused: dict[str, str] = {}
     whole_dir = outside_link(wd, wd.paths.goals)  # goals/ itself a link out
     got = None
@@ -188,19 +197,19 @@ def _scan_at(wd: WorkDir, fd: int, seen: listing.Seen, held: Watched | None = No
     line = held.record[1] if held is not None and held.record and not odd else None
     record = seen.record(line)
     may = record is not None and not refused and seen.settled()
-    return found, refused, record, may, key, splice
+    return Listed(found, refused, record, may, key, splice)
 
 
 def side(wd: WorkDir) -> Side | None:
     """The goal side recorded for this beat's listing of goals/, or None (workdir/goalside.py)."""
-    got = _listed(wd)[3]
+    got = _listed(wd).side
     return got if isinstance(got, Side) else None
 
 
 def spliced(wd: WorkDir) -> Side | None:
     """The goal side this beat's goals make from the record of another listing and the goals
     read (workdir/goalsplice.py), once `read_goals` took that way; else None."""
-    splice = _listed(wd)[5]
+    splice = _listed(wd).splice
     return None if splice is None else goalsplice.side_of(splice)
 
 
@@ -234,7 +243,7 @@ def _spliced_held(wd: WorkDir) -> tuple[GoalFile, ...]:
     """The goals `read_goals` spliced (workdir/goalsplice.py) when each is at the stamp the
     listing gave it (those kept are, by their recorded stamp; the few read are compared), so
     a caller holding these very objects compares none of 10,000 again; else ()."""
-    found, splice = _listed(wd)[0], _listed(wd)[5]
+    found, splice = _listed(wd).found, _listed(wd).splice
     if splice is None or splice.goals is None or splice.fresh is None:
         return ()
     extra = splice.extra

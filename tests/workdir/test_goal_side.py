@@ -116,7 +116,7 @@ def test_a_listing_with_a_goal_inside_the_racy_window_is_never_recorded(wd: Path
     os.utime(goal, ns=(ahead, ahead))
     w = open_wd(wd)
     with w.memo.scope():
-        assert goals._listed(w)[3] is False, "an unsettled listing may be recorded"
+        assert goals._listed(w).side is False, "an unsettled listing may be recorded"
     pulse.beat(open_wd(wd), force=True)
     assert not wd.goals_seen.exists()
     seen, from_side = _sensed(wd)
