@@ -92,14 +92,15 @@ def run(
     SIGTERM by ending itself cleanly). Whoever sets `stop` from elsewhere calls
     `watching.wake()` too, or the wait runs to its timeout. `sealed`: a beat the seal
     proves quiet is skipped as `looop pulse` skips it (`up_beat`); False: every beat is a
-    full one, with its readings (`--json`, `-v`).
+    full one, with its readings (`--json`, `-v`). Either way goals/ is taken as an inotify
+    watch vouches for it (ops/goalwatch.py).
     """
     if interval_s <= 0:
         raise UsageError(f"the interval must be positive, got {interval_s:g}")
     own = watching is None
     waiter = watch.open_watch(opened.paths) if watching is None else watching
     shared = SharedWatch(waiter)
-    goals = GoalWatch(str(opened.paths.goals)) if sealed else None
+    goals = GoalWatch(str(opened.paths.goals))
     beats = 0
     try:
         while not stop.is_set():
@@ -109,7 +110,9 @@ def run(
             # writes included) wakes the next one, so no edit waits for the interval.
             waiter.drain()
             hold_pulse(wd)
-            on_beat(beat(wd) if goals is None else up_beat(wd, goals))
+            # Unsealed (`--json`, `-v`: every beat a full one, with its readings), the full
+            # beat still takes goals/ as the watch vouches for it.
+            on_beat(up_beat(wd, goals) if sealed else beat(wd, goals_from=goals))
             beats += 1
             deadline = time.monotonic() + interval_s
             while not stop.is_set() and (now := time.monotonic()) < deadline:
@@ -117,8 +120,7 @@ def run(
                     break  # a human changed something, a worker ended, another host wrote
     finally:
         shared.close()
-        if goals is not None:
-            goals.close()
+        goals.close()
         if own:
             waiter.close()
     return beats

@@ -331,3 +331,69 @@ def test_a_beat_handed_over_counts_the_sensors_the_quiet_attempt_ran(
     assert result.outcome is BeatOutcome.DECIDED and _changed(result) == {"snap:sensor-slow"}
     assert result.duration_s >= 0.3
     assert float(_beats(wd)[-1]["ms"]) >= 300  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_looop_up_json_sees_a_goal_edited_in_place(wd: Paths) -> None:
+    """`looop up --json` runs a full beat each time (it prints the readings): a goal edited
+    in place, size and mtime kept, is a change in the next beat all the same."""
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, 50)
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
+    proc = subprocess.Popen(
+        [*looop, "up", "--json", "--interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(lambda: len(_beats(wd)) >= 2, timeout=30, what=lambda: _beats(wd)[-3:])
+        before = len(_beats(wd))
+        _keep_size_and_mtime(wd.goals / "goal-007.md", "# Goal X\n")
+
+        def seen() -> bool:
+            changed = [c for b in _beats(wd)[before:] for c in b.get("changed") or ()]  # type: ignore[attr-defined]
+            return any(c.get("item") == "goal:goal-007" for c in changed)
+
+        wait_for(seen, timeout=30, what=lambda: _beats(wd)[-3:])
+    finally:
+        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace counts the syscalls")
+def test_looop_up_json_s_full_beats_stat_no_goal_after_the_watch_listed(
+    wd: Paths, tmp_path: Path
+) -> None:
+    """`looop up --json` (and `-v`): every beat is a full one, and each takes goals/ as the
+    inotify watch vouches for it, as `looop up`'s full beats do: one listing in all."""
+    n = 300
+    write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
+    _goals(wd, n)
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    log = tmp_path / "up.strace"
+    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
+    proc = subprocess.Popen(
+        [*STRACE, "-o", str(log), *looop, "up", "--json", "--interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(lambda: len(_beats(wd)) >= 4, timeout=60, what=lambda: _beats(wd)[-3:])
+    finally:
+        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    beats = _beats(wd)
+    assert len(beats) >= 4 and not any(b.get("sealed") for b in beats)  # all full beats
+    stats = sum(bool(_GOAL.search(line)) for line in log.read_text().splitlines())
+    assert stats == n, f"{stats} stats of a goal in {len(beats)} beats: the watch lists once"
+    subprocess.run([*looop, "pulse", "-q", "--force"], check=True, timeout=60, env=env)
+    assert _beats(wd)[-1]["world_hash"] == beats[-1]["world_hash"]
