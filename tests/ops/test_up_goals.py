@@ -12,6 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -171,6 +173,31 @@ def _goal_stats(log: Path) -> tuple[int, int]:
 STRACE = ["strace", "-f", "-qq", "-e", "trace=%%stat"]  # every stat variant
 
 
+@contextmanager
+def _up(
+    wd: Paths, *args: str, strace: Path | None = None
+) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """A real `looop up ARGS` (under strace, logging to `strace`, if given) for the body;
+    stopped by `looop down`, and it must have ended without a traceback. Yields the command
+    that runs looop on this work dir, and the environment (this one's, less LOOOP_DIR)."""
+    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
+    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
+    traced = [] if strace is None else [*STRACE, "-o", str(strace)]
+    proc = subprocess.Popen(
+        [*traced, *looop, "up", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        yield looop, env
+    finally:  # `looop down` signals `up` itself (strace, its parent, then ends with it)
+        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+
+
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace counts the syscalls")
 def test_a_quiet_up_beat_stats_no_goal_and_a_cron_beat_stats_each(
     wd: Paths, tmp_path: Path
@@ -237,17 +264,8 @@ def test_looop_up_s_full_beat_after_a_signal_changed_stats_no_goal(
     (wd.root / "value").write_text("1\n")
     write_sensor(wd, "valued", f'v=$(cat value); test -e {_MARK}-$v; echo "{{\\"signal\\": $v}}"')
     _goals(wd, n)
-    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
     log = tmp_path / "up.strace"
-    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
-    proc = subprocess.Popen(
-        [*STRACE, "-o", str(log), *looop, "up", "--interval", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    with _up(wd, "--interval", "1", strace=log) as (looop, env):
         wait_for(
             lambda: sum(bool(b.get("sealed")) for b in _beats(wd)) >= 2,
             timeout=60,
@@ -262,10 +280,6 @@ def test_looop_up_s_full_beat_after_a_signal_changed_stats_no_goal(
             return bool(full) and any(b.get("sealed") for b in after[full[0] + 1 :])
 
         wait_for(full_then_quiet, timeout=60, what=lambda: _beats(wd)[-3:])
-    finally:  # `looop down` signals `up` itself (strace, its parent, then ends with it)
-        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
-        _, err = proc.communicate(timeout=30)
-    assert "Traceback" not in err, err
     full = next(b for b in _beats(wd)[before:] if b.get("outcome") == "decided")
     assert [c.get("item") for c in full["changed"]] == ["snap:sensor-valued"]  # type: ignore[union-attr]
 
@@ -339,16 +353,7 @@ def test_looop_up_json_sees_a_goal_edited_in_place(wd: Paths) -> None:
     in place, size and mtime kept, is a change in the next beat all the same."""
     write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
     _goals(wd, 50)
-    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
-    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
-    proc = subprocess.Popen(
-        [*looop, "up", "--json", "--interval", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    with _up(wd, "--json", "--interval", "1"):
         wait_for(lambda: len(_beats(wd)) >= 2, timeout=30, what=lambda: _beats(wd)[-3:])
         before = len(_beats(wd))
         _keep_size_and_mtime(wd.goals / "goal-007.md", "# Goal X\n")
@@ -358,10 +363,6 @@ def test_looop_up_json_sees_a_goal_edited_in_place(wd: Paths) -> None:
             return any(c.get("item") == "goal:goal-007" for c in changed)
 
         wait_for(seen, timeout=30, what=lambda: _beats(wd)[-3:])
-    finally:
-        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
-        _, err = proc.communicate(timeout=30)
-    assert "Traceback" not in err, err
 
 
 @pytest.mark.slow
@@ -375,22 +376,9 @@ def test_looop_up_json_s_full_beats_stat_no_goal_after_the_watch_listed(
     n = 300
     write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
     _goals(wd, n)
-    env = {k: v for k, v in os.environ.items() if k != "LOOOP_DIR"}
     log = tmp_path / "up.strace"
-    looop = [sys.executable, "-m", "looop_py", "-C", str(wd.root)]
-    proc = subprocess.Popen(
-        [*STRACE, "-o", str(log), *looop, "up", "--json", "--interval", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    with _up(wd, "--json", "--interval", "1", strace=log) as (looop, env):
         wait_for(lambda: len(_beats(wd)) >= 4, timeout=60, what=lambda: _beats(wd)[-3:])
-    finally:
-        subprocess.run([*looop, "down"], timeout=60, env=env, capture_output=True)
-        _, err = proc.communicate(timeout=30)
-    assert "Traceback" not in err, err
     beats = _beats(wd)
     assert len(beats) >= 4 and not any(b.get("sealed") for b in beats)  # all full beats
     stats = sum(bool(_GOAL.search(line)) for line in log.read_text().splitlines())

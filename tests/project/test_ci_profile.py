@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import inner
+
 PROBE = """
 from hypothesis import given, settings, strategies as st
 seen = []
@@ -20,36 +18,12 @@ def test_probe():
 """
 
 
-def _examples(tmp_path: Path, ci: bool) -> str:
-    """The probe's line, run in a fresh pytest beside a copy of our conftest."""
-    tmp_path.mkdir()
-    test = tmp_path / "test_probe.py"
-    test.write_text(PROBE)
-    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+def _examples(folder: Path, ci: bool) -> str:
+    """The probe's line, from a pytest session of its own beside a copy of our conftest."""
+    env = inner.without("CI")
     if ci:
         env["CI"] = "true"
-    env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-s",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            str(test),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = inner.run_session(folder, PROBE, env, "-s")
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("SEEN")), None)
     assert line is not None, out.stdout + out.stderr
     return line

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from tests import leftovers
+from tests import inner, leftovers
 
 
 def _sleeper(cwd: Path) -> subprocess.Popen[bytes]:
@@ -66,31 +65,8 @@ def test_tidy(tmp_path):
 
 def test_the_audit_names_the_test_that_left_a_process(tmp_path: Path) -> None:
     """LOOOP_TEST_LEAKS=1 checks after each test (tests/conftest.py), not only at the end."""
-    root = Path(__file__).resolve().parents[2]
-    (tmp_path / "test_leaky.py").write_text(LEAKY)
-    (tmp_path / "conftest.py").write_text((root / "tests" / "conftest.py").read_text())
-    env = {**os.environ, "LOOOP_TEST_LEAKS": "1", "PYTHONPATH": str(root)}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "--basetemp",
-            str(tmp_path / "base"),
-            str(tmp_path / "test_leaky.py"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    env = {**os.environ, "LOOOP_TEST_LEAKS": "1"}
+    out = inner.run_session(tmp_path, LEAKY, env, "--basetemp", str(tmp_path / "base"))
     assert "ERROR at teardown of test_leaky" in out.stdout, out.stdout
     assert "of test_tidy" not in out.stdout  # the session's guard would blame the last test
     assert "sleep 600" in out.stdout
