@@ -17,6 +17,7 @@ from looop_py.ops import inotify
 from looop_py.ops.goalwatch import GoalWatch, local
 from looop_py.sensing import survey
 from looop_py.world import stat_text
+from tests.edits import edit_in_place
 
 
 def _goals(root: Path, n: int = 30) -> Path:
@@ -37,16 +38,6 @@ def _current(watch: GoalWatch, folder: Path) -> str:
     return line
 
 
-def _same_size_same_mtime(path: Path, text: str) -> None:
-    """An edit in place that leaves the size and the mtime as they were (only the
-    ctime tells), the edit a stat cache keyed on size and mtime would miss."""
-    before = os.stat(path)
-    assert len(text.encode()) == before.st_size
-    with open(path, "r+", encoding="utf-8") as f:
-        f.write(text)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-
-
 @pytest.fixture
 def watch(tmp_path: Path) -> GoalWatch:
     found = GoalWatch(str(tmp_path / "goals"))
@@ -61,7 +52,7 @@ def test_an_edit_in_place_keeping_size_and_mtime_is_seen(tmp_path: Path, watch: 
     folder = _goals(tmp_path)
     before = _current(watch, folder)
     listings = watch.listings
-    _same_size_same_mtime(folder / "goal-007.md", "# Goal X\n")
+    edit_in_place(folder / "goal-007.md", "# Goal X\n")
     assert _current(watch, folder) != before
     assert (watch.listings, watch.restats) == (listings, 1)  # that goal lstat'ed again
 
@@ -126,7 +117,7 @@ def test_goals_replaced_by_another_folder_is_watched_again(
     assert replaced == survey.goals_line(str(folder))
     # the old folder is no longer the one vouched for; an edit in the new one is seen
     (tmp_path / "goals.old" / "goal-001.md").write_text("# changed where nobody looks\n")
-    _same_size_same_mtime(folder / "only.md", "# Onlx\n")
+    edit_in_place(folder / "only.md", "# Onlx\n")
     assert _current(watch, folder) != replaced
 
 
@@ -141,9 +132,9 @@ def test_the_folder_above_moved_and_goals_made_anew_at_the_path(tmp_path: Path) 
         os.rename(tmp_path / "wd", tmp_path / "wd.old")
         (tmp_path / "wd").mkdir()
         shutil.copytree(tmp_path / "wd.old" / "goals", folder)
-        _same_size_same_mtime(folder / "goal-010.md", "# Goal QQ\n")
+        edit_in_place(folder / "goal-010.md", "# Goal QQ\n")
         assert _current(watch, folder) != before
-        _same_size_same_mtime(folder / "goal-011.md", "# Goal PP\n")  # watched, the new one
+        edit_in_place(folder / "goal-011.md", "# Goal PP\n")  # watched, the new one
         _current(watch, folder)
         assert (watch.listings, watch.restats) == (2, 1)
     finally:
@@ -166,7 +157,7 @@ def test_a_hard_linked_goal_written_through_its_other_name(
     other = tmp_path / "twin.md"
     os.link(folder / "goal-002.md", other)  # no event in goals/ when written through `other`
     before = _current(watch, folder)
-    _same_size_same_mtime(other, "# Twin 2\n")
+    edit_in_place(other, "# Twin 2\n")
     assert survey.goals_line(str(folder)) != before
     assert watch.listed() is None  # the linked file is stat'ed each time: no vouching now
     _current(watch, folder)  # and listed again the time after
@@ -185,7 +176,7 @@ def test_an_overflowing_event_queue_lists_again_and_the_watch_still_works(
     listings = watch.listings
     _current(watch, folder)
     assert watch.listings == listings + 1
-    _same_size_same_mtime(a, "# Goal 9\n")
+    edit_in_place(a, "# Goal 9\n")
     _current(watch, folder)
     assert (watch.listings, watch.restats) == (listings + 1, 1)
 

@@ -30,25 +30,9 @@ from looop_py.workdir.goalside import Side
 from looop_py.workdir.paths import Paths
 from looop_py.workdir.watched import Watched
 from tests.conftest import open_wd, wait_for, write_sensor
+from tests.edits import edit_in_place, goals_dir, settle
 
 N = 40
-
-
-def _settle(*paths: Path) -> None:
-    """Every path's mtime a day back, and its ctime past the racy window."""
-    day_ago = time.time() - 86400
-    for path in paths:
-        os.utime(path, (day_ago, day_ago), follow_symlinks=False)
-    newest = max(p.lstat().st_ctime_ns for p in paths)
-    wait_for(lambda: time.time_ns() - newest > goalcache.RACY_NS, what="the racy window")
-
-
-def _keep_size_and_mtime(path: Path, text: str) -> None:
-    before = os.stat(path)
-    assert len(text.encode()) == before.st_size
-    with open(path, "r+", encoding="utf-8") as f:
-        f.write(text)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 class Spy:
@@ -123,19 +107,9 @@ def _same(wd: Paths, watch: GoalWatch) -> tuple[dict[str, Any], Watched | None]:
     return later, spy.answers[0] if spy.answers else None
 
 
-def _goals_dir(wd: Paths) -> None:
-    write_sensor(wd, "s0", 'echo \'{"signal": {"n": 0}}\'\n')
-    for g in wd.goals.glob("*.md"):
-        g.unlink()
-    for i in range(N):
-        (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
-    (wd.goals / "fenced.md").write_text("---\non: [s0]\nruntime: shell\n---\n# Fenced\n")
-    _settle(*wd.goals.iterdir(), wd.goals)
-
-
 @pytest.fixture
 def watch(wd: Paths) -> Iterator[GoalWatch]:
-    _goals_dir(wd)
+    goals_dir(wd)
     pulse.beat(open_wd(wd), force=True)
     assert wd.goals_seen.exists(), "the goal side is recorded, as at 10,000 settled goals"
     found = GoalWatch(str(wd.goals))
@@ -165,7 +139,7 @@ def test_a_goal_edited_in_place_between_the_watchs_listing_and_the_beat(
 ) -> None:
     before, _ = _same(wd, watch)
     listings = watch.listings
-    _keep_size_and_mtime(wd.goals / "goal-007.md", "# Goal 7\n\nKeep thing X tidy.\n")
+    edit_in_place(wd.goals / "goal-007.md", "# Goal 7\n\nKeep thing X tidy.\n")
     after, held = _same(wd, watch)
     assert held is not None and watch.listings == listings  # only that goal lstat'ed again
     assert watch.restats == 1
@@ -187,27 +161,27 @@ def test_goals_written_in_place_alongside_other_changes(wd: Paths, watch: GoalWa
     lstat'ed again); anything else in the same events lists goals/ again."""
     before, _ = _same(wd, watch)
     listings = watch.listings
-    _keep_size_and_mtime(wd.goals / "goal-014.md", "# Goal 14\n\nKeep thing AA tidy.\n")
+    edit_in_place(wd.goals / "goal-014.md", "# Goal 14\n\nKeep thing AA tidy.\n")
     (wd.goals / "swap.tmp").write_text("# Goal 15\n\nKeep thing 15 neat.\n")
     os.rename(wd.goals / "swap.tmp", wd.goals / "goal-015.md")  # renamed over: listed again
     after, _ = _same(wd, watch)
     assert watch.listings == listings + 1
     assert _item(after, "goal-014") != _item(before, "goal-014")
     assert _item(after, "goal-015") != _item(before, "goal-015")
-    _keep_size_and_mtime(wd.goals / "goal-016.md", "# Goal 16\n\nKeep thing BB tidy.\n")
+    edit_in_place(wd.goals / "goal-016.md", "# Goal 16\n\nKeep thing BB tidy.\n")
     os.link(wd.goals / "goal-016.md", wd.root / "twin.md")  # its link count: IN_ATTRIB
     linked, _ = _same(wd, watch)
     assert watch.listings == listings + 2  # no longer a plain goal: listed again
-    _keep_size_and_mtime(wd.root / "twin.md", "# Goal 16\n\nKeep thing CC tidy.\n")
+    edit_in_place(wd.root / "twin.md", "# Goal 16\n\nKeep thing CC tidy.\n")
     through, _ = _same(wd, watch)  # written through its other name: no event in goals/
     assert _item(through, "goal-016") != _item(linked, "goal-016")
-    _keep_size_and_mtime(wd.goals / "goal-017.md", "# Goal 17\n\nKeep thing DD tidy.\n")
+    edit_in_place(wd.goals / "goal-017.md", "# Goal 17\n\nKeep thing DD tidy.\n")
     assert watch.changed()  # the write is read, then the goal goes
     (wd.goals / "goal-017.md").unlink()
     gone, _ = _same(wd, watch)
     assert "goal-017" not in dict(gone["found"])
     (wd.goals / "notes.txt").write_text("not a goal\n")
-    _keep_size_and_mtime(wd.goals / "goal-018.md", "# Goal 18\n\nKeep thing EE tidy.\n")
+    edit_in_place(wd.goals / "goal-018.md", "# Goal 18\n\nKeep thing EE tidy.\n")
     _same(wd, watch)
 
 
@@ -232,7 +206,7 @@ def test_a_goal_replaced_by_a_link(wd: Paths, watch: GoalWatch, target: str) -> 
 
 
 def test_a_hard_linked_goal_written_through_its_other_name(wd: Paths, tmp_path: Path) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     twin = wd.root / "twin.md"
     os.link(wd.goals / "goal-002.md", twin)  # no event in goals/ when written through `twin`
     pulse.beat(open_wd(wd), force=True)
@@ -241,7 +215,7 @@ def test_a_hard_linked_goal_written_through_its_other_name(wd: Paths, tmp_path: 
         before, held = _same(wd, watch)
         assert held is not None
         listings = watch.listings
-        _keep_size_and_mtime(twin, "# Goal 2\n\nKeep thing Z tidy.\n")
+        edit_in_place(twin, "# Goal 2\n\nKeep thing Z tidy.\n")
         after, held = _same(wd, watch)
         assert held is not None and watch.listings == listings + 1  # re-stat'ed, listed again
         assert _item(after, "goal-002") != _item(before, "goal-002")
@@ -253,15 +227,13 @@ def test_goals_replaced_by_another_folder(wd: Paths, watch: GoalWatch) -> None:
     before, _ = _same(wd, watch)
     other = wd.root / "other"
     shutil.copytree(wd.goals, other)
-    _keep_size_and_mtime(other / "goal-011.md", "# Goal 11\n\nKeep thing YY tidy.\n")
+    edit_in_place(other / "goal-011.md", "# Goal 11\n\nKeep thing YY tidy.\n")
     os.rename(wd.goals, wd.root / "goals.old")
     os.rename(other, wd.goals)
     after, _ = _same(wd, watch)
     assert _item(after, "goal-011") != _item(before, "goal-011")
-    _keep_size_and_mtime(
-        wd.root / "goals.old" / "goal-012.md", "# Goal 12\n\nKeep thing WW tidy.\n"
-    )
-    _keep_size_and_mtime(wd.goals / "goal-013.md", "# Goal 13\n\nKeep thing VV tidy.\n")
+    edit_in_place(wd.root / "goals.old" / "goal-012.md", "# Goal 12\n\nKeep thing WW tidy.\n")
+    edit_in_place(wd.goals / "goal-013.md", "# Goal 13\n\nKeep thing VV tidy.\n")
     again, held = _same(wd, watch)
     assert held is not None  # the new folder is the one watched
     assert _item(again, "goal-012") == _item(before, "goal-012")
@@ -287,7 +259,7 @@ def test_an_overflowing_event_queue(wd: Paths, watch: GoalWatch) -> None:
     for i in range(limit // 2 + 10):  # alternating, so the kernel merges none of them
         os.utime(a, ns=(i, i))
         os.utime(b, ns=(i, i))
-    _keep_size_and_mtime(b, "# Goal 21\n\nKeep thing QQ tidy.\n")
+    edit_in_place(b, "# Goal 21\n\nKeep thing QQ tidy.\n")
     os.utime(b, ns=(keep, keep))
     listings = watch.listings
     after, held = _same(wd, watch)
@@ -300,7 +272,7 @@ def test_the_watch_gone_or_never_possible(wd: Paths, watch: GoalWatch) -> None:
     beat lists it itself."""
     _same(wd, watch)
     watch.close()
-    _keep_size_and_mtime(wd.goals / "goal-030.md", "# Goal 30\n\nKeep thing RR tidy.\n")
+    edit_in_place(wd.goals / "goal-030.md", "# Goal 30\n\nKeep thing RR tidy.\n")
     after, held = _same(wd, watch)
     assert held is not None
     real = wd.root / "real-goals"
@@ -330,7 +302,7 @@ def test_entries_that_are_no_plain_goal(wd: Paths, watch: GoalWatch) -> None:
     assert "far" in took["refused"]
     (wd.goals / "odd name.md").unlink()
     (wd.goals / "linked.sh").unlink()
-    _settle(*wd.goals.iterdir(), wd.goals)
+    settle(*wd.goals.iterdir(), wd.goals)
     _same(wd, watch)  # the seal's listing is taken now: the same as the fresh one's
 
 
@@ -444,7 +416,7 @@ def test_a_goal_written_in_place_is_the_only_goal_the_full_beat_lstats(
     write_sensor(wd, "s0", 'echo \'{"signal": {"n": 0}}\'\n')
     _sealed_up(wd, watch)
     listings = watch.listings
-    _keep_size_and_mtime(wd.goals / "goal-009.md", "# Goal 9\n\nKeep thing F tidy.\n")
+    edit_in_place(wd.goals / "goal-009.md", "# Goal 9\n\nKeep thing F tidy.\n")
     stats = _md_lstats(monkeypatch)
     seen = up_beat(open_wd(wd), watch)
     assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-009"}

@@ -24,6 +24,7 @@ from looop_py.ops.goalwatch import GoalWatch
 from looop_py.ops.resident import up_beat
 from looop_py.workdir.paths import Paths
 from tests.conftest import open_wd, wait_for, write_sensor
+from tests.edits import edit_in_place
 
 
 def _beats(wd: Paths) -> list[dict[str, object]]:
@@ -37,14 +38,6 @@ def _beats(wd: Paths) -> list[dict[str, object]]:
 def _goals(wd: Paths, n: int) -> None:
     for i in range(n):
         (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n")
-
-
-def _keep_size_and_mtime(path: Path, text: str) -> None:
-    before = os.stat(path)
-    assert len(text.encode()) == before.st_size
-    with open(path, "r+", encoding="utf-8") as f:
-        f.write(text)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 def _changed(result: BeatResult) -> set[str]:
@@ -74,7 +67,7 @@ def test_an_edit_in_place_keeping_size_and_mtime_reaches_the_next_up_beat(
     write_sensor(wd, "steady", "echo '{\"signal\": 1}'")
     _goals(wd, 20)
     _sealed_up(wd, watch)
-    _keep_size_and_mtime(wd.goals / "goal-005.md", "# Goal X\n")
+    edit_in_place(wd.goals / "goal-005.md", "# Goal X\n")
     seen = up_beat(open_wd(wd), watch)
     assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-005"}
     for _ in range(2):  # and quiet again: the full beat's reads of goals/ are no change
@@ -110,7 +103,7 @@ def test_a_symlinked_goal_whose_target_changes_outside_goals(wd: Paths, watch: G
     (wd.goals / "linked.md").symlink_to(notes / "target.md")
     assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.DECIDED
     up_beat(open_wd(wd), watch)
-    _keep_size_and_mtime(notes / "target.md", "# Tarxet\n")  # no event in goals/
+    edit_in_place(notes / "target.md", "# Tarxet\n")  # no event in goals/
     seen = up_beat(open_wd(wd), watch)
     assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:linked"}
 
@@ -123,13 +116,13 @@ def test_goals_replaced_by_another_folder_reaches_the_next_up_beat(
     _sealed_up(wd, watch)
     other = wd.root / "other"
     shutil.copytree(wd.goals, other)
-    _keep_size_and_mtime(other / "goal-001.md", "# Goal Z\n")
+    edit_in_place(other / "goal-001.md", "# Goal Z\n")
     os.rename(wd.goals, wd.root / "goals.old")
     os.rename(other, wd.goals)
     seen = up_beat(open_wd(wd), watch)
     assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-001"}
-    _keep_size_and_mtime(wd.goals / "goal-002.md", "# Goal W\n")  # the new folder is watched
-    _keep_size_and_mtime(wd.root / "goals.old" / "goal-004.md", "# Goal V\n")  # not a goal now
+    edit_in_place(wd.goals / "goal-002.md", "# Goal W\n")  # the new folder is watched
+    edit_in_place(wd.root / "goals.old" / "goal-004.md", "# Goal V\n")  # not a goal now
     again = up_beat(open_wd(wd), watch)
     assert _changed(again) == {"goal:goal-002"}
 
@@ -144,7 +137,7 @@ def test_without_a_watch_on_goals_the_survey_stats_every_goal(wd: Paths, watch: 
     for _ in range(2):
         assert up_beat(open_wd(wd), watch).outcome is BeatOutcome.SKIPPED
         assert _beats(wd)[-1].get("sealed") is True  # quiet all the same, by the survey's lstat
-    _keep_size_and_mtime(real / "goal-006.md", "# Goal R\n")
+    edit_in_place(real / "goal-006.md", "# Goal R\n")
     seen = up_beat(open_wd(wd), watch)
     assert seen.outcome is BeatOutcome.DECIDED and _changed(seen) == {"goal:goal-006"}
     assert watch.listings == 0
@@ -314,7 +307,7 @@ def test_looop_up_sees_an_edit_in_place_after_quiet_beats(wd: Paths) -> None:
             what=lambda: _beats(wd)[-3:],
         )
         before = len(_beats(wd))
-        _keep_size_and_mtime(wd.goals / "goal-017.md", "# Goal QQ\n")
+        edit_in_place(wd.goals / "goal-017.md", "# Goal QQ\n")
 
         def saw_it() -> bool:
             return any(
@@ -356,7 +349,7 @@ def test_looop_up_json_sees_a_goal_edited_in_place(wd: Paths) -> None:
     with _up(wd, "--json", "--interval", "1"):
         wait_for(lambda: len(_beats(wd)) >= 2, timeout=30, what=lambda: _beats(wd)[-3:])
         before = len(_beats(wd))
-        _keep_size_and_mtime(wd.goals / "goal-007.md", "# Goal X\n")
+        edit_in_place(wd.goals / "goal-007.md", "# Goal X\n")
 
         def seen() -> bool:
             changed = [c for b in _beats(wd)[before:] for c in b.get("changed") or ()]  # type: ignore[attr-defined]

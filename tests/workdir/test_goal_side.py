@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 
 from looop_py import world
 from looop_py.beat import pulse
@@ -18,29 +17,11 @@ from looop_py.workdir import goalcache, goals, goalside
 from looop_py.workdir.goalfile import CHANGED_SINCE
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest, hashes
-from tests.conftest import open_wd, wait_for, write_sensor
+from tests.conftest import open_wd
+from tests.edits import goals_dir, settle
 from tests.opens import counted
 
 N = 40
-
-
-def _settle(*paths: Path) -> None:
-    """Every path's mtime a day back, and its ctime (which no one sets) past the racy window."""
-    day_ago = time.time() - 86400
-    for path in paths:
-        os.utime(path, (day_ago, day_ago), follow_symlinks=False)
-    newest = max(p.lstat().st_ctime_ns for p in paths)
-    wait_for(lambda: time.time_ns() - newest > goalcache.RACY_NS, what="the racy window")
-
-
-def _goals_dir(wd: Paths) -> None:
-    write_sensor(wd, "s0", 'echo \'{"signal": {"n": 0}}\'\n')
-    for g in wd.goals.glob("*.md"):
-        g.unlink()
-    for i in range(N):
-        (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n\nKeep thing {i} tidy.\n")
-    (wd.goals / "fenced.md").write_text("---\non: [s0]\nruntime: shell\n---\n# Fenced\n")
-    _settle(*wd.goals.iterdir(), wd.goals)
 
 
 def _recorded(wd: Paths) -> None:
@@ -92,7 +73,7 @@ def _on_disk(wd: Paths, seen: World) -> None:
 def test_a_goal_rewritten_in_place_within_the_racy_window_is_not_recorded(wd: Paths) -> None:
     """Written just now: a second write in the same clock tick could keep size, mtime and
     ctime, so a listing that holds it is never recorded, and the rewrite is read."""
-    _goals_dir(wd)
+    goals_dir(wd)
     goal = wd.goals / "goal-007.md"
     goal.write_text("# Goal 7\n\nthe first text.\n")
     pulse.beat(open_wd(wd), force=True)
@@ -110,7 +91,7 @@ def test_a_goal_rewritten_in_place_within_the_racy_window_is_not_recorded(wd: Pa
 def test_a_listing_with_a_goal_inside_the_racy_window_is_never_recorded(wd: Paths) -> None:
     """A goal's mtime at the listing's own tick (set ahead, so the test never races the
     clock): a second write in that tick could keep its whole stat, so no beat records it."""
-    _goals_dir(wd)
+    goals_dir(wd)
     goal = wd.goals / "goal-004.md"
     ahead = time.time_ns() + 3600 * 10**9
     os.utime(goal, ns=(ahead, ahead))
@@ -125,7 +106,7 @@ def test_a_listing_with_a_goal_inside_the_racy_window_is_never_recorded(wd: Path
 
 
 def test_an_edit_in_place_that_keeps_size_and_mtime_misses_the_side(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     goal = wd.goals / "goal-003.md"
     st = goal.stat()
@@ -140,14 +121,14 @@ def test_an_edit_in_place_that_keeps_size_and_mtime_misses_the_side(wd: Paths) -
 
 
 def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     (wd.root / "notes").mkdir()
     target = wd.root / "notes" / "linked.md"
     target.write_text("# Goal 1\n\nKeep thing 1 tidy.\n")  # the same bytes: only the kind differs
     (wd.goals / "goal-001.md").unlink()
     (wd.goals / "goal-001.md").symlink_to(target)
-    _settle(wd.goals / "goal-001.md", wd.goals)
+    settle(wd.goals / "goal-001.md", wd.goals)
     seen, from_side = _sensed(wd)
     assert not from_side, "a listing with a link is never the recorded one"
     pulse.beat(open_wd(wd), force=True)
@@ -157,7 +138,7 @@ def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
 
     (wd.goals / "goal-001.md").unlink()
     os.link(wd.goals / "goal-002.md", wd.goals / "goal-001.md")  # one inode, two goals
-    _settle(wd.goals / "goal-001.md", wd.goals)
+    settle(wd.goals / "goal-001.md", wd.goals)
     _recorded(wd)
     seen, from_side = _sensed(wd)
     assert from_side
@@ -170,7 +151,7 @@ def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
 
 
 def test_a_goal_added_removed_or_renamed_between_two_full_beats_is_seen(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     for change in ("add", "remove", "rename"):
         _recorded(wd)
         if change == "add":
@@ -179,7 +160,7 @@ def test_a_goal_added_removed_or_renamed_between_two_full_beats_is_seen(wd: Path
             (wd.goals / "goal-010.md").unlink()
         else:
             (wd.goals / "goal-020.md").rename(wd.goals / "goal-999.md")
-        _settle(*wd.goals.iterdir(), wd.goals)
+        settle(*wd.goals.iterdir(), wd.goals)
         seen, from_side = _sensed(wd)
         assert not from_side, change
         _on_disk(wd, seen)
@@ -188,13 +169,13 @@ def test_a_goal_added_removed_or_renamed_between_two_full_beats_is_seen(wd: Path
 
 
 def test_an_unsafe_name_or_a_link_out_of_the_work_dir_is_refused_as_before(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     outside = wd.root.parent / "outside.md"
     outside.write_text("# Outside\n")
     (wd.goals / "out.md").symlink_to(outside)
     (wd.goals / "bad name.md").write_text("# Unsafe\n")
-    _settle(wd.goals / "out.md", wd.goals / "bad name.md", wd.goals)
+    settle(wd.goals / "out.md", wd.goals / "bad name.md", wd.goals)
     seen, from_side = _sensed(wd)
     assert not from_side
     out = next(g for g in seen.goals if g.id == "out")
@@ -256,7 +237,7 @@ DAMAGE = (
 
 
 def test_a_damaged_or_forged_record_falls_back_to_the_full_pass(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     good = wd.goals_seen.read_bytes()
     whole, from_side = _sensed(wd)
@@ -278,12 +259,12 @@ def test_a_crash_between_the_world_and_the_record_leaves_the_next_beat_right(wd:
     """Either order: a stale record (the goals changed since) is another listing; a fresh
     record beside a stale committed world still gives the goals as they are, and the diff
     against the stale world decides."""
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     stale_record = wd.goals_seen.read_bytes()
     stale_world = wd.last_world.read_bytes()
     (wd.goals / "goal-005.md").write_text("# Goal 5\n\nrewritten\n")
-    _settle(wd.goals / "goal-005.md", wd.goals)
+    settle(wd.goals / "goal-005.md", wd.goals)
     _recorded(wd)
     wd.goals_seen.write_bytes(stale_record)  # the world written, then a crash
     seen, from_side = _sensed(wd)
@@ -302,7 +283,7 @@ def test_a_crash_between_the_world_and_the_record_leaves_the_next_beat_right(wd:
 def test_a_goal_edited_after_sense_took_it_from_the_side_reads_as_changed(wd: Paths) -> None:
     """The rules decider reads a fenced goal after SENSE: bytes not the ones hashed read as
     the notice, never as a trigger, and the next beat sees the edit."""
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     seen, from_side = _sensed(wd)
     assert from_side
@@ -332,7 +313,7 @@ def test_hashing_the_goal_items_framed_is_hashing_them() -> None:
 
 
 def test_the_world_from_the_side_is_the_world_of_the_full_pass(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     wd.playbook.write_text("# Playbook\n\nbe kind\n")
     _recorded(wd)
     seen, from_side = _sensed(wd)
@@ -380,7 +361,7 @@ def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Pa
     builds one GoalFile per goal, once, from the recorded side, and never sorts the listing
     (its key, in listdir's order, is compared; the sorted `g goals` line is the recorded one)."""
     wd.config.write_text('[decider]\nbackend = "rules"\n')
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     pulse.beat(open_wd(wd), force=True)  # the loop index and caches settle
     found = counted(wd.root, SIDE_BEAT)
@@ -399,12 +380,12 @@ def test_goals_moved_out_of_the_work_dir_and_linked_back_are_refused(wd: Paths) 
     """The same folder, the same entries, the same stats, reached through a link out of
     the work dir: the record's listing does not vouch for it (goals/ is lstat'ed), and
     every goal is refused as the full pass refuses it."""
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     away = wd.root.parent / "goals-away"
     wd.goals.rename(away)
     wd.goals.symlink_to(away)
-    _settle(wd.goals)
+    settle(wd.goals)
     seen, from_side = _sensed(wd)
     assert not from_side
     _same_world(seen, _full_pass(wd))

@@ -17,16 +17,15 @@ from looop_py.workdir import goalcache, goals
 from looop_py.workdir.paths import Paths
 from looop_py.world import digest
 from tests.conftest import open_wd
+from tests.edits import goals_dir, settle
 from tests.opens import counted
 from tests.workdir.test_goal_side import (
     DAMAGE,
     N,
     _damage,
-    _goals_dir,
     _on_disk,
     _recorded,
     _same_world,
-    _settle,
     _write_whole,
 )
 
@@ -67,10 +66,10 @@ def _as_full(wd: Paths, how: str = "splice", *, disk: bool = True) -> World:
 
 
 def _settle_new(wd: Paths) -> None:
-    """`_settle` the goals changed since the record was written, and goals/: the others
+    """`settle` the goals changed since the record was written, and goals/: the others
     keep their stat (a utime moves the ctime)."""
     since = wd.goals_seen.stat().st_mtime_ns
-    _settle(*[p for p in wd.goals.iterdir() if p.lstat().st_ctime_ns >= since], wd.goals)
+    settle(*[p for p in wd.goals.iterdir() if p.lstat().st_ctime_ns >= since], wd.goals)
 
 
 def _rewrite_keeping_size_and_mtime(goal: Path, text: bytes) -> None:
@@ -88,7 +87,7 @@ def test_a_goal_rewritten_in_place_inside_the_racy_window_is_read(wd: Paths) -> 
     """Size and mtime kept, the ctime just now: read, not taken from the record; the
     listing is not settled, so no beat records it; a second such rewrite (it could keep
     the whole stat within the clock's tick) is read again, never known by that stat."""
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     before = wd.goals_seen.read_bytes()
     goal = wd.goals / "goal-007.md"
@@ -106,7 +105,7 @@ def test_a_goal_rewritten_in_place_inside_the_racy_window_is_read(wd: Paths) -> 
 def test_a_goal_whose_times_are_ahead_is_never_taken_nor_recorded(wd: Paths) -> None:
     """A goal stamped in the listing's future stays inside the racy window: read every beat,
     and the record is never rewritten for a listing that holds it."""
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     before = wd.goals_seen.read_bytes()
     goal = wd.goals / "goal-004.md"
@@ -120,7 +119,7 @@ def test_a_goal_whose_times_are_ahead_is_never_taken_nor_recorded(wd: Paths) -> 
 
 
 def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     before = wd.goals_seen.read_bytes()
     (wd.root / "notes").mkdir()
@@ -128,7 +127,7 @@ def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
     inside.write_text("# Goal 1\n\nKeep thing 1 tidy.\n")  # the same bytes: only the kind differs
     (wd.goals / "goal-001.md").unlink()
     (wd.goals / "goal-001.md").symlink_to(inside)
-    _settle(inside, wd.goals / "goal-001.md", wd.goals)
+    settle(inside, wd.goals / "goal-001.md", wd.goals)
     _as_full(wd)
     pulse.beat(open_wd(wd), force=True)
     assert wd.goals_seen.read_bytes() == before, "a listing with a link was recorded"
@@ -143,7 +142,7 @@ def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
 
     (wd.goals / "goal-001.md").unlink()
     os.link(wd.goals / "goal-002.md", wd.goals / "goal-001.md")  # one inode, two goals
-    _settle(wd.goals / "goal-001.md", wd.goals)
+    settle(wd.goals / "goal-001.md", wd.goals)
     seen = _as_full(wd)
     assert seen.items["goal:goal-001"] == seen.items["goal:goal-002"]
     _recorded(wd)
@@ -159,7 +158,7 @@ def test_a_goal_replaced_by_a_symlink_or_a_hard_link_is_read(wd: Paths) -> None:
 def test_goals_added_removed_or_renamed_while_the_others_are_kept(wd: Paths) -> None:
     """Each change alone, then all at once: the spliced world is the full pass's, and a
     settled listing is recorded byte for byte as the full pass records it."""
-    _goals_dir(wd)
+    goals_dir(wd)
     changes = ("add first", "add last", "add between", "remove", "rename", "touch", "unsafe", "all")
     for change in changes:
         _recorded(wd)
@@ -182,7 +181,7 @@ def test_goals_added_removed_or_renamed_while_the_others_are_kept(wd: Paths) -> 
         assert "goal:bad name" not in seen.items
         if change == "unsafe":  # an .md that is no goal: the seal's listing never vouches
             (wd.goals / "bad name.md").unlink()
-            _settle(wd.goals)
+            settle(wd.goals)
             continue
         pulse.beat(open_wd(wd), force=True)
         spliced = wd.goals_seen.read_bytes()
@@ -195,10 +194,10 @@ def test_goals_added_removed_or_renamed_while_the_others_are_kept(wd: Paths) -> 
 def test_many_goals_changed_at_once_are_spliced_in_order(wd: Paths) -> None:
     """Seventy of 200 goals rewritten or added between the others (past the few put in one
     by one): the spliced world is still the full pass's, item for item."""
-    _goals_dir(wd)
+    goals_dir(wd)
     for i in range(N, 200):
         (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}\n")
-    _settle(*wd.goals.iterdir(), wd.goals)
+    settle(*wd.goals.iterdir(), wd.goals)
     _recorded(wd)
     for i in range(0, 200, 4):
         (wd.goals / f"goal-{i:03}.md").write_text(f"# Goal {i}, rewritten\n")
@@ -210,11 +209,11 @@ def test_many_goals_changed_at_once_are_spliced_in_order(wd: Paths) -> None:
 
 
 def test_a_damaged_or_forged_record_falls_back_to_the_full_pass(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     good = wd.goals_seen.read_bytes()
     (wd.goals / "goal-005.md").write_text("# Goal 5\n\nrewritten\n")
-    _settle(wd.goals / "goal-005.md", wd.goals)
+    settle(wd.goals / "goal-005.md", wd.goals)
     for how in (*DAMAGE, "the framing cut short, checksum and all"):
         wd.goals_seen.write_bytes(good)
         if how == "the framing cut short, checksum and all":
@@ -231,12 +230,12 @@ def test_a_record_from_another_work_dir_vouches_for_no_goal(wd: Paths, tmp_path:
     """Another work dir's record (the same names, the same sizes, other bytes): no goal
     there has this one's inode, so none is taken from it (the full pass, with the goal
     cache), and the world is this dir's."""
-    _goals_dir(wd)
+    goals_dir(wd)
     other = Paths(tmp_path / "other")
     shutil.copytree(wd.root, other.root, symlinks=True)
     for goal in other.goals.glob("goal-*.md"):
         goal.write_bytes(goal.read_bytes().replace(b"tidy", b"TIDY"))
-    _settle(*other.goals.iterdir(), other.goals)
+    settle(*other.goals.iterdir(), other.goals)
     _recorded(other)
     _recorded(wd)
     shutil.copy(other.goals_seen, wd.goals_seen)
@@ -247,11 +246,11 @@ def test_a_record_from_another_work_dir_vouches_for_no_goal(wd: Paths, tmp_path:
 def test_a_goal_changed_between_the_listing_and_its_read_is_not_vouched(wd: Paths) -> None:
     """Read at another stamp than the listing's: the world holds the bytes read, and neither
     the record nor the seal vouches for the listing (the few goals read are compared)."""
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     goal = wd.goals / "goal-006.md"
     goal.write_text("# Goal 6\n\nthe first edit\n")
-    _settle(goal, wd.goals)
+    settle(goal, wd.goals)
     w = open_wd(wd)
     with w.memo.scope():
         goals.goal_stamps(w)  # listed now
@@ -271,11 +270,11 @@ def test_goals_near_the_total_cap_take_the_full_pass_and_its_refusals(wd: Paths)
     """Recorded under the 16 MiB cap; then goals added past it: the splice could not know
     which kept goal the cap now refuses, so the beat reads as the full pass does, and the
     goals over the cap are refused alike."""
-    _goals_dir(wd)
+    goals_dir(wd)
     big = b"# Big\n" + b"x" * 900_000 + b"\n"
     for i in range(15):
         (wd.goals / f"big-{i:02}.md").write_bytes(big)
-    _settle(*wd.goals.glob("big-*.md"), wd.goals)
+    settle(*wd.goals.glob("big-*.md"), wd.goals)
     _recorded(wd)
     for i in range(15, 20):
         (wd.goals / f"big-{i:02}.md").write_bytes(big)
@@ -317,7 +316,7 @@ def test_a_beat_after_one_goal_changed_reads_that_goal_alone(wd: Paths) -> None:
     builds one GoalFile by reading and the others from the record, as the recorded path
     builds them (N + 1 in all)."""
     wd.config.write_text('[decider]\nbackend = "rules"\n')
-    _goals_dir(wd)
+    goals_dir(wd)
     _recorded(wd)
     pulse.beat(open_wd(wd), force=True)  # the loop index and caches settle
     (wd.goals / "goal-004.md").write_text("# Goal 4\n\nrewritten, longer than it was\n")
@@ -332,7 +331,7 @@ def test_a_beat_after_one_goal_changed_reads_that_goal_alone(wd: Paths) -> None:
 
 
 def test_the_spliced_world_is_the_full_pass_world(wd: Paths) -> None:
-    _goals_dir(wd)
+    goals_dir(wd)
     wd.playbook.write_text("# Playbook\n\nbe kind\n")
     _recorded(wd)
     (wd.goals / "fenced.md").write_text("---\non: [s0]\nruntime: shell\n---\n# Fenced, edited\n")
