@@ -323,7 +323,9 @@ def test_the_world_from_the_side_is_the_world_of_the_full_pass(wd: Paths) -> Non
     assert next(g for g in seen.goals if g.id == "fenced").text().startswith("---")
 
 
-SIDE_BEAT = """
+# A beat counted in a fresh interpreter (tests/opens.py `counted`): every GoalFile built by
+# its constructor (1) and every load of the goal cache ("cache") go into `built`.
+COUNTING = """
 from looop_py.beat import pulse
 from looop_py.workdir import goalcache, goalfile, goals
 built = []
@@ -333,6 +335,11 @@ def init(self, *a, **k):
     real_init(self, *a, **k)
 goalfile.GoalFile.__init__ = init
 goalcache.load = lambda wd: built.append("cache") or real_load(wd)
+"""
+
+SIDE_BEAT = (
+    COUNTING
+    + """
 real_known = goals._known
 def known(folder, side):
     made = real_known(folder, side)
@@ -353,6 +360,7 @@ print(json.dumps({"outcome": result.outcome.value, "opens": opens,
                   "known": built.count("known"), "sorted": built.count("sorted"),
                   "seal": [b for b in built if b in ("own", "other")]}))
 """
+)
 
 
 def test_a_full_beat_on_the_recorded_side_opens_no_goal_and_no_goal_cache(wd: Paths) -> None:

@@ -20,6 +20,7 @@ from tests.conftest import open_wd
 from tests.edits import goals_dir, settle
 from tests.opens import counted
 from tests.workdir.test_goal_side import (
+    COUNTING,
     DAMAGE,
     N,
     _damage,
@@ -287,16 +288,10 @@ def test_goals_near_the_total_cap_take_the_full_pass_and_its_refusals(wd: Paths)
 # -- the happy day ---------------------------------------------------------------------------
 
 
-SPLICE_BEAT = """
-from looop_py.beat import pulse
-from looop_py.workdir import goalcache, goalfile, goals, goalsplice
-built = []
-real_init, real_load = goalfile.GoalFile.__init__, goalcache.load
-def init(self, *a, **k):
-    built.append(1)
-    real_init(self, *a, **k)
-goalfile.GoalFile.__init__ = init
-goalcache.load = lambda wd: built.append("cache") or real_load(wd)
+SPLICE_BEAT = (
+    COUNTING
+    + """
+from looop_py.workdir import goalsplice
 real_kept = goalsplice.kept_goals
 def kept(*a, **k):
     made = real_kept(*a, **k)
@@ -308,6 +303,7 @@ print(json.dumps({"outcome": result.outcome.value, "opens": opens,
                   "cache": built.count("cache"), "init": built.count(1),
                   "kept": built.count("kept")}))
 """
+)
 
 
 def test_a_beat_after_one_goal_changed_reads_that_goal_alone(wd: Paths) -> None:
