@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import os
 import stat
-from operator import itemgetter
 
 from looop_py.ops import inotify
 from looop_py.workdir import watched
+from looop_py.workdir.listing import in_name_order
 from looop_py.workdir.watched import Watched
 from looop_py.world import listing_digest, stat_text
 
@@ -280,12 +280,7 @@ def _goals_line(held: Watched) -> str:
     flat = held.numbers[:]
     for st in (*held.links.values(), *held.sh.values()):
         flat += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-    order = sorted(range(len(listed)), key=listed.__getitem__)  # names are unique
-    numbers = flat[:]  # each of the five columns in name order at once (as listing.Seen)
-    if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
-        pick = itemgetter(*order)
-        for k in range(5):
-            numbers[k::5] = pick(flat[k::5])
+    _, numbers = in_name_order(listed, flat)
     every = sorted([*held.goals, *held.links, *held.others])
     return f"g goals {len(every)} {listing_digest(every, numbers)}"
 

@@ -122,13 +122,8 @@ class Seen:
             return None
         if line is not None:
             return self._folder, line
-        names, flat = self._names, self._numbers
-        order = sorted(range(len(names)), key=names.__getitem__)  # names are unique
-        numbers = flat[:]  # in name order: each of the five columns taken at once, in C
-        if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
-            pick = itemgetter(*order)
-            for k in range(5):
-                numbers[k::5] = pick(flat[k::5])
+        names = self._names
+        order, numbers = in_name_order(names, self._numbers)
         every = sorted([*names, *self._bare]) if self._bare else list(map(names.__getitem__, order))
         return self._folder, f"g goals {len(every)} {listing_digest(every, numbers)}"
 
@@ -150,6 +145,18 @@ class Seen:
         flat = self._numbers
         newest = max(max(flat[2::5], default=0), max(flat[3::5], default=0))
         return self._ok and newest <= self.now_ns - RACY_NS
+
+
+def in_name_order(names: Sequence[str], flat: list[int]) -> tuple[list[int], list[int]]:
+    """The indices of `names` (unique) sorted by name, and `flat` (five lstat numbers per
+    name, as `Seen.goals` takes them) in that order: each of the five columns at once, in C."""
+    order = sorted(range(len(names)), key=names.__getitem__)
+    numbers = flat[:]
+    if len(order) > 1:  # (itemgetter of one index gives the item, not a tuple)
+        pick = itemgetter(*order)
+        for k in range(5):
+            numbers[k::5] = pick(flat[k::5])
+    return order, numbers
 
 
 def for_seal(
