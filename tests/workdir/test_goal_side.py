@@ -30,12 +30,20 @@ def _recorded(wd: Paths) -> None:
     assert wd.goals_seen.exists(), "a settled listing is recorded"
 
 
-def _sensed(wd: Paths) -> tuple[World, bool]:
-    """SENSE in a beat's scope: the world, and whether it came from the recorded side."""
+def _taken(wd: Paths) -> tuple[World, str]:
+    """SENSE in a beat's scope: the world, and how it took the goal side ("side": the
+    listing is the recorded one; "splice": from the record and the goals read; "full")."""
     w = open_wd(wd)
     with w.memo.scope():
         seen = sense(w, time.time(), persist=False)
-        return seen, goals.side(w) is not None
+        how = "side" if goals.side(w) else "splice" if goals.spliced(w) else "full"
+        return seen, how
+
+
+def _sensed(wd: Paths) -> tuple[World, bool]:
+    """SENSE in a beat's scope: the world, and whether it came from the recorded side."""
+    seen, how = _taken(wd)
+    return seen, how == "side"
 
 
 def _full_pass(wd: Paths) -> World:
@@ -44,8 +52,8 @@ def _full_pass(wd: Paths) -> World:
     if wd.goals_seen.exists():
         shutil.move(wd.goals_seen, kept)
     try:
-        seen, from_side = _sensed(wd)
-        assert not from_side
+        seen, how = _taken(wd)
+        assert how == "full"
         return seen
     finally:
         if kept.exists():

@@ -24,45 +24,23 @@ from tests.workdir.test_goal_side import (
     DAMAGE,
     N,
     _damage,
+    _full_pass,
     _on_disk,
     _recorded,
     _same_world,
+    _taken,
     _write_whole,
 )
-
-
-def _sensed(wd: Paths) -> tuple[World, str]:
-    """SENSE in a beat's scope: the world, and how it took the goal side ("side": the
-    listing is the recorded one; "splice": from the record and the goals read; "full")."""
-    w = open_wd(wd)
-    with w.memo.scope():
-        seen = sense(w, time.time(), persist=False)
-        how = "side" if goals.side(w) else "splice" if goals.spliced(w) else "full"
-        return seen, how
-
-
-def _full(wd: Paths) -> World:
-    """SENSE with no record (moved away and put back): the full pass's world."""
-    kept = wd.goals_seen.with_suffix(".kept")
-    if wd.goals_seen.exists():
-        shutil.move(wd.goals_seen, kept)
-    try:
-        seen, how = _sensed(wd)
-        assert how == "full"
-        return seen
-    finally:
-        if kept.exists():
-            shutil.move(kept, wd.goals_seen)
 
 
 def _as_full(wd: Paths, how: str = "splice", *, disk: bool = True) -> World:
     """The world SENSE gives now is the full pass's (and each goal item the digest of the
     bytes on disk, but for `disk=False`: a refusal), taken `how`."""
-    seen, took = _sensed(wd)
+    seen, took = _taken(wd)
     assert took == how
     if disk:
         _on_disk(wd, seen)
-    _same_world(seen, _full(wd))
+    _same_world(seen, _full_pass(wd))
     return seen
 
 
